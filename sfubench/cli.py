@@ -1,0 +1,119 @@
+"""The sfubench command line. Errors the user can fix are one line and a non-zero exit, never a
+traceback."""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from . import config as config_mod
+
+# Exit codes: 0 done, 1 the run failed, 2 bad input or missing dependency, 130 interrupted.
+EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+
+
+class UsageError(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sfubench", description=__doc__.split(".")[0])
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    lt = sub.add_parser("loadtest", help="ramp rooms of participants against an SFU and record it",
+                        description="Ramp rooms of real Chromium participants against an SFU, "
+                                    "room by room, and write a run folder with a report.")
+    config_mod.add_arguments(lt)
+
+    rp = sub.add_parser("report", help="(re)build the report of a run folder")
+    rp.add_argument("run_dir", type=Path)
+
+    md = sub.add_parser("media", help="build the fake camera and microphone files")
+    md.add_argument("--media", choices=("local", "paper"), default=None,
+                    help="profile (default: both)")
+    md.add_argument("--cache", default=None, help="cache folder (default: ~/.cache/sfubench)")
+
+    cf = sub.add_parser("config", help="show the settings a loadtest would use")
+    config_mod.add_arguments(cf)
+    cf.add_argument("--markdown", action="store_true", help="print the settings table (docs/config.md)")
+    return p
+
+
+def _settings(args) -> config_mod.Config:
+    cli = {name: getattr(args, name) for name in config_mod.FIELDS}
+    return config_mod.load(cli=cli, file=args.config)
+
+
+def _require(*commands: str) -> None:
+    missing = [c for c in commands if shutil.which(c) is None]
+    if missing:
+        raise UsageError(f"missing {', '.join(missing)}: run `make deps` (scripts/deps.sh) first")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print("sfubench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (UsageError, config_mod.ConfigError) as e:
+        print(f"sfubench: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as e:  # the engine's own errors carry their context in one line
+        from .grid import GridError
+        from .lab import LabError
+        from .media import MediaError
+        from .sfu import AdapterError
+        if isinstance(e, (GridError, LabError, MediaError, AdapterError)):
+            print(f"sfubench: error: {e}", file=sys.stderr)
+            return EXIT_FAILED
+        raise
+
+
+def _dispatch(args) -> int:
+    if args.command == "config":
+        if args.markdown:
+            print(config_mod.markdown(), end="")
+            return 0
+        for key, value in _settings(args).as_dict().items():
+            print(f"{key} = {value!r}")
+        return 0
+
+    if args.command == "media":
+        from . import media
+        _require("ffmpeg")
+        cache = Path(args.cache).expanduser() if args.cache else config_mod.Config().cache_dir()
+        for profile in [args.media] if args.media else list(media.PROFILES):
+            m = media.build(profile, cache / "media")
+            print(f"{profile}: {m.y4m} {m.wav}")
+        return 0
+
+    if args.command == "report":
+        if not (args.run_dir / "meta.json").exists() and not (args.run_dir / "samples.jsonl").exists():
+            raise UsageError(f"{args.run_dir} is not a run folder (no meta.json or samples.jsonl)")
+        from reports import run as run_report
+        print(run_report.build(args.run_dir))
+        return 0
+
+    if args.command == "loadtest":
+        cfg = _settings(args)
+        _require("ip", "ffmpeg", "java", "chromium", "chromedriver")
+        from . import loadtest
+        run_dir, status = loadtest.run(cfg)
+        from reports import run as run_report
+        from reports.metrics import summary
+        print(f"report: {run_report.build(run_dir)}")
+        _print_summary(summary(run_dir))
+        return 0 if status == "ok" else EXIT_FAILED
+    raise AssertionError(args.command)
+
+
+def _print_summary(s: dict) -> None:
+    for line in s.get("lines", []):
+        print(line)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

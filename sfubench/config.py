@@ -1,0 +1,174 @@
+"""One schema for every setting: it drives the CLI flags, the SFUBENCH_* environment, the TOML
+config file and docs/config.md, so none of them can drift from the others.
+
+Precedence, lowest first: defaults, config file, environment, command line.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_PREFIX = "SFUBENCH_"
+
+
+class ConfigError(ValueError):
+    """A setting is wrong; the message is one line meant for the user."""
+
+
+def opt(default, help, *, min=None, max=None, choices=None, metavar=None):
+    return field(default=default, metadata=dict(help=help, min=min, max=max, choices=choices,
+                                                metavar=metavar))
+
+
+def available_sfus() -> list[str]:
+    root = ROOT / "sfu-configs"
+    return sorted(p.name for p in root.iterdir() if (p / "sfu.toml").is_file())
+
+
+@dataclass(frozen=True)
+class Config:
+    sfu: str = opt("janus", "SFU adapter to test: a folder of sfu-configs/")
+    rooms: int = opt(1, "rooms to ramp up to, added one by one", min=1, max=1000)
+    users_per_room: int = opt(7, "participants per room (the study used 7)", min=2, max=64)
+    participants_per_browser: int = opt(
+        7, "participants hosted by one browser tab, each in its own iframe; 1 is the study's "
+        "one browser per participant", min=1, max=64)
+    media: str = opt("local", "fake camera profile: local (320x180@15, light) or paper "
+                     "(540x360@30, the study's)", choices=("local", "paper"))
+    video_timeout: float = opt(60.0, "seconds a video has to be verified playing before its check "
+                               "times out", min=1, max=3600)
+    ramp_samples: int = opt(2, "getStats samples taken after each room validates", min=2, max=1000)
+    target_samples: int = opt(8, "getStats samples taken at target load", min=2, max=10000)
+    sample_interval: float = opt(1.0, "seconds between the samples of one measurement", min=0.2,
+                                 max=60)
+    background_interval: float = opt(5.0, "seconds between background samples through the whole "
+                                     "run; 0 turns them off", min=0, max=3600)
+    quality_frames: int = opt(2, "frames captured and scored per received video at each "
+                              "measurement (BRISQUE, frame code, delay); 0 turns scoring off",
+                              min=0, max=100)
+    sfu_options: str = opt("", "adapter options as key=value[,key=value], e.g. bitrate=5000000 "
+                           "(recorded in the run's metadata)", metavar="K=V,...")
+    out: str = opt("runs", "folder that receives one run folder per run", metavar="DIR")
+    cache: str = opt("~/.cache/sfubench", "cache for slow builds (media, grid jars, SFU builds), "
+                     "keyed by version", metavar="DIR")
+    grid_url: str = opt("", "Selenium Grid to use; empty starts a local standalone grid in the "
+                        "lab's client namespace", metavar="URL")
+    lab_prefix: str = opt("sfub", "name prefix of the lab's network namespaces and links")
+    lab_subnet: str = opt("127.0.1", "first three octets of the lab's /24 inside 127.0.0.0/8",
+                          metavar="A.B.C")
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            value, meta = getattr(self, f.name), f.metadata
+            flag = "--" + f.name.replace("_", "-")
+            if meta["min"] is not None and value < meta["min"]:
+                raise ConfigError(f"{flag} must be at least {meta['min']}, got {value}")
+            if meta["max"] is not None and value > meta["max"]:
+                raise ConfigError(f"{flag} must be at most {meta['max']}, got {value}")
+            if meta["choices"] and value not in meta["choices"]:
+                raise ConfigError(f"{flag} must be one of {', '.join(meta['choices'])}, got {value!r}")
+        sfus = available_sfus()
+        if self.sfu not in sfus:
+            raise ConfigError(f"unknown SFU {self.sfu!r}; available: {', '.join(sfus)}")
+        octets = self.lab_subnet.split(".")
+        if (len(octets) != 3 or octets[0] != "127"
+                or not all(o.isdigit() and 0 <= int(o) <= 255 for o in octets)):
+            raise ConfigError(f"--lab-subnet must be three octets inside 127.0.0.0/8, got "
+                              f"{self.lab_subnet!r}")
+        self.sfu_option_map()  # validates the syntax early
+
+    @property
+    def participants(self) -> int:
+        return self.rooms * self.users_per_room
+
+    def sfu_option_map(self) -> dict[str, str]:
+        out = {}
+        for item in filter(None, (s.strip() for s in self.sfu_options.split(","))):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"--sfu-options wants key=value pairs, got {item!r}")
+            out[key.strip()] = value.strip()
+        return out
+
+    def cache_dir(self) -> Path:
+        return Path(os.path.expanduser(self.cache))
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+
+
+def _coerce(name: str, raw, source: str):
+    kind = FIELDS[name].type
+    flag = "--" + name.replace("_", "-")
+    try:
+        if kind == "int":
+            if isinstance(raw, float) or isinstance(raw, bool):
+                raise ValueError
+            return int(raw)
+        if kind == "float":
+            if isinstance(raw, bool):
+                raise ValueError
+            return float(raw)
+        return str(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{flag} ({source}) wants {'an integer' if kind == 'int' else 'a number'}"
+                          f", got {raw!r}") from None
+
+
+def load(cli: dict | None = None, env: dict | None = None, file: str | Path | None = None) -> Config:
+    """Builds the Config from its sources. `cli` holds only the flags the user gave."""
+    values: dict = {}
+    if file:
+        try:
+            data = tomllib.loads(Path(file).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {file} does not exist") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {file}: {e}") from None
+        for key, raw in data.items():
+            name = key.replace("-", "_")
+            if name not in FIELDS:
+                raise ConfigError(f"config file {file}: unknown setting {key!r}")
+            values[name] = _coerce(name, raw, f"in {file}")
+    env = os.environ if env is None else env
+    for name in FIELDS:
+        key = ENV_PREFIX + name.upper()
+        if key in env:
+            values[name] = _coerce(name, env[key], f"from {key}")
+    for name, raw in (cli or {}).items():
+        if raw is not None:
+            values[name] = _coerce(name, raw, "on the command line")
+    return Config(**values)
+
+
+def add_arguments(parser) -> None:
+    """Adds one flag per setting; defaults stay None so load() can tell given from default."""
+    parser.add_argument("--config", metavar="FILE", help="TOML file with settings (keys as below)")
+    for name, f in FIELDS.items():
+        meta = f.metadata
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
+                            metavar=meta["metavar"] or name.upper(),
+                            help=f"{meta['help']} (default: {f.default!r}; env {ENV_PREFIX}{name.upper()})")
+
+
+def markdown() -> str:
+    lines = ["# Settings", "",
+             "Generated from `sfubench/config.py` by `sfubench config --markdown`; do not edit by hand.",
+             "", "Each setting is a flag, an environment variable and a key of the `--config` TOML file.",
+             "Precedence, lowest first: default, file, environment, flag.", "",
+             "| flag | env | default | meaning |", "|---|---|---|---|"]
+    for name, f in FIELDS.items():
+        meta = f.metadata
+        rng = ""
+        if meta["min"] is not None:
+            rng = f" ({meta['min']}–{meta['max']})"
+        lines.append(f"| `--{name.replace('_', '-')}` | `{ENV_PREFIX}{name.upper()}` | "
+                     f"`{f.default!r}` | {meta['help']}{rng} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,168 @@
+"""The local lab: the SFU and the browsers as two hosts in network namespaces joined by a veth link
+with addresses inside 127.0.0.0/8.
+
+Why namespaces: Janus's ICE skips loopback interfaces, and libnice cannot send from a 127.x veth
+address to 127.0.0.1, so the SFU needs a real (veth) interface and its peers must sit on another
+host. The link is also where traffic shaping goes. Addresses stay in 127.0.0.0/8 so nothing can
+leak to a real network; such addresses only pass a veth with route_localnet=1 on both sides.
+
+The engine itself moves into the clients namespace (setns) for the run: the grid, Chromium and
+the page server it starts there reach the SFU over the link, exactly as cloud clients would.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CLONE_NEWNET = 0x40000000
+LOCK_DIR = Path("/run/sfubench")
+
+
+class LabError(RuntimeError):
+    pass
+
+
+def _run(*cmd: str) -> None:
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        raise LabError(f"{' '.join(cmd)}: {r.stderr.strip() or r.returncode}")
+
+
+def _setns(fd: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise LabError(f"setns failed: {os.strerror(err)}")
+
+
+@dataclass
+class Host:
+    netns: str
+    interface: str
+    address: str
+
+    def command(self, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.netns, *argv]
+
+
+class LocalLab:
+    def __init__(self, prefix: str = "sfub", subnet: str = "127.0.1"):
+        self.prefix = prefix
+        self.sfu = Host(f"{prefix}-sfu", f"{prefix}-s0", f"{subnet}.1")
+        self.clients = Host(f"{prefix}-cli", f"{prefix}-c0", f"{subnet}.2")
+        self._lock = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def up(self) -> "LocalLab":
+        if os.geteuid() != 0:
+            raise LabError("the local lab needs root (it creates network namespaces)")
+        self._take_lock()
+        if self.exists():
+            print(f"lab: removing a stale lab from an earlier run ({self.sfu.netns}, "
+                  f"{self.clients.netns})", flush=True)
+            self._remove()
+        try:
+            for h in (self.sfu, self.clients):
+                _run("ip", "netns", "add", h.netns)
+            _run("ip", "link", "add", self.sfu.interface, "netns", self.sfu.netns, "type", "veth",
+                 "peer", "name", self.clients.interface, "netns", self.clients.netns)
+            for h in (self.sfu, self.clients):
+                ns = ["ip", "netns", "exec", h.netns]
+                _run(*ns, "ip", "link", "set", "lo", "up")
+                _run(*ns, "ip", "addr", "add", f"{h.address}/24", "dev", h.interface)
+                _run(*ns, "ip", "link", "set", h.interface, "up")
+                for conf in ("all", h.interface):
+                    _run(*ns, "sysctl", "-q", "-w", f"net.ipv4.conf.{conf}.route_localnet=1")
+        except BaseException:
+            self._remove()
+            self._release_lock()
+            raise
+        return self
+
+    def down(self) -> None:
+        self._remove()
+        self._release_lock()
+
+    def __enter__(self):
+        return self.up()
+
+    def __exit__(self, *exc):
+        self.down()
+
+    def exists(self) -> bool:
+        return any(Path("/run/netns", h.netns).exists() for h in (self.sfu, self.clients))
+
+    @contextlib.contextmanager
+    def inside_clients(self):
+        """Moves this process into the clients namespace, and back on exit.
+
+        Must be entered before the process starts any thread: setns moves only the calling thread,
+        and threads started later inherit its namespace."""
+        home = os.open("/proc/self/ns/net", os.O_RDONLY)
+        target = os.open(f"/run/netns/{self.clients.netns}", os.O_RDONLY)
+        try:
+            _setns(target)
+            yield self.clients
+        finally:
+            _setns(home)
+            os.close(home)
+            os.close(target)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _take_lock(self) -> None:
+        LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        path = LOCK_DIR / f"{self.prefix}.lock"
+        self._lock = open(path, "a+")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.seek(0)
+            owner = self._lock.read().strip() or "?"
+            self._lock.close()
+            self._lock = None
+            raise LabError(f"another sfubench run (pid {owner}) is using the lab {self.prefix!r}; "
+                           f"use --lab-prefix and --lab-subnet to run beside it") from None
+        self._lock.seek(0)
+        self._lock.truncate()
+        self._lock.write(str(os.getpid()))
+        self._lock.flush()
+
+    def _release_lock(self) -> None:
+        if self._lock:
+            self._lock.close()
+            self._lock = None
+
+    def _remove(self) -> None:
+        """Kills whatever still runs in the lab's namespaces, then deletes them (and the link)."""
+        for h in (self.sfu, self.clients):
+            if not Path("/run/netns", h.netns).exists():
+                continue
+            pids = self._pids(h.netns)
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, sig)
+                deadline = time.monotonic() + 3
+                while pids and time.monotonic() < deadline:
+                    pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
+                    time.sleep(0.05)
+            subprocess.run(["ip", "netns", "del", h.netns], capture_output=True)
+
+    @staticmethod
+    def _pids(netns: str) -> list[int]:
+        r = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True)
+        return [int(p) for p in r.stdout.split() if int(p) != os.getpid()]
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, IndexError):
+        return True

@@ -1,0 +1,167 @@
+"""`sfubench loadtest`: provision, start the SFU and the grid, run the scenario, write the run folder.
+
+Only provisioning differs between the local lab and the cloud; the runner, the probe, the collector,
+quality and reports are the same code on both paths.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from . import grid as grid_mod
+from . import media as media_mod
+from .config import ROOT, Config
+from .lab import LocalLab
+from .pages import PageServer
+from .probes import CpuProbe
+from .progress import Progress
+from .rundir import RunDir
+from .runner import Runner
+from .sfu import Adapter
+from .shape import RoomRamp
+
+
+def _git_sha() -> str | None:
+    r = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=40"],
+                       capture_output=True, text=True)
+    return r.stdout.strip() or None
+
+
+def _machine() -> dict:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "cpu_model": cpu,
+            "memory_bytes": mem, "kernel": platform.release(), "python": platform.python_version()}
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM takes the same clean-up path as Ctrl-C."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
+def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
+    """Runs one load test; returns (run folder, status). Status is 'ok' when the scenario ran to
+    its end (failed video checks are results, not errors)."""
+    progress = progress or Progress()
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    cache = cfg.cache_dir()
+    adapter = Adapter.load(cfg.sfu, cfg.sfu_option_map())
+    progress.say(f"sfu: installing {adapter.name} {adapter.version} (skipped when installed)")
+    adapter.install(cache)
+    progress.say(f"media: {cfg.media} profile (built once, then cached)")
+    media = media_mod.build(cfg.media, cache / "media")
+    if not cfg.grid_url:
+        grid_mod.ensure_jars()
+
+    run_dir = RunDir.create(Path(cfg.out), cfg.sfu)
+    progress.say(f"run folder: {run_dir.path}")
+    meta = {
+        "config": cfg.as_dict(),
+        "sfu": {"name": adapter.name, "version": adapter.version,
+                "installed": adapter.installed_version(), "options": adapter.options},
+        "chrome": {"version": grid_mod.chromium_version()},
+        "media": media.describe(),
+        "git_sha": _git_sha(),
+        "machine": _machine(),
+        "started": time.time(),
+        "status": "running",
+    }
+    run_dir.write_meta(meta)
+
+    lab = LocalLab(cfg.lab_prefix, cfg.lab_subnet)
+    status = "failed"
+    runner = None
+    try:
+        lab.up()
+        with lab.inside_clients():
+            progress.say(f"sfu: starting {adapter.name} at {lab.sfu.address} ({lab.sfu.netns})")
+            server = adapter.start(lab.sfu, run_dir.path, cache)
+            try:
+                status, runner = _drive(cfg, adapter, lab, server, media, run_dir, progress)
+            finally:
+                server.stop()
+    except KeyboardInterrupt:
+        status = "interrupted"
+        progress.say("interrupted: cleaning up")
+        raise
+    finally:
+        lab.down()
+        if runner is not None:
+            runner.event("run_finished", status=status)
+            meta["checks"] = dict(runner.checks)
+        meta.update(status=status, finished=time.time(), cpu=_cpu_summary(run_dir.path))
+        run_dir.write_meta(meta)
+        run_dir.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return run_dir.path, status
+
+
+def _drive(cfg, adapter, lab, server, media, run_dir, progress):
+    sessions = -(-cfg.participants // cfg.participants_per_browser)
+    grid = None
+    if cfg.grid_url:
+        grid_url = cfg.grid_url
+    else:
+        grid = grid_mod.LocalGrid(grid_mod.grid_cache_dir(), run_dir.path / "grid",
+                                  grid_mod.free_port(), max_sessions=sessions)
+        progress.say(f"grid: starting Selenium Grid standalone for {sessions} browser session(s)")
+        grid.start()
+        grid_url = grid.url
+    try:
+        with PageServer() as pages:
+            values = adapter.values(lab.sfu, run_dir.path / "sfu-conf", cfg.cache_dir(), run_dir.path)
+
+            def open_browser():
+                options = grid_mod.chrome_options(media.y4m, media.wav)
+                driver = grid_mod.open_session(grid_url, options)
+                driver.set_script_timeout(60)
+                driver.get(pages.url + "/host.html")
+                return driver
+
+            probes = [CpuProbe("sfu", server.pids)]
+            if grid is not None:
+                probes.append(CpuProbe("clients", grid.pids))
+            runner = Runner(cfg, RoomRamp(cfg.rooms, cfg.users_per_room), run_dir, open_browser,
+                            lambda room, user: adapter.client_url(pages.url, room, user, values),
+                            media, probes=probes, progress=progress)
+            try:
+                runner.run_scenario()
+            finally:
+                runner.close()
+            return "ok", runner
+    finally:
+        if grid is not None:
+            grid.stop()
+
+
+def _cpu_summary(run_path: Path) -> dict:
+    """CPU at target load, from the probe rows at the target window's edges."""
+    from .rundir import read
+    edges: dict[str, dict[str, dict]] = {}
+    for row in read(run_path, "server"):
+        if row.get("phase") == "target" and row.get("edge") in ("start", "end"):
+            edges.setdefault(row["role"], {})[row["edge"]] = row
+    out = {}
+    for role, e in edges.items():
+        if "start" in e and "end" in e and e["end"]["t"] > e["start"]["t"]:
+            cores = (e["end"]["cpu_s"] - e["start"]["cpu_s"]) / ((e["end"]["t"] - e["start"]["t"]) / 1000)
+            n = e["end"].get("participants") or 0
+            out[f"{role}_cores"] = round(cores, 3)
+            if n:
+                out[f"{role}_per_participant"] = round(cores / n, 4)
+    return out

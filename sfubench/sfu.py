@@ -1,0 +1,173 @@
+"""SFU adapters: a folder of data in sfu-configs/<name>/ (see docs/contracts.md). Everything the
+engine knows about an SFU comes from there, so adding one never touches the engine."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import tomllib
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import ROOT
+
+PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
+
+
+class AdapterError(RuntimeError):
+    pass
+
+
+def render(text: str, values: dict[str, str], where: str) -> str:
+    """Replaces {name} placeholders and leaves every other brace alone: SFU config formats such as
+    Janus's libconfig are full of braces of their own."""
+    def sub(m):
+        if m.group(1) not in values:
+            raise AdapterError(f"{where}: unknown placeholder {{{m.group(1)}}}")
+        return str(values[m.group(1)])
+    return PLACEHOLDER.sub(sub, text)
+
+
+@dataclass
+class Adapter:
+    name: str
+    folder: Path
+    data: dict
+    options: dict = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, name: str, overrides: dict[str, str] | None = None) -> "Adapter":
+        folder = ROOT / "sfu-configs" / name
+        try:
+            data = tomllib.loads((folder / "sfu.toml").read_text())
+        except FileNotFoundError:
+            raise AdapterError(f"no adapter {name!r} (expected {folder}/sfu.toml)") from None
+        for key in ("name", "version", "client", "start", "health"):
+            if key not in data:
+                raise AdapterError(f"{folder}/sfu.toml lacks {key!r}")
+        options = dict(data.get("options", {}))
+        for key, value in (overrides or {}).items():
+            if key not in options:
+                raise AdapterError(f"SFU {name} has no option {key!r}; it has: "
+                                   f"{', '.join(options) or 'none'}")
+            options[key] = type(options[key])(value) if not isinstance(options[key], bool) \
+                else value.lower() in ("1", "true", "yes")
+        return cls(name, folder, data, options)
+
+    @property
+    def version(self) -> str:
+        return self.data["version"]
+
+    def cache(self, root: Path) -> Path:
+        return root / f"{self.name}-{self.version}"
+
+    def values(self, host, confdir: Path, cache_root: Path, logdir: Path) -> dict[str, str]:
+        v = {"address": host.address, "interface": host.interface, "confdir": str(confdir),
+             "cache": str(self.cache(cache_root)), "logdir": str(logdir), "adapter": str(self.folder)}
+        v.update({f"port_{k}": str(p) for k, p in self.data.get("ports", {}).items()})
+        v.update({f"opt_{k}": str(o) for k, o in self.options.items()})
+        return v
+
+    def install(self, cache_root: Path) -> None:
+        script = self.data.get("install")
+        if not script:
+            return
+        cache = self.cache(cache_root)
+        cache.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run([str(self.folder / script), str(cache)], capture_output=True, text=True)
+        if r.returncode:
+            tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise AdapterError(f"installing {self.name} failed: {tail[0]}")
+
+    def installed_version(self) -> str | None:
+        cmd = self.data.get("version_command")
+        if not cmd:
+            return None
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return (r.stdout + r.stderr).strip().splitlines()[0] if (r.stdout + r.stderr).strip() else None
+
+    def client_url(self, base: str, room: int, user: str, values: dict[str, str]) -> str:
+        from urllib.parse import urlencode
+        params = {"room": room, "user": user}
+        for key, tmpl in self.data.get("client_params", {}).items():
+            params[key] = render(str(tmpl), values, f"{self.name} client_params.{key}")
+        return f"{base}/sfu/{self.name}/{self.data['client']}?{urlencode(params)}"
+
+    def start(self, host, run_dir: Path, cache_root: Path) -> "Server":
+        confdir = run_dir / "sfu-conf"
+        confdir.mkdir(parents=True, exist_ok=True)
+        values = self.values(host, confdir, cache_root, run_dir)
+        for name in self.data.get("templates", []):
+            text = (self.folder / name).read_text()
+            (confdir / name).write_text(render(text, values, f"{self.name}/{name}"))
+        argv = [render(a, values, f"{self.name} start") for a in self.data["start"]]
+        log = open(run_dir / "sfu.log", "ab")
+        proc = subprocess.Popen(host.command(argv), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        server = Server(self, proc, run_dir / "sfu.log",
+                        render(self.data["health"], values, f"{self.name} health"))
+        try:
+            server.wait_healthy()
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+
+@dataclass
+class Server:
+    adapter: Adapter
+    proc: subprocess.Popen
+    log: Path
+    health: str
+
+    def wait_healthy(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AdapterError(f"{self.adapter.name} exited with {self.proc.returncode} at start; "
+                                   f"{self._log_tail()}")
+            if self._probe():
+                return
+            time.sleep(0.2)
+        raise AdapterError(f"{self.adapter.name} not healthy at {self.health} after {timeout:.0f} s; "
+                           f"{self._log_tail()}")
+
+    def _probe(self) -> bool:
+        # Health checks run from the clients' side of the lab: the path clients take.
+        try:
+            if self.health.startswith("tcp://"):
+                host, port = self.health[6:].rsplit(":", 1)
+                with socket.create_connection((host, int(port)), timeout=1):
+                    return True
+            with urllib.request.urlopen(self.health, timeout=1) as r:
+                return r.status < 500
+        except OSError:
+            return False
+
+    def _log_tail(self) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").strip().splitlines()
+        except FileNotFoundError:
+            return "no log"
+        return "log: " + " | ".join(lines[-3:]) if lines else "empty log"
+
+    def pids(self) -> list[int]:
+        """The server's processes (the `ip netns exec` wrapper execs, so its pid is the server's)."""
+        return [self.proc.pid] if self.proc.poll() is None else []
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()

@@ -1,0 +1,74 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sfubench import config
+from sfubench.config import ConfigError, load
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_defaults_are_the_study_room_size():
+    c = load(env={})
+    assert (c.sfu, c.rooms, c.users_per_room, c.ramp_samples, c.target_samples) == ("janus", 1, 7, 2, 8)
+
+
+def test_precedence_default_file_env_flag(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('rooms = 3\nusers-per-room = 5\nmedia = "paper"\n')
+    c = load(env={}, file=f)
+    assert (c.rooms, c.users_per_room, c.media) == (3, 5, "paper")
+    c = load(env={"SFUBENCH_ROOMS": "4"}, file=f)
+    assert (c.rooms, c.users_per_room) == (4, 5)
+    c = load(cli={"rooms": "6", "users_per_room": None}, env={"SFUBENCH_ROOMS": "4"}, file=f)
+    assert (c.rooms, c.users_per_room) == (6, 5)
+
+
+@pytest.mark.parametrize("cli, message", [
+    ({"rooms": "0"}, "--rooms must be at least 1"),
+    ({"rooms": "two"}, "--rooms (on the command line) wants an integer"),
+    ({"rooms": "1.5"}, "wants an integer"),
+    ({"sfu": "nope"}, "unknown SFU 'nope'"),
+    ({"media": "4k"}, "--media must be one of local, paper"),
+    ({"sfu_options": "bitrate"}, "key=value"),
+    ({"lab_subnet": "10.0.0"}, "inside 127.0.0.0/8"),
+    ({"video_timeout": "-1"}, "--video-timeout must be at least 1"),
+])
+def test_bad_values_are_one_line_errors(cli, message):
+    with pytest.raises(ConfigError) as e:
+        load(cli=cli, env={})
+    assert message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_file_errors(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load(env={}, file=tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("roomz = 2\n")
+    with pytest.raises(ConfigError, match="unknown setting 'roomz'"):
+        load(env={}, file=bad)
+
+
+def test_env_is_validated_too():
+    with pytest.raises(ConfigError, match="from SFUBENCH_TARGET_SAMPLES"):
+        load(env={"SFUBENCH_TARGET_SAMPLES": "many"})
+
+
+def test_docs_match_the_schema():
+    assert (ROOT / "docs" / "config.md").read_text() == config.markdown(), \
+        "docs/config.md is stale: run `.venv/bin/sfubench config --markdown > docs/config.md`"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["loadtest", "--sfu", "nope"], "unknown SFU 'nope'"),
+    (["loadtest", "--rooms", "x"], "wants an integer"),
+    (["report", "/nonexistent"], "is not a run folder"),
+])
+def test_cli_errors_are_one_line_and_nonzero(args, message):
+    r = subprocess.run([sys.executable, "-m", "sfubench.cli", *args], capture_output=True, text=True,
+                       cwd=ROOT, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and message in r.stderr and "Traceback" not in r.stderr

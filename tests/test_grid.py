@@ -1,0 +1,83 @@
+"""The real Selenium Grid with real Chromium: fake camera/microphone files reach getUserMedia in a grid session."""
+
+import re
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sfubench.grid import (
+    GRID_VERSION, GridError, LocalGrid, browser_log, chrome_options, chromium_version, free_port, grid_cache_dir, open_session,
+)
+
+PAGE = """<!doctype html><video autoplay muted playsinline></video><script>
+window.result = navigator.mediaDevices.getUserMedia({video: true, audio: true}).then(stream => {
+  const video = document.querySelector('video');
+  video.srcObject = stream;
+  console.log('sfubench-gum-ok');
+  // Resolves once decoded frames of the fake camera are being shown, not merely when the track exists.
+  return new Promise(resolve => video.requestVideoFrameCallback(() => resolve({
+    width: video.videoWidth, height: video.videoHeight,
+    video: stream.getVideoTracks().length, audio: stream.getAudioTracks().length,
+  })));
+}, e => ({error: e.name + ': ' + e.message}));
+</script>"""
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory):
+    d = tmp_path_factory.mktemp("media")
+    video, audio = d / "cam.y4m", d / "mic.wav"
+    for args in (["-f", "lavfi", "-i", "testsrc=size=160x120:rate=15", "-t", "2", "-pix_fmt", "yuv420p", video],
+                 ["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "2", audio]):
+        subprocess.run(["ffmpeg", "-v", "error", "-y", *args], check=True)
+    return video, audio
+
+
+def test_grid_version_matches_pom():
+    pom = (Path(__file__).resolve().parent.parent / "grid" / "pom.xml").read_text()
+    assert re.search(r"<artifactId>selenium-grid</artifactId>\s*<version>(.*?)</version>", pom)[1] == GRID_VERSION
+
+
+def test_chromium_version():
+    assert re.fullmatch(r"\d+\.\d+\.\d+\.\d+", chromium_version())
+
+
+def test_fake_media_session_in_grid(tmp_path, media):
+    page = tmp_path / "gum.html"
+    page.write_text(PAGE)
+    port = free_port()
+    grid = LocalGrid(grid_cache_dir(), tmp_path / "grid", port, max_sessions=2)
+    with grid:
+        assert grid.session_count() == 0
+        driver = open_session(grid.url, chrome_options(*media), timeout=60)
+        try:
+            assert grid.session_count() == 1
+            assert driver.capabilities["browserVersion"] == chromium_version()
+            driver.get(page.as_uri())
+            got = driver.execute_async_script("window.result.then(arguments[0])")
+            assert got == {"width": 160, "height": 120, "video": 1, "audio": 1}
+            assert any("sfubench-gum-ok" in entry["message"] for entry in browser_log(driver))
+        finally:
+            driver.quit()
+        assert grid.session_count() == 0
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))  # fails if the grid still listens
+
+
+def test_start_fails_clearly_on_busy_port(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        grid = LocalGrid(grid_cache_dir(), tmp_path, busy.getsockname()[1], max_sessions=1)
+        with pytest.raises(GridError, match="already in use"):
+            grid.start()
+
+
+def test_open_session_error_is_one_line():
+    with pytest.raises(GridError) as err:
+        open_session(f"http://127.0.0.1:{free_port()}", chrome_options(Path("/v.y4m"), Path("/a.wav")), timeout=5)
+    assert "could not create a Chromium session" in str(err.value)
+    assert "\n" not in str(err.value)
