@@ -3,12 +3,15 @@
 import re
 import socket
 import subprocess
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from sfubench.grid import (
-    GRID_VERSION, GridError, LocalGrid, browser_log, chrome_options, chromium_version, free_port, grid_cache_dir, open_session,
+    GRID_VERSION, GridError, LocalGrid, browser_log, chrome_options, chromium_version, free_port, grid_cache_dir,
+    open_session,
 )
 
 PAGE = """<!doctype html><video autoplay muted playsinline></video><script>
@@ -23,6 +26,14 @@ window.result = navigator.mediaDevices.getUserMedia({video: true, audio: true}).
   })));
 }, e => ({error: e.name + ': ' + e.message}));
 </script>"""
+
+
+def wait_sessions(grid, n, timeout=10):
+    """The grid frees a slot shortly after the quit command returns, not before."""
+    deadline = time.monotonic() + timeout
+    while grid.session_count() != n and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return grid.session_count()
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +65,7 @@ def test_fake_media_session_in_grid(tmp_path, media):
         driver = open_session(grid.url, chrome_options(*media), timeout=60)
         try:
             assert grid.session_count() == 1
+            assert [psutil.Process(pid).name() for pid in grid.pids()] == ["chromedriver"]
             assert driver.capabilities["browserVersion"] == chromium_version()
             driver.get(page.as_uri())
             got = driver.execute_async_script("window.result.then(arguments[0])")
@@ -61,7 +73,7 @@ def test_fake_media_session_in_grid(tmp_path, media):
             assert any("sfubench-gum-ok" in entry["message"] for entry in browser_log(driver))
         finally:
             driver.quit()
-        assert grid.session_count() == 0
+        assert wait_sessions(grid, 0) == 0
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))  # fails if the grid still listens

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Installs what sfubench needs on a Debian 12 machine; safe to rerun (each step skips when already done).
+#   scripts/deps.sh                 all steps: apt, python, grid
+#   scripts/deps.sh apt|python|grid ...   only those steps
+# One line per step on stdout; on failure one line on stderr naming the step and its log, exit status 1.
+# Environment: PYTHON (the interpreter for a new .venv, default python3), SFUBENCH_CACHE (see grid/install.sh).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+logs=$root/.cache/deps
+APT_PACKAGES=(
+  chromium chromium-driver ffmpeg janus libjs-janus-gateway opencv-data iproute2 procps fonts-dejavu-core maven
+  python3-venv  # a bare Debian python3 cannot create a venv without it
+)
+
+step=
+fail() {
+  echo "deps: $step failed: $*" >&2
+  exit 1
+}
+
+# Sets $detail to what was done.
+step_apt() {
+  local missing=() p log=$logs/apt.log
+  for p in "${APT_PACKAGES[@]}"; do
+    [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) == installed ]] || missing+=("$p")
+  done
+  if ((${#missing[@]} == 0)); then
+    detail=cached
+    return
+  fi
+  ((EUID == 0)) || fail "needs root to install: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >"$log" 2>&1 || fail "apt-get update (log: $log)"
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$log" 2>&1 ||
+    fail "apt-get install ${missing[*]} (log: $log)"
+  # The package starts Janus as a system service on its default ports; runs start their own Janus.
+  if [[ " ${missing[*]} " == *" janus "* && -d /run/systemd/system ]]; then
+    systemctl disable --now janus.service >>"$log" 2>&1 || fail "systemctl disable janus (log: $log)"
+  fi
+  detail="installed ${missing[*]}"
+}
+
+step_python() {
+  local venv=$root/.venv log=$logs/python.log want
+  # pyproject.toml too: the editable install's metadata and entry points come from it.
+  want=$(cat "$root/requirements.txt" "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)
+  if [[ -f $venv/.deps-sha256 && $(<"$venv/.deps-sha256") == "$want" ]]; then
+    detail=cached
+    return
+  fi
+  : >"$log"
+  if ! "$venv/bin/python" -c '' >>"$log" 2>&1; then
+    "${PYTHON:-python3}" -m venv --clear "$venv" >>"$log" 2>&1 || fail "creating $venv (log: $log)"
+  fi
+  local pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input -q)
+  "${pip[@]}" install -r "$root/requirements.txt" >>"$log" 2>&1 ||
+    fail "pip install -r requirements.txt (log: $log)"
+  "${pip[@]}" install --no-deps -e "$root" >>"$log" 2>&1 || fail "pip install -e . (log: $log)"
+  echo "$want" >"$venv/.deps-sha256"
+  detail="$venv updated"
+}
+
+step_grid() {
+  local out
+  out=$("$root/grid/install.sh" 2>&1) || fail "${out##*$'\n'}"
+  if [[ $out == *": cached in "* ]]; then detail=cached; else detail=${out#grid }; fi
+}
+
+steps=("$@")
+((${#steps[@]})) || steps=(apt python grid)
+for step in "${steps[@]}"; do
+  [[ $step == @(apt|python|grid) ]] || { echo "usage: scripts/deps.sh [apt|python|grid]..." >&2; exit 2; }
+done
+mkdir -p "$logs"
+for step in "${steps[@]}"; do
+  start=$SECONDS
+  detail=
+  "step_$step"
+  [[ $detail == cached ]] || detail+=", $((SECONDS - start)) s"
+  echo "deps: $step ok ($detail)"
+done
