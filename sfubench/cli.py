@@ -86,7 +86,7 @@ def _dispatch(args) -> int:
         _require("ffmpeg")
         cache = Path(args.cache).expanduser() if args.cache else config_mod.Config().cache_dir()
         for profile in [args.media] if args.media else list(media.PROFILES):
-            m = media.build(profile, cache / "media")
+            m = media.build(profile, cache)
             print(f"{profile}: {m.y4m} {m.wav}")
         return 0
 
@@ -103,16 +103,30 @@ def _dispatch(args) -> int:
         from . import loadtest
         run_dir, status = loadtest.run(cfg)
         from reports import run as run_report
-        from reports.metrics import summary
         print(f"report: {run_report.build(run_dir)}")
-        _print_summary(summary(run_dir))
+        _print_summary(run_dir)
         return 0 if status == "ok" else EXIT_FAILED
     raise AssertionError(args.command)
 
 
-def _print_summary(s: dict) -> None:
-    for line in s.get("lines", []):
-        print(line)
+def _print_summary(run_dir: Path) -> None:
+    import json
+    from reports.metrics import summary
+    s = summary(run_dir)
+    c = s["checks"]
+    print(f"checks: {c['passed']}/{c['total']} videos verified playing"
+          + (f" ({', '.join(f'{v} {k}' for k, v in c['verdicts'].items() if k != 'playing')})"
+             if c["failed"] else ""))
+    t = s["target"]
+    if t:
+        mbps = lambda d: "n/a" if d["avg"] is None else f"{d['avg'] / 1e6:.2f} Mbps (min {d['min'] / 1e6:.2f}, max {d['max'] / 1e6:.2f})"
+        print(f"at target ({t['participants']} participants): video sent per participant {mbps(t['send_video_bps'])}, "
+              f"received per participant {mbps(t['recv_video_bps'])}")
+    cpu = json.loads((run_dir / "meta.json").read_text()).get("cpu", {})
+    if "clients_per_participant" in cpu:
+        print(f"CPU at target: browsers {cpu['clients_cores']:.2f} cores = "
+              f"{cpu['clients_per_participant']:.3f} core per participant; "
+              f"SFU {cpu.get('sfu_cores', float('nan')):.3f} cores")
 
 
 if __name__ == "__main__":

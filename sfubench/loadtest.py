@@ -22,6 +22,7 @@ from .probes import CpuProbe
 from .progress import Progress
 from .rundir import RunDir
 from .runner import Runner
+from .scoring import Scorer
 from .sfu import Adapter
 from .shape import RoomRamp
 
@@ -64,9 +65,9 @@ def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
     progress.say(f"sfu: installing {adapter.name} {adapter.version} (skipped when installed)")
     adapter.install(cache)
     progress.say(f"media: {cfg.media} profile (built once, then cached)")
-    media = media_mod.build(cfg.media, cache / "media")
+    media = media_mod.build(cfg.media, cache)
     if not cfg.grid_url:
-        grid_mod.ensure_jars()
+        grid_mod.install(grid_mod.grid_cache_dir(cache))
 
     run_dir = RunDir.create(Path(cfg.out), cfg.sfu)
     progress.say(f"run folder: {run_dir.path}")
@@ -75,7 +76,9 @@ def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
         "sfu": {"name": adapter.name, "version": adapter.version,
                 "installed": adapter.installed_version(), "options": adapter.options},
         "chrome": {"version": grid_mod.chromium_version()},
-        "media": media.describe(),
+        "media": {"profile": media.profile, "width": media.width, "height": media.height,
+                  "fps": media.fps, "loop_frames": media.frames, "y4m": str(media.y4m),
+                  "wav": str(media.wav)},
         "git_sha": _git_sha(),
         "machine": _machine(),
         "started": time.time(),
@@ -117,7 +120,7 @@ def _drive(cfg, adapter, lab, server, media, run_dir, progress):
     if cfg.grid_url:
         grid_url = cfg.grid_url
     else:
-        grid = grid_mod.LocalGrid(grid_mod.grid_cache_dir(), run_dir.path / "grid",
+        grid = grid_mod.LocalGrid(grid_mod.grid_cache_dir(cfg.cache_dir()), run_dir.path / "grid",
                                   grid_mod.free_port(), max_sessions=sessions)
         progress.say(f"grid: starting Selenium Grid standalone for {sessions} browser session(s)")
         grid.start()
@@ -138,7 +141,9 @@ def _drive(cfg, adapter, lab, server, media, run_dir, progress):
                 probes.append(CpuProbe("clients", grid.pids))
             runner = Runner(cfg, RoomRamp(cfg.rooms, cfg.users_per_room), run_dir, open_browser,
                             lambda room, user: adapter.client_url(pages.url, room, user, values),
-                            media, probes=probes, progress=progress)
+                            media, probes=probes, progress=progress,
+                            scorer=Scorer(media, run_dir.path / "frames", cfg.quality_frames)
+                            if cfg.quality_frames else None)
             try:
                 runner.run_scenario()
             finally:

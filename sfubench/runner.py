@@ -25,7 +25,7 @@ from .shape import LoadShape, Status
 CHECK_GAP = 0.6  # s between the two frames a check compares: over the 0.5 s a frozen frame needs
 
 
-@dataclass
+@dataclass(eq=False)
 class Participant:
     id: str
     room: int
@@ -33,7 +33,7 @@ class Participant:
     failed: str | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class Browser:
     index: int
     driver: object

@@ -51,7 +51,7 @@
       if (!pair) report.forEach((s) => { if (s.type === 'candidate-pair' && s.nominated && s.state === 'succeeded') pair = s; });
       const pairRtt = pair ? num(pair.currentRoundTripTime) : null;
       report.forEach((s) => {
-        if (s.type !== 'outbound-rtp' && s.type !== 'inbound-rtp') continue;
+        if (s.type !== 'outbound-rtp' && s.type !== 'inbound-rtp') return;
         const send = s.type === 'outbound-rtp';
         const remote = send && s.remoteId ? byId.get(s.remoteId) : null;
         out.push({
