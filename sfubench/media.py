@@ -240,10 +240,12 @@ def _write_y4m(path: Path, frames, w: int, h: int, fps: int) -> None:
            "-s", f"{w}x{h}", "-framerate", str(fps), "-i", "-",
            "-vf", "scale=out_color_matrix=bt601:out_range=tv,setsar=1", "-pix_fmt", "yuv420p",
            "-f", "yuv4mpegpipe", str(path)]
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
     try:
         for frame in frames:
             proc.stdin.write(np.ascontiguousarray(frame).tobytes())
+    except BrokenPipeError:
+        pass  # ffmpeg stopped early: its exit status and message below say why
     finally:
         proc.stdin.close()
         err = proc.stderr.read()
@@ -319,7 +321,9 @@ def default_cache() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sfubench.media", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m sfubench.media",
+        description="Build (or find cached) the fake camera .y4m and microphone .wav; print their paths.")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="local")
     parser.add_argument("--cache", type=Path, default=default_cache(),
                         help="cache folder (default: $SFUBENCH_CACHE or ~/.cache/sfubench)")

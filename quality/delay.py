@@ -1,0 +1,91 @@
+"""Glass-to-glass delay and playback statistics from frame codes. Pure functions over numbers.
+
+Codes are loop positions 0..loop-1 of a clip played at `fps`; the clip loops, so every difference
+between codes is taken modulo the loop length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+FREEZE_S = 0.5  # s; the same code shown at least this long is a freeze
+
+
+def frames_between(earlier: int, later: int, loop: int) -> int:
+    """How many frames `later` is ahead of `earlier`, in (-loop/2, loop/2]: the clip loops, and
+    any real gap is assumed shorter than half a loop."""
+    d = (later - earlier) % loop
+    return d - loop if d > loop // 2 else d
+
+
+def delay_ms(sent: int, received: int, loop: int, fps: float) -> float:
+    """Glass-to-glass delay from the code the sender shows and the code a receiver shows at the
+    same instant (both captured on one clock, in one turn of the page's event loop)."""
+    return frames_between(received, sent, loop) * 1000.0 / fps
+
+
+@dataclasses.dataclass(frozen=True)
+class Playback:
+    duration: float  # s from the first to the last decoded capture
+    shown: int  # distinct frames seen (runs of one code)
+    effective_fps: float  # frame changes per second seen
+    skipped: int  # source frames never seen between two shown ones
+    backwards: int  # changes to an earlier code (reordering, or a loop mix-up)
+    freezes: int  # runs of one code lasting at least the freeze threshold
+    freeze_s: float  # their total duration
+    longest_freeze_s: float
+
+
+def playback(series: Iterable[tuple[float, int | None]], loop: int,
+             freeze_s: float = FREEZE_S) -> Playback:
+    """Statistics of one received video from its (time_s, code) series, one entry per sampled
+    frame; undecoded samples (code None) are left out. A run lasts from its first sample to the
+    first sample of the next code (to the last sample, for the final run). Skipped frames and the
+    effective frame rate are only meaningful when the series samples every displayed frame (e.g.
+    requestVideoFrameCallback); sparser sampling reads as skipping."""
+    points = sorted((t, c) for t, c in series if c is not None)
+    if not points:
+        return Playback(0.0, 0, 0.0, 0, 0, 0, 0.0, 0.0)
+    runs: list[tuple[float, int]] = []  # (start, code)
+    for t, c in points:
+        if not runs or runs[-1][1] != c:
+            runs.append((t, c))
+    ends = [start for start, _ in runs[1:]] + [points[-1][0]]
+    lengths = [end - start for (start, _), end in zip(runs, ends)]
+    frozen = [d for d in lengths if d >= freeze_s]
+    steps = [frames_between(a, b, loop) for (_, a), (_, b) in zip(runs, runs[1:])]
+    duration = points[-1][0] - points[0][0]
+    return Playback(
+        duration=duration,
+        shown=len(runs),
+        effective_fps=(len(runs) - 1) / duration if duration > 0 else 0.0,
+        skipped=sum(s - 1 for s in steps if s > 0),
+        backwards=sum(1 for s in steps if s < 0),
+        freezes=len(frozen),
+        freeze_s=sum(frozen),
+        longest_freeze_s=max(frozen, default=0.0),
+    )
+
+
+def is_frozen_at(series: Sequence[tuple[float, int | None]], index: int,
+                 freeze_s: float = FREEZE_S) -> bool:
+    """Whether the sample at `index` of a time-ordered series belongs to a freeze as `playback`
+    counts them (undecoded samples skipped): the `frozen` flag of a scored frame."""
+    t, code = series[index]
+    if code is None:
+        return False
+    start = end = t
+    for tt, cc in reversed(series[:index]):
+        if cc is None:
+            continue
+        if cc != code:
+            break
+        start = tt
+    for tt, cc in series[index + 1:]:
+        if cc is None:
+            continue
+        end = tt
+        if cc != code:
+            break
+    return end - start >= freeze_s
