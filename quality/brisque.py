@@ -17,6 +17,12 @@ MODEL = MODEL_DIR / "brisque_model_live.yml"
 RANGE = MODEL_DIR / "brisque_range_live.yml"
 
 
+# BRISQUE is scored at the study's picture width whatever the media profile: the LIVE model clamps
+# small pictures to 0 ("pristine": a 320-px source frame and its blurred copy both read 0), while at
+# 540 px they read 34 and 68. One width also keeps scores comparable across profiles.
+SCORING_WIDTH = 540
+
+
 class ModelMissing(RuntimeError):
     pass
 
@@ -42,4 +48,8 @@ def score(rgb: np.ndarray, layout: Layout | None = None) -> float | None:
     if check.is_blank(rgb):
         return None
     gray = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2GRAY)
+    h, w = gray.shape
+    if w != SCORING_WIDTH:
+        gray = cv2.resize(gray, (SCORING_WIDTH, round(h * SCORING_WIDTH / w)),
+                          interpolation=cv2.INTER_CUBIC if w < SCORING_WIDTH else cv2.INTER_AREA)
     return float(_scorer().compute(gray)[0])

@@ -54,9 +54,11 @@ class Browser:
             "const done = arguments[arguments.length - 1];"
             "sfubenchHost.stats().then(done, (e) => done({}));")
 
-    def capture(self, requests: dict[str, list[str]]) -> tuple[int, dict]:
+    def capture(self, requests: dict[str, list[str]]) -> dict[tuple[str, str], tuple[float, str | None]]:
+        """(participant, video user) -> (time in s, PNG data URL or None), all drawn at once."""
         r = self.call("return sfubenchHost.capture(arguments[0])", requests)
-        return r["t"], r["frames"]
+        return {(p_id, user): (shot["t"] / 1000.0, shot["png"])
+                for p_id, videos in r.items() for user, shot in videos.items()}
 
 
 def decode_png(data_url: str | None) -> np.ndarray | None:
@@ -136,7 +138,7 @@ class Runner:
         while pending and time.monotonic() < deadline:
             self.note_failures(members)
             first = self.capture_pending(pending, by_id)
-            self.wait(CHECK_GAP)
+            time.sleep(CHECK_GAP)  # not self.wait: a background sample here would stretch the gap
             second = self.capture_pending(pending, by_id)
             for key in list(pending):
                 a, b = first.get(key), second.get(key)
@@ -167,10 +169,8 @@ class Runner:
             requests.setdefault(p.browser, {}).setdefault(p_id, []).append(user)
         out = {}
         for browser, req in requests.items():
-            t, frames = browser.capture(req)
-            for p_id, videos in frames.items():
-                for user, url in videos.items():
-                    out[(p_id, user)] = (t / 1000.0, decode_png(url))
+            for key, (t, url) in browser.capture(req).items():
+                out[key] = (t, decode_png(url))
         return out
 
     def note_failures(self, members) -> None:

@@ -2,14 +2,15 @@
 frame the code names, glass-to-glass delay and freezes. Writes quality.jsonl and keeps the first
 captured frame of every received video in frames/ (PNG: JPEG would shift BRISQUE).
 
-Delay: each capture call grabs every participant's own preview and the remotes it receives in one
-JS turn, so a sender's preview and a receiver's copy of it are compared on one clock. When they
-sit in different browsers, the gap between the two calls' timestamps is taken out. All browsers of
+Delay: each capture call draws every participant's own preview and the remotes it receives in one
+JS turn, each draw with its own timestamp, so a sender's preview and a receiver's copy of it are
+compared on one clock, and the time between the two draws is taken out. All browsers of
 the local lab share this machine's clock; across machines that needs synchronised clocks (NTP),
 and the report says which was used.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from quality import brisque, delay, framecode, fullref
@@ -32,12 +33,10 @@ class Scorer:
             for browser in runner.browsers:
                 requests = {p.id: [q.id for q in runner.participants if q.room == p.room]
                             for p in browser.participants}
-                t, frames = browser.capture(requests)
-                for p_id, videos in frames.items():
-                    for user, url in videos.items():
-                        series.setdefault((p_id, user), []).append((t / 1000.0, url))
+                for key, shot in browser.capture(requests).items():
+                    series.setdefault(key, []).append(shot)
             if i < self.captures - 1:
-                runner.wait(self.gap)
+                time.sleep(self.gap)  # a background sample here would stretch the gap
         self.frames_dir.mkdir(parents=True, exist_ok=True)
         layout, loop, fps = self.media.layout, self.media.frames, self.media.fps
         decoded = {key: [(t, decode_png(url)) for t, url in shots] for key, shots in series.items()}
@@ -65,7 +64,7 @@ class Scorer:
                         from PIL import Image
                         Image.fromarray(rgb).save(self.frames_dir / f"w{window}-{p_id}-{user}.png")
                 if code is not None and i < len(own) and own[i][1] is not None:
-                    skew_ms = (own[i][0] - t) * 1000.0  # sender captured later -> it shows later frames
+                    skew_ms = (own[i][0] - t) * 1000.0  # sender drawn later -> it shows later frames
                     rec["delay_ms"] = round(delay.delay_ms(own[i][1], code, loop, fps) - skew_ms, 1)
                 runner.run.append("quality", rec)
 

@@ -87,3 +87,10 @@ def test_missing_model_is_a_clear_error(monkeypatch, tmp_path):
             brisque.score(np.random.default_rng(0).integers(0, 255, (90, 120, 3), np.uint8))
     finally:
         brisque._scorer.cache_clear()
+
+
+def test_brisque_discriminates_at_the_light_profile_size(local_media):
+    # At 320 px the LIVE model clamps natural frames to 0; scoring at the study's width must not.
+    clean = [local_media.frame(n) for n in NUMBERS]
+    blurred = [cv2.GaussianBlur(f, (0, 0), 2) for f in clean]
+    assert 10 < _brisque(clean, local_media.layout) < _brisque(blurred, local_media.layout) - 10

@@ -28,6 +28,7 @@
       videos[user] = el;
     },
     stats,
+    snapshot,
     capture,
   };
   window.sfubench = api;
@@ -86,13 +87,18 @@
 
   // The frame at the video's native size, RGB: a canvas left at its default 300x150 (KITE's bug)
   // would rescale the picture and make a still image of a moving one.
-  function capture(user) {
+  function snapshot(user) {
     const v = videos[user];
     if (!v || !v.videoWidth || !v.videoHeight) return null;
     const c = document.createElement('canvas');
     c.width = v.videoWidth;
     c.height = v.videoHeight;
     c.getContext('2d', {alpha: false}).drawImage(v, 0, 0, c.width, c.height);
-    return c.toDataURL('image/png');
+    return c;
+  }
+
+  function capture(user) {
+    const c = snapshot(user);
+    return c && c.toDataURL('image/png');
   }
 })();

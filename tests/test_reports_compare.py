@@ -1,0 +1,99 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from reports import compare, metrics, runfiles, synthetic, verify
+from reports.knee import Knee
+
+HOUR = 3_600_000
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    parent = tmp_path_factory.mktemp("runs")
+
+    def make(sfu, i, **kw):
+        return synthetic.make_run(parent, sfu=sfu, seed=i, rooms=6, start_ms=1_760_000_000_000 + i * HOUR, **kw)
+
+    return {
+        "janus": make("janus", 0, knee=28),
+        "mediasoup": make("mediasoup", 1, server=False, config={"sfu_options": {"bitrate": 2_000_000}}),
+        "medooze": make("medooze", 2, knee=21, reference=False, config={"out": "elsewhere"}),
+        "small": make("pion", 3, config={"rooms": 4}),
+        "audio-off": make("livekit", 4, config={"media": {"profile": "540x360@30", "audio": False, "codec": "VP8"}}),
+    }
+
+
+def test_comparison_renders_with_ranking_and_overlays(runs, tmp_path):
+    out = tmp_path / "cmp"
+    path = compare.build([runs["janus"], runs["mediasoup"], runs["medooze"]], out)
+    assert path == out / "compare.html"
+    problems = verify.check_rendered(path, expect=compare.FIGURES + ("table-ranking", "table-cmp-table4",
+                                                                     "table-cmp-table5", "table-cmp-table6",
+                                                                     "table-versions", "table-study2018"),
+                                     screenshot=out / "report.png")
+    assert problems == []
+    doc = json.loads((out / "tables.json").read_text())
+    ranking = doc["tables"]["ranking"]["rows"]
+    assert [row[1] for row in ranking] == ["mediasoup 1.1.2", "janus 1.1.2", "medooze 1.1.2"]
+    assert [row[2] for row in ranking] == ["none", 35, 28]
+    assert (out / "table-ranking.csv").exists()
+    page = path.read_text()
+    assert "mediasoup 1.1.2: not measured — server.jsonl missing" in page
+
+
+def test_ranking_prefers_the_load_coped_with():
+    a = [metrics.analyse(runfiles.Run(path=Path(f"/x/2025-{n}"))) for n in "abcd"]
+    for an, (knee, reached, recv) in zip(a, [(None, 14, 2e6), (35, 49, 1e6), (None, 49, 1.5e6), (21, 49, 3e6)]):
+        an.knee = Knee(participants=knee)
+        an.series = [{"participants": p} for p in range(7, reached + 1, 7)]
+        an.headline.update(participants=reached, recv_bps=recv)
+    assert [compare.coped(an) for an in a] == [14, 28, 49, 14]
+    assert compare.ranked(a) == [2, 1, 3, 0]   # 3 and 0 both coped with 14: bitrate decides
+
+
+@pytest.mark.parametrize("other,field", [("small", "rooms"), ("audio-off", "media.audio")])
+def test_refuses_different_scenarios(runs, tmp_path, other, field):
+    with pytest.raises(compare.ScenarioMismatch) as err:
+        compare.build([runs["janus"], runs[other]], tmp_path / "cmp")
+    assert isinstance(err.value, ValueError)
+    message = str(err.value)
+    assert "\n" not in message and field in message and "force" in message
+    assert not (tmp_path / "cmp").exists()
+
+
+def test_force_compares_anyway_and_says_so(runs, tmp_path):
+    path = compare.build([runs["janus"], runs["small"]], tmp_path / "cmp", force=True)
+    assert "Compared with force although the scenarios differ: rooms: 6 / 4" in path.read_text()
+
+
+def test_refuses_runs_without_recorded_config(runs, tmp_path):
+    bare = tmp_path / "20250101T000000Z-bare"
+    bare.mkdir()
+    (bare / "events.jsonl").write_text((runs["janus"] / "events.jsonl").read_text())
+    with pytest.raises(compare.ScenarioMismatch, match="no config recorded for 20250101T000000Z-bare"):
+        compare.build([runs["janus"], bare], tmp_path / "cmp")
+
+
+def test_scenario_ignores_what_legitimately_differs():
+    a = {"sfu": "janus", "rooms": 70, "out": "runs", "sfu_options": {"bitrate": 1}, "media": {"profile": "p"}}
+    b = {"sfu": "medooze", "rooms": 70, "out": "x", "sfu_options": {"bitrate": 2}, "media": {"profile": "p"}}
+    assert compare.scenario(a) == {"rooms": 70, "media.profile": "p"}
+    assert compare.scenario_differences([a, b]) == []
+    assert compare.scenario_differences([a, dict(b, participants_per_browser=4)]) == \
+        ["participants_per_browser: (unset) / 4"]
+
+
+def test_same_sfu_twice_gets_distinct_labels(runs, tmp_path):
+    again = synthetic.make_run(tmp_path, rooms=6, start_ms=1_770_000_000_000)
+    path = compare.build([runs["janus"], again, again], tmp_path / "cmp")
+    doc = json.loads((tmp_path / "cmp" / "tables.json").read_text())
+    assert list(doc["runs"]) == [f"janus 1.1.2 ({runs['janus'].name})", f"janus 1.1.2 ({again.name}) #1",
+                                 f"janus 1.1.2 ({again.name}) #2"]
+    assert f"janus 1.1.2 ({runs['janus'].name})" in path.read_text()
+
+
+def test_nothing_to_compare(tmp_path):
+    with pytest.raises(ValueError, match="nothing to compare"):
+        compare.build([], tmp_path)

@@ -1,0 +1,98 @@
+import pytest
+
+from reports.knee import Knee, KneeRule, find_knee, plateaus
+
+MBPS = 1e6
+
+
+def series(key, values, start=7, step=7, **const):
+    return [{"participants": start + i * step, key: v, **const} for i, v in enumerate(values)]
+
+
+def test_plateau_is_the_highest_running_median_of_three():
+    assert plateaus([1.0, 5.0, 1.2, 1.3, 1.25, 0.2]) == [1.0, 1.0, 1.2, 1.3, 1.3, 1.3]
+    assert plateaus([2.0]) == [2.0]
+
+
+def test_flat_series_has_no_knee():
+    knee = find_knee(series("recv_bps", [1.5 * MBPS] * 10))
+    assert knee == Knee()
+    assert knee.participants is None
+
+
+def test_bitrate_drop_below_fraction_of_plateau():
+    values = [1.5, 1.52, 1.48, 1.5, 1.45, 1.1, 0.8, 0.5]
+    knee = find_knee(series("recv_bps", [v * MBPS for v in values]))
+    # plateau 1.5 (median of 1.52, 1.48, 1.5): 1.1 < 0.8 × 1.5 = 1.2 and so is the next one
+    assert (knee.participants, knee.criterion) == (42, "bitrate")
+    assert knee.plateau_bps == pytest.approx(1.5 * MBPS)
+    assert "1.10 Mbps" in knee.detail and "1.50 Mbps plateau" in knee.detail
+
+
+def test_a_single_dip_is_not_a_knee():
+    values = [1.5, 1.5, 1.5, 0.9, 1.5, 1.5]
+    assert find_knee(series("recv_bps", [v * MBPS for v in values])).participants is None
+
+
+def test_a_drop_at_the_last_count_measured_is_a_knee():
+    values = [1.5, 1.5, 1.5, 1.5, 0.9]
+    assert find_knee(series("recv_bps", [v * MBPS for v in values])).participants == 35
+
+
+@pytest.mark.parametrize("values", [
+    [1.5, 5.0, 1.5, 1.45, 1.5, 1.4],         # second count high
+    [1.5, 1.5, 1.5, 3.0, 1.5, 1.5, 1.4],     # one high count later on
+    [0.6, 1.2, 1.5, 1.5, 1.5, 1.45],         # bandwidth estimation still ramping up at first
+])
+def test_outliers_and_slow_starts_do_not_make_a_knee(values):
+    assert find_knee(series("recv_bps", [v * MBPS for v in values])).participants is None
+
+
+def test_an_sfu_failing_at_the_second_room():
+    assert find_knee(series("recv_bps", [v * MBPS for v in (1.5, 0.5, 0.4)])).participants == 14
+
+
+def test_the_fraction_is_configurable():
+    values = [1.5, 1.5, 1.5, 1.3, 1.3]
+    assert find_knee(series("recv_bps", [v * MBPS for v in values])).participants is None
+    assert find_knee(series("recv_bps", [v * MBPS for v in values]), KneeRule(bitrate_fraction=0.9)).participants == 28
+
+
+def test_rtt_climb():
+    knee = find_knee(series("rtt_send_ms", [3, 4, 3, 50, 250, 900]))
+    assert (knee.participants, knee.criterion) == (35, "rtt")
+    assert "250 ms" in knee.detail
+
+
+def test_freezes_climb():
+    knee = find_knee(series("freezes_per_min", [0, 0, 0.1, 1.5, 3.0]))
+    assert (knee.participants, knee.criterion) == (28, "freezes")
+
+
+def test_checks_start_failing():
+    knee = find_knee(series("check_pass_rate", [1.0, 0.98, 1.0, 0.85, 0.6]))
+    assert (knee.participants, knee.criterion) == (28, "checks")
+    assert "85%" in knee.detail
+
+
+def test_the_earliest_criterion_wins_and_bitrate_wins_ties():
+    rows = series("recv_bps", [v * MBPS for v in (1.5, 1.5, 1.5, 1.5, 0.5, 0.4)])
+    for r, rtt in zip(rows, (3, 3, 300, 400, 500, 600)):
+        r["rtt_send_ms"] = rtt
+    assert (find_knee(rows).participants, find_knee(rows).criterion) == (21, "rtt")
+    for r, rtt in zip(rows, (3, 3, 3, 3, 500, 600)):
+        r["rtt_send_ms"] = rtt
+    assert (find_knee(rows).participants, find_knee(rows).criterion) == (35, "bitrate")
+
+
+def test_missing_values_are_skipped_and_counts_are_sorted():
+    rows = [{"participants": 21, "recv_bps": 0.5 * MBPS}, {"participants": 7, "recv_bps": 1.5 * MBPS},
+            {"participants": 14}, {"participants": 28, "recv_bps": None}, {"participants": 35, "recv_bps": 0.4 * MBPS}]
+    assert find_knee(rows).participants == 21
+    assert find_knee([]) == Knee()
+
+
+def test_rule_text_states_the_thresholds():
+    text = KneeRule(bitrate_fraction=0.7, rtt_ms=150, freezes_per_min=2, min_pass_rate=0.95).text()
+    for part in ("70%", "150 ms", "2 per stream-minute", "95%", "next one measured"):
+        assert part in text

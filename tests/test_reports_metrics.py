@@ -1,0 +1,230 @@
+import json
+
+import pytest
+
+from reports import metrics, runfiles, synthetic
+
+
+def sample(t, bytes_, *, phase="ramp", window="w1", user="1-1", peer=None, direction="send", kind="video",
+           ssrc=1, participants=7, **extra):
+    return {"t": t, "phase": phase, "window": window, "participants": participants, "room": 1, "user": user,
+            "peer": peer, "direction": direction, "kind": kind, "ssrc": ssrc, "bytes": bytes_, **extra}
+
+
+def one(obs, **match):
+    found = [o for o in obs if all(o[k] == v for k, v in match.items())]
+    assert len(found) == 1, found
+    return found[0]
+
+
+# ---------------------------------------------------------------- bitrate maths
+
+def test_bitrate_is_delta_bytes_times_8000_over_delta_ms():
+    assert metrics.bitrate({"t": 1000, "bytes": 0}, {"t": 3000, "bytes": 250_000}) == 1_000_000
+    assert metrics.bitrate({"t": 0, "bytes": 1000}, {"t": 500, "bytes": 1000}) == 0
+
+
+@pytest.mark.parametrize("first,last", [
+    ({"t": 1000, "bytes": 0}, {"t": 1000, "bytes": 10}),      # no time passed
+    ({"t": 1000, "bytes": 500}, {"t": 2000, "bytes": 10}),    # counter restarted
+    ({"t": 1000}, {"t": 2000, "bytes": 10}),                  # not measured
+    ({"t": 1000, "bytes": None}, {"t": 2000, "bytes": 10}),
+])
+def test_bitrate_unknown(first, last):
+    assert metrics.bitrate(first, last) is None
+
+
+def test_window_uses_its_first_and_last_samples_only():
+    obs = metrics.stream_windows([sample(0, 0), sample(1000, 999_999), sample(2000, 250_000)])
+    assert one(obs, window="w1")["bps"] == 1_000_000
+    assert one(obs, window="w1")["dt"] == 2.0
+
+
+def test_streams_and_windows_are_kept_apart():
+    obs = metrics.stream_windows([
+        sample(0, 0), sample(1000, 125_000),                                   # w1, send: 1 Mbps
+        sample(0, 0, direction="recv", peer="1-2"), sample(1000, 62_500, direction="recv", peer="1-2"),
+        sample(5000, 1_000_000, window="w2"), sample(7000, 1_500_000, window="w2"),   # w2: 2 Mbps
+        sample(0, 0, ssrc=2), sample(2000, 25_000, ssrc=2),                    # another ssrc: 100 kbps
+    ])
+    assert one(obs, window="w1", direction="send", bps=1_000_000)
+    assert one(obs, direction="recv")["bps"] == 500_000
+    assert one(obs, window="w2")["bps"] == 2_000_000
+    assert sorted(o["bps"] for o in obs) == [100_000, 500_000, 1_000_000, 2_000_000]
+
+
+def test_background_bitrate_comes_from_consecutive_background_samples():
+    obs = metrics.stream_windows([
+        sample(0, 0, phase="background", window="bg-1"),
+        sample(1000, 125_000, phase="background", window="bg-2"),
+        sample(1500, 999_999, phase="ramp", window="r1"),       # another phase does not interleave
+        sample(3000, 375_000, phase="background", window="bg-3"),
+    ])
+    bg = {o["window"]: o for o in obs if o["phase"] == "background"}
+    assert bg["bg-1"]["bps"] is None
+    assert bg["bg-2"]["bps"] == 1_000_000
+    assert bg["bg-3"]["bps"] == 1_000_000
+    assert bg["bg-3"]["dt"] == 2.0
+
+
+def test_loss_jitter_rtt_fps_and_freezes_per_window():
+    obs = metrics.stream_windows([
+        sample(0, 0, direction="recv", peer="1-2", packets=100, packetsLost=0, jitter=0.002, rtt=0.010,
+               framesPerSecond=30, freezeCount=1),
+        sample(2000, 1, direction="recv", peer="1-2", packets=290, packetsLost=10, jitter=0.004, rtt=0.030,
+               framesPerSecond=20, freezeCount=3),
+        sample(0, 0, packets=100, packetsLost=0), sample(2000, 1, packets=300, packetsLost=10),
+    ])
+    recv, send = one(obs, direction="recv"), one(obs, direction="send")
+    assert (recv["lost"], recv["expected"]) == (10, 200)    # received 190 + lost 10
+    assert (send["lost"], send["expected"]) == (10, 200)    # sent 200, of which 10 reported lost
+    assert recv["jitter_ms"] == pytest.approx(3.0)
+    assert recv["rtt"] == pytest.approx([10.0, 30.0])
+    assert recv["fps"] == 25
+    assert recv["freezes"] == 2
+
+
+# ---------------------------------------------------------------- statistics
+
+def test_describe_min_of_positive_max_avg_and_share_above():
+    d = metrics.describe([0, 500_000, 2_000_000, 1_000_000, None], threshold=1_000_000)
+    assert d == {"n": 4, "min": 500_000, "max": 2_000_000, "avg": 875_000, "above": 0.25}
+
+
+def test_describe_without_positive_values_or_values():
+    assert metrics.describe([0, 0], threshold=1)["min"] is None
+    assert metrics.describe([0, 0], threshold=1)["above"] == 0
+    assert metrics.describe([]) == {"n": 0, "min": None, "max": None, "avg": None, "above": None}
+
+
+def test_percentile_interpolates():
+    assert metrics.percentile([1, 2, 3, 4, 5], 90) == pytest.approx(4.6)
+    assert metrics.percentile([7], 10) == 7
+    assert metrics.percentile([], 50) is None
+
+
+def test_study_tables_hand_computed():
+    samples = [
+        sample(0, 0, user="1-1", rtt=0.010), sample(1000, 250_000, user="1-1", rtt=0.060),     # 2 Mbps
+        sample(0, 0, user="1-2", rtt=0.020), sample(1000, 62_500, user="1-2", rtt=0.100),      # 0.5 Mbps
+        sample(0, 0, user="1-3"), sample(1000, 0, user="1-3"),                                  # 0
+        sample(0, 0, user="1-1", peer="1-2", direction="recv"),
+        sample(1000, 200_000, user="1-1", peer="1-2", direction="recv"),                        # 1.6 Mbps
+        sample(0, 0, phase="target", window="t", user="1-1"),
+        sample(1000, 100_000, phase="target", window="t", user="1-1"),                          # 0.8 Mbps
+    ]
+    t4, t5, t6 = metrics.study_tables(metrics.stream_windows(samples))
+    cols = metrics.STUDY_COLUMNS
+    bitrate, rtt = (dict(zip(cols, row)) for row in t4.rows)
+    assert bitrate == {"Metric": "Video bitrate sent, per stream", "Unit": "Mbps", "n": 3, "Min (of > 0)": 0.5,
+                       "Max": 2.0, "Avg": 0.833, "Threshold": "> 1 Mbps", "Share above (%)": 33.3}
+    assert (rtt["n"], rtt["Min (of > 0)"], rtt["Max"], rtt["Avg"], rtt["Share above (%)"]) == (4, 10, 100, 47.5, 50)
+    assert dict(zip(cols, t5.rows[0]))["Avg"] == 1.6
+    assert dict(zip(cols, t5.rows[0]))["Share above (%)"] == 100
+    assert dict(zip(cols, t6.rows[0]))["Avg"] == 0.8
+    assert t6.row_keys == metrics.SENDER_KEYS + metrics.RECEIVER_KEYS
+
+
+def test_stream_stats_per_participant_totals_and_pooled_loss():
+    samples = []
+    for user in ("1-1", "1-2"):
+        for peer, nbytes in (("a", 125_000), ("b", 250_000)):
+            samples += [sample(0, 0, user=user, peer=peer, direction="recv", packets=0, packetsLost=0),
+                        sample(1000, nbytes, user=user, peer=peer, direction="recv", packets=90, packetsLost=10)]
+    stats = metrics.stream_stats(metrics.stream_windows(samples))
+    assert stats["recv_bps"] == 1_500_000
+    assert stats["recv_total_bps"] == 3_000_000
+    assert stats["loss_pct"] == pytest.approx(10.0)
+    assert "send_bps" not in stats
+
+
+def test_participants_at_follows_the_events_step():
+    tl = metrics.timeline([{"t": 0, "event": "run_started", "participants": 0},
+                           {"t": 100, "event": "room_started", "participants": 7},
+                           {"t": 200, "event": "room_started", "participants": 14}])
+    assert [metrics.participants_at(tl, t) for t in (-1, 0, 99, 100, 150, 200, 10_000)] == [0, 0, 0, 7, 7, 14, 14]
+
+
+def test_check_series_and_room_checks():
+    tl = [(0, 7), (100, 14)]
+    checks = [{"t": 10, "room": 1, "ok": True, "verdict": "playing"},
+              {"t": 20, "room": 1, "ok": False, "verdict": "frozen"},
+              {"t": 110, "room": 2, "ok": True, "verdict": "playing"},
+              {"t": 120, "room": 2, "ok": True, "verdict": "playing"}]
+    assert metrics.check_series(checks, tl) == [{"participants": 7, "checks": 2, "check_pass_rate": 0.5},
+                                                {"participants": 14, "checks": 2, "check_pass_rate": 1.0}]
+    rooms = metrics.room_checks(checks)
+    assert rooms[0] == {"room": 1, "checks": 2, "passed": 1, "pass_rate": 0.5,
+                        "verdicts": {"playing": 1, "frozen": 1}}
+    assert metrics.rooms_table(rooms).rows[0] == [1, 2, 1, 50.0, "1 playing, 1 frozen"]
+
+
+def test_quality_series():
+    q = [{"participants": 7, "brisque": 20, "vmaf": None, "delay_ms": 100, "frozen": False},
+         {"participants": 7, "brisque": 30, "vmaf": None, "delay_ms": 300, "frozen": True},
+         {"participants": 7, "brisque": None, "vmaf": None, "delay_ms": 200, "frozen": False}]
+    (row,) = metrics.quality_series(q)
+    assert row["brisque"] == 25 and "vmaf" not in row
+    assert row["delay_ms"] == 200 and row["delay_ms_p90"] == pytest.approx(280)
+    assert row["frozen_share"] == pytest.approx(1 / 3)
+
+
+# ---------------------------------------------------------------- whole runs
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory):
+    return synthetic.make_run(tmp_path_factory.mktemp("runs"), rooms=4, background_interval_s=15)
+
+
+def test_analysis_of_a_healthy_run_matches_the_model(healthy):
+    a = metrics.analyse(runfiles.load(healthy))
+    h = a.headline
+    cap = synthetic.SEND_CAP_BPS
+    assert h["participants"] == h["target_participants"] == 28
+    assert h["send_bps"] == pytest.approx(0.9 * cap, rel=0.03)
+    assert h["recv_bps"] == pytest.approx(0.9 * 0.97 * cap, rel=0.03)
+    assert h["recv_total_bps"] == pytest.approx(6 * h["recv_bps"], rel=0.01)
+    assert h["rtt_send_ms"] < 10
+    assert h["status"] == "ok"
+    assert a.knee.participants is None
+    assert [r["participants"] for r in a.series] == [7, 14, 21, 28]
+    # a stream's first background sample has nothing to take a difference from
+    measured = [r for r in a.background if "send_bps" in r]
+    assert measured and all(r["send_bps"] == pytest.approx(0.9 * cap, rel=0.05) for r in measured)
+    assert h["server_cpu_per_participant"] == pytest.approx((3 + 0.35 * 28) / 28, rel=0.1)
+    assert h["client_cpu_per_participant"] == 0.41
+
+
+def test_summary_is_per_participant_at_target(healthy):
+    s = metrics.summary(healthy)
+    json.dumps(s)
+    cap = synthetic.SEND_CAP_BPS
+    assert s["status"] == "ok" and s["participants"] == 28
+    assert s["target"]["participants"] == 28
+    assert s["target"]["send_video_bps"]["n"] == 28
+    assert s["target"]["send_video_bps"]["avg"] == pytest.approx(0.9 * cap, rel=0.03)
+    assert s["target"]["recv_video_bps"]["avg"] == pytest.approx(6 * 0.9 * 0.97 * cap, rel=0.03)
+    assert s["target"]["recv_video_stream_bps"]["n"] == 28 * 6
+    assert s["checks"]["total"] == 4 * 49
+    assert s["checks"]["passed"] + s["checks"]["failed"] == s["checks"]["total"]
+
+
+def test_summary_of_a_crashed_run(tmp_path):
+    d = synthetic.make_run(tmp_path, rooms=4, crash_after_room=2)
+    s = metrics.summary(d)
+    assert s["status"] is None and s["target"] is None and s["participants"] == 14
+    assert s["checks"]["total"] == 2 * 49
+
+
+def test_summary_of_an_empty_folder(tmp_path):
+    s = metrics.summary(tmp_path)
+    assert s["target"] is None and s["checks"]["total"] == 0 and s["checks"]["pass_rate"] is None
+
+
+def test_load_tolerates_damage(tmp_path):
+    d = synthetic.make_run(tmp_path, rooms=3, crash_after_room=2)
+    run = runfiles.load(d)
+    assert run.damaged == {"samples.jsonl": 1}
+    assert set(run.missing) == {"quality.jsonl", "server.jsonl"}
+    (d / "meta.json").write_text("{not json")
+    assert "meta.json" in runfiles.load(d).missing

@@ -1,0 +1,123 @@
+import csv
+import json
+import shutil
+
+import pytest
+
+from reports import run, synthetic, verify
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with verify.browser() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    parent = tmp_path_factory.mktemp("runs")
+    return {
+        "full": synthetic.make_run(parent, rooms=8, knee=35, background_interval_s=20, name="full-janus"),
+        "crashed": synthetic.make_run(parent, rooms=8, crash_after_room=3, name="crashed-janus"),
+        "no-reference": synthetic.make_run(parent, rooms=3, reference=False, server=False, name="noref-pion",
+                                           sfu="pion"),
+    }
+
+
+def test_full_run_renders_every_figure_and_table(runs, browser):
+    d = runs["full"]
+    path = run.build(d)
+    assert path == d / "report.html"
+    problems = verify.check_rendered(path, expect=run.FIGURES + ("table-table4", "table-table5", "table-table6",
+                                                                  "table-checks", "table-series", "table-meta",
+                                                                  "table-config"),
+                                     screenshot=d / "report.png", driver=browser)
+    assert problems == []
+    assert (d / "report.png").stat().st_size > 50_000
+    page = path.read_text()
+    assert "Knee: 42 participants" in page
+    assert "janus 1.1.2" in page and "156.0.8078.79" in page and "3f2c1a9e0b7d" in page
+    assert "not measured" not in page
+
+
+def test_report_opens_from_disk_without_network(runs):
+    page = run.build(runs["full"]).read_text()
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+
+
+def test_tables_are_exported_next_to_the_report(runs):
+    d = runs["full"]
+    run.build(d)
+    doc = json.loads((d / "tables.json").read_text())
+    assert set(doc["tables"]) == {"table4", "table5", "table6", "checks", "series"}
+    assert doc["headline"]["knee"] == 42 and "knee_rule" in doc
+    with open(d / "table-table6.csv") as f:
+        rows = list(csv.reader(f))
+    assert rows[0][:3] == ["Metric", "Unit", "n"]
+    assert rows[1][0] == "Video bitrate sent, per stream"
+    assert len(rows) == 1 + 7
+    with open(d / "table-series.csv") as f:
+        assert len(list(csv.reader(f))) == 1 + 8
+
+
+def test_crashed_run_renders_what_is_there(runs, browser):
+    d = runs["crashed"]
+    path = run.build(d)
+    problems = verify.check_rendered(path, expect=("fig-participants", "fig-bitrate", "fig-rtt", "fig-checks"),
+                                     screenshot=d / "report.png", driver=browser)
+    assert problems == []
+    page = path.read_text()
+    assert "did not finish" in page
+    assert "unreadable line skipped" in page
+    assert "quality.jsonl missing" in page and "server.jsonl missing" in page
+    assert "Server CPU and memory: not measured" in page
+    assert "Target load was never measured" in page
+
+
+def test_run_without_reference_or_server(runs, browser):
+    d = runs["no-reference"]
+    problems = verify.check_rendered(run.build(d), expect=("fig-quality", "fig-server-missing"), driver=browser)
+    assert problems == []
+    assert "VMAF / PSNR / SSIM: not measured" in (d / "report.html").read_text()
+
+
+@pytest.mark.parametrize("keep", [(), ("meta.json",), ("meta.json", "events.jsonl"), ("samples.jsonl",)])
+def test_partial_folders_still_render(runs, tmp_path, keep, browser):
+    d = tmp_path / "20250101T000000Z-partial"
+    d.mkdir()
+    for name in keep:
+        shutil.copy(runs["full"] / name, d / name)
+    path = run.build(d)
+    assert verify.check_rendered(path, driver=browser) == []
+    assert "partial" in path.read_text()
+
+
+def test_rebuild_removes_figures_that_no_longer_have_data(runs, tmp_path):
+    d = shutil.copytree(runs["full"], tmp_path / "run")
+    run.build(d)
+    assert (d / "report-server.png").exists()
+    (d / "server.jsonl").unlink()
+    run.build(d)
+    assert not (d / "report-server.png").exists()
+
+
+def test_check_rendered_reports_broken_pages(tmp_path, browser):
+    page = tmp_path / "broken.html"
+    page.write_text('<html><head><title>x</title></head><body><img src="nope.png" alt="gone">'
+                    '<table id="table-empty"><thead><tr><th>a</th></tr></thead><tbody></tbody></table>'
+                    '<table><tbody><tr><td>—</td></tr></tbody></table>'
+                    '<a href="https://example.org/">out</a></body></html>')
+    problems = verify.check_rendered(page, expect=("fig-bitrate",), driver=browser)
+    text = "\n".join(problems)
+    assert "image nope.png (gone) did not load" in text
+    assert "table table-empty has no rows" in text
+    assert "has only empty cells" in text
+    assert "element #fig-bitrate is missing" in text
+    assert "external reference https://example.org/" in text
+    assert verify.check_rendered(tmp_path / "absent.html") == [f"{tmp_path / 'absent.html'} does not exist"]
+
+
+def test_main(runs, capsys):
+    assert run.main([str(runs["no-reference"])]) == 0
+    assert capsys.readouterr().out.strip().endswith("report.html")
+    assert run.main([]) == 2
