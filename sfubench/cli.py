@@ -102,8 +102,6 @@ def _dispatch(args) -> int:
         _require("ip", "ffmpeg", "java", "chromium", "chromedriver")
         from . import loadtest
         run_dir, status = loadtest.run(cfg)
-        from reports import run as run_report
-        print(f"report: {run_report.build(run_dir)}")
         _print_summary(run_dir)
         return 0 if status == "ok" else EXIT_FAILED
     raise AssertionError(args.command)
@@ -122,7 +120,10 @@ def _print_summary(run_dir: Path) -> None:
         mbps = lambda d: "n/a" if d["avg"] is None else f"{d['avg'] / 1e6:.2f} Mbps (min {d['min'] / 1e6:.2f}, max {d['max'] / 1e6:.2f})"
         print(f"at target ({t['participants']} participants): video sent per participant {mbps(t['send_video_bps'])}, "
               f"received per participant {mbps(t['recv_video_bps'])}")
-    cpu = json.loads((run_dir / "meta.json").read_text()).get("cpu", {})
+    meta = json.loads((run_dir / "meta.json").read_text())
+    if meta.get("report"):
+        print(f"report: {meta['report']}")
+    cpu = meta.get("cpu", {})
     if "clients_per_participant" in cpu:
         print(f"CPU at target: browsers {cpu['clients_cores']:.2f} cores = "
               f"{cpu['clients_per_participant']:.3f} core per participant; "

@@ -87,31 +87,51 @@ def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
     run_dir.write_meta(meta)
 
     lab = LocalLab(cfg.lab_prefix, cfg.lab_subnet)
-    status = "failed"
-    runner = None
+    status, error = "failed", None
+    run_dir.append("events", {"event": "run_started", "participants": 0, "room": None})
     try:
         lab.up()
         with lab.inside_clients():
             progress.say(f"sfu: starting {adapter.name} at {lab.sfu.address} ({lab.sfu.netns})")
             server = adapter.start(lab.sfu, run_dir.path, cache)
             try:
-                status, runner = _drive(cfg, adapter, lab, server, media, run_dir, progress)
+                _drive(cfg, adapter, lab, server, media, run_dir, progress)
+                status = "ok"
             finally:
                 server.stop()
     except KeyboardInterrupt:
         status = "interrupted"
         progress.say("interrupted: cleaning up")
         raise
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}"
+        raise
     finally:
         lab.down()
-        if runner is not None:
-            runner.event("run_finished", status=status)
-            meta["checks"] = dict(runner.checks)
-        meta.update(status=status, finished=time.time(), cpu=_cpu_summary(run_dir.path))
-        run_dir.write_meta(meta)
-        run_dir.close()
+        _finish(run_dir, meta, status, error, progress)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return run_dir.path, status
+
+
+def _finish(run_dir: RunDir, meta: dict, status: str, error: str | None, progress: Progress) -> None:
+    """Closes the run folder the same way whatever happened, and builds the report from it."""
+    from reports import run as run_report
+    from .rundir import read
+    checks = read(run_dir.path, "checks")
+    participants = max((e.get("participants") or 0 for e in read(run_dir.path, "events")), default=0)
+    run_dir.append("events", {"event": "run_finished", "status": status,
+                              "participants": participants, "room": None})
+    ok = sum(1 for c in checks if c["ok"])
+    meta.update(status=status, error=error, finished=time.time(), cpu=_cpu_summary(run_dir.path),
+                checks={"passed": ok, "failed": len(checks) - ok})
+    run_dir.write_meta(meta)
+    run_dir.close()
+    try:
+        meta["report"] = str(run_report.build(run_dir.path))
+        run_dir.write_meta(meta)
+    except Exception as e:  # the records are the result; a report bug must not hide the run's own error
+        progress.say(f"report: could not be built ({type(e).__name__}: {e}); the records are in "
+                     f"{run_dir.path}")
 
 
 def _drive(cfg, adapter, lab, server, media, run_dir, progress):
@@ -148,7 +168,6 @@ def _drive(cfg, adapter, lab, server, media, run_dir, progress):
                 runner.run_scenario()
             finally:
                 runner.close()
-            return "ok", runner
     finally:
         if grid is not None:
             grid.stop()

@@ -89,11 +89,9 @@ class Runner:
         self.status = Status()
         self.window = 0
         self.next_background = None
-        self.checks = {"ok": 0, "failed": 0}
 
     # -- the scenario ----------------------------------------------------------------------------
     def run_scenario(self) -> None:
-        self.event("run_started")
         if self.cfg.background_interval > 0:
             self.next_background = time.monotonic() + self.cfg.background_interval
         while (want := self.shape.tick(self.status)) is not None:
@@ -122,6 +120,7 @@ class Runner:
         browser.add(p, self.client_url(room, p_id))
         self.participants.append(p)
         self.status.participants += 1
+        self.event("participant_started", room=room, user=p_id)
         self.progress.say(f"room {room}/{self.cfg.rooms}: {p_id} joining "
                           f"({self.status.participants} participants)")
 
@@ -185,7 +184,6 @@ class Runner:
 
     def record_check(self, room, key, ok, verdict, elapsed) -> None:
         p_id, user = key
-        self.checks["ok" if ok else "failed"] += 1
         self.run.append("checks", {"room": room, "user": p_id, "peer": user, "ok": ok,
                                    "verdict": verdict, "elapsed": round(elapsed, 2)})
 

@@ -85,3 +85,36 @@ def test_run_folder_records_versions_events_and_quality(janus_run):
 
 def test_the_lab_is_gone_after_the_run(janus_run):
     assert not Path("/run/netns/sfube-sfu").exists() and not Path("/run/netns/sfube-cli").exists()
+
+
+def test_ctrl_c_tears_everything_down_and_keeps_what_was_collected(tmp_path):
+    import signal
+    import time
+
+    import psutil
+
+    started = time.time()
+    cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--rooms", "1",
+           "--out", str(tmp_path), "--lab-prefix", "sfubi", "--lab-subnet", "127.0.7"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "r1u3 joining" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(seen) + rest
+    assert not Path("/run/netns/sfubi-sfu").exists() and not Path("/run/netns/sfubi-cli").exists()
+    run = next(tmp_path.iterdir())
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "interrupted"
+    events = read(run, "events")
+    assert events[-1]["event"] == "run_finished" and events[-1]["status"] == "interrupted"
+    assert events[-1]["participants"] >= 3
+    leftovers = []
+    for p in psutil.process_iter(["cmdline", "create_time"]):
+        cmdline = " ".join(p.info["cmdline"] or [])
+        if p.info["create_time"] >= started and (str(run) in cmdline or "sfubench-grid-" in cmdline):
+            leftovers.append(cmdline[:120])
+    assert not leftovers
