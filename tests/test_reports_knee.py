@@ -72,7 +72,7 @@ def test_freezes_climb():
 def test_checks_start_failing():
     knee = find_knee(series("check_pass_rate", [1.0, 0.98, 1.0, 0.85, 0.6]))
     assert (knee.participants, knee.criterion) == (28, "checks")
-    assert "85%" in knee.detail
+    assert "85.0%" in knee.detail
 
 
 def test_the_earliest_criterion_wins_and_bitrate_wins_ties():

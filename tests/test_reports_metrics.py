@@ -84,6 +84,25 @@ def test_loss_jitter_rtt_fps_and_freezes_per_window():
     assert recv["freezes"] == 2
 
 
+def test_audio_is_left_out_unless_asked_for():
+    samples = [sample(0, 0, kind="audio"), sample(1000, 4000, kind="audio")]
+    assert metrics.stream_windows(samples) == []
+    assert one(metrics.stream_windows(samples, kinds=None), kind="audio")["bps"] == 32_000
+
+
+def test_freezes_are_pooled_over_every_window_at_a_count():
+    recv = {"direction": "recv", "peer": "1-2"}
+    obs = metrics.stream_windows([
+        sample(0, 0, freezeCount=0, **recv), sample(1000, 1, freezeCount=0, **recv),
+        sample(0, 0, phase="background", window="bg-1", freezeCount=0, **recv),
+        sample(30_000, 1, phase="background", window="bg-2", freezeCount=1, **recv),
+        sample(60_000, 2, phase="background", window="bg-3", freezeCount=1, participants=14, **recv),
+    ])
+    # 14 participants were only seen by a background tick: not a point of the series
+    assert metrics.freeze_series(metrics.window_totals(obs)) == [{"participants": 7,
+                                                                  "freezes_per_min": pytest.approx(60 / 31)}]
+
+
 # ---------------------------------------------------------------- statistics
 
 def test_describe_min_of_positive_max_avg_and_share_above():
@@ -145,14 +164,24 @@ def test_participants_at_follows_the_events_step():
     assert [metrics.participants_at(tl, t) for t in (-1, 0, 99, 100, 150, 200, 10_000)] == [0, 0, 0, 7, 7, 14, 14]
 
 
-def test_check_series_and_room_checks():
-    tl = [(0, 7), (100, 14)]
+def test_check_series_counts_a_room_at_its_validation_load():
+    events = [{"t": 0, "event": "room_started", "room": 1, "participants": 0},
+              {"t": 5, "event": "participant_started", "room": 1, "participants": 3},
+              {"t": 50, "event": "room_validated", "room": 1, "participants": 7},
+              {"t": 100, "event": "room_started", "room": 2, "participants": 7},
+              {"t": 105, "event": "participant_started", "room": 2, "participants": 14}]
+    checks = [{"t": 10, "room": 1, "ok": True, "verdict": "playing"},        # ran at 3 started, counts at 7
+              {"t": 20, "room": 1, "ok": False, "verdict": "frozen"},
+              {"t": 110, "room": 2, "ok": True, "verdict": "playing"},       # room 2 never validated
+              {"t": 120, "room": 2, "ok": True, "verdict": "playing"}]
+    assert metrics.check_series(checks, events) == [{"participants": 7, "checks": 2, "check_pass_rate": 0.5},
+                                                    {"participants": 14, "checks": 2, "check_pass_rate": 1.0}]
+
+
+def test_room_checks():
     checks = [{"t": 10, "room": 1, "ok": True, "verdict": "playing"},
               {"t": 20, "room": 1, "ok": False, "verdict": "frozen"},
-              {"t": 110, "room": 2, "ok": True, "verdict": "playing"},
-              {"t": 120, "room": 2, "ok": True, "verdict": "playing"}]
-    assert metrics.check_series(checks, tl) == [{"participants": 7, "checks": 2, "check_pass_rate": 0.5},
-                                                {"participants": 14, "checks": 2, "check_pass_rate": 1.0}]
+              {"t": 110, "room": 2, "ok": True, "verdict": "playing"}]
     rooms = metrics.room_checks(checks)
     assert rooms[0] == {"room": 1, "checks": 2, "passed": 1, "pass_rate": 0.5,
                         "verdicts": {"playing": 1, "frozen": 1}}
@@ -167,6 +196,48 @@ def test_quality_series():
     assert row["brisque"] == 25 and "vmaf" not in row
     assert row["delay_ms"] == 200 and row["delay_ms_p90"] == pytest.approx(280)
     assert row["frozen_share"] == pytest.approx(1 / 3)
+
+
+def test_server_series_per_role_from_cumulative_cpu_seconds():
+    rows = [{"t": 0, "role": "sfu", "cpu_s": 0.0, "rss": 100, "participants": 7},
+            {"t": 0, "role": "clients", "cpu_s": 0.0, "rss": 1000, "participants": 7},
+            {"t": 10_000, "role": "sfu", "cpu_s": 2.0, "rss": 300, "participants": 7},       # 0.2 cores
+            {"t": 10_000, "role": "clients", "cpu_s": 14.0, "rss": 1000, "participants": 7},  # 1.4 cores
+            {"t": 20_000, "role": "sfu", "cpu_s": 6.0, "participants": 14},                  # 0.4 cores
+            {"t": 30_000, "role": "sfu", "cpu_s": 7.0, "participants": 14}]                  # 0.1 cores
+    s7, s14 = metrics.server_series(rows, [])
+    assert s7 == {"participants": 7, "sfu_cpu": pytest.approx(0.2), "sfu_cpu_per_participant": pytest.approx(0.2 / 7),
+                  "sfu_rss": 200, "clients_cpu": pytest.approx(1.4), "clients_cpu_per_participant": pytest.approx(0.2),
+                  "clients_rss": 1000}
+    assert s14["sfu_cpu"] == pytest.approx(0.25)    # 5 CPU-s over 20 s, time-weighted
+    assert "sfu_rss" not in s14
+
+
+def test_background_series_and_totals_pool_sums():
+    obs = metrics.stream_windows([
+        sample(0, 0, phase="background", window=1, direction="recv", peer="a", rtt=0.01),
+        sample(0, 0, phase="background", window=1, direction="recv", peer="b", rtt=0.03),
+        sample(2000, 250_000, phase="background", window=2, direction="recv", peer="a"),   # 1 Mbps
+        sample(1000, 250_000, phase="background", window=2, direction="recv", peer="b"),   # 2 Mbps
+        sample(3000, 250_000, phase="background", window=3, direction="recv", peer="b", participants=14),
+    ])
+    totals = metrics.window_totals(obs)
+    assert metrics.background_series(totals) == [
+        {"participants": 7, "recv_bps": 1_500_000, "rtt_recv_ms": pytest.approx(20)},
+        {"participants": 14, "recv_bps": 0.0}]
+
+
+def test_window_series():
+    obs = metrics.stream_windows([
+        sample(0, 0, window=3, rtt=0.01), sample(1000, 125_000, window=3, rtt=0.03),
+        sample(0, 0, window=3, direction="recv", peer="1-2"), sample(1000, 62_500, window=3, direction="recv",
+                                                                     peer="1-2"),
+        sample(5000, 0, phase="background", window=4, user="1-2"),
+    ])
+    w3, w4 = metrics.window_series(metrics.window_totals(obs))
+    assert w3 == {"t": 1000, "phase": "ramp", "window": 3, "participants": 7, "send_bps": 1_000_000,
+                  "recv_bps": 500_000, "rtt_send_ms": pytest.approx(20)}
+    assert w4 == {"t": 5000, "phase": "background", "window": 4, "participants": 7}
 
 
 # ---------------------------------------------------------------- whole runs
@@ -191,8 +262,13 @@ def test_analysis_of_a_healthy_run_matches_the_model(healthy):
     # a stream's first background sample has nothing to take a difference from
     measured = [r for r in a.background if "send_bps" in r]
     assert measured and all(r["send_bps"] == pytest.approx(0.9 * cap, rel=0.05) for r in measured)
-    assert h["server_cpu_per_participant"] == pytest.approx((3 + 0.35 * 28) / 28, rel=0.1)
-    assert h["client_cpu_per_participant"] == 0.41
+    assert h["server_cpu_per_participant"] == pytest.approx((0.05 + 0.0035 * 28) / 28, rel=0.1)
+    assert h["client_cpu_per_participant"] == pytest.approx(0.3, rel=0.1)
+    assert [r["participants"] for r in a.server] == [7, 14, 21, 28]
+    assert a.server[-1]["sfu_cpu"] == pytest.approx(0.05 + 0.0035 * 28, rel=0.1)
+    assert a.server[-1]["clients_cpu_per_participant"] == pytest.approx(0.3, rel=0.1)
+    assert [w["phase"] for w in a.windows].count("ramp") == 4
+    assert all(a.windows[i]["t"] <= a.windows[i + 1]["t"] for i in range(len(a.windows) - 1))
 
 
 def test_summary_is_per_participant_at_target(healthy):
@@ -224,7 +300,9 @@ def test_summary_of_an_empty_folder(tmp_path):
 def test_load_tolerates_damage(tmp_path):
     d = synthetic.make_run(tmp_path, rooms=3, crash_after_room=2)
     run = runfiles.load(d)
-    assert run.damaged == {"samples.jsonl": 1}
+    assert run.damaged == {}
+    assert sum(1 for _ in runfiles.iter_video_samples(run)) > 0
+    assert run.damaged == {"samples.jsonl": 1}      # the cut-off last line, found while streaming
     assert set(run.missing) == {"quality.jsonl", "server.jsonl"}
     (d / "meta.json").write_text("{not json")
     assert "meta.json" in runfiles.load(d).missing

@@ -24,14 +24,17 @@ def runs(tmp_path_factory):
     }
 
 
-def test_full_run_renders_every_figure_and_table(runs, browser):
-    d = runs["full"]
-    path = run.build(d)
+@pytest.fixture(scope="module")
+def full_report(runs):
+    return run.build(runs["full"])
+
+
+def test_full_run_renders_every_figure_and_table(runs, full_report, browser):
+    d, path = runs["full"], full_report
     assert path == d / "report.html"
-    problems = verify.check_rendered(path, expect=run.FIGURES + ("table-table4", "table-table5", "table-table6",
-                                                                  "table-checks", "table-series", "table-meta",
-                                                                  "table-config"),
-                                     screenshot=d / "report.png", driver=browser)
+    tables = ("table-table4", "table-table5", "table-table6", "table-checks", "table-series", "table-meta",
+              "table-config")
+    problems = verify.check_rendered(path, expect=run.FIGURES + tables, screenshot=d / "report.png", driver=browser)
     assert problems == []
     assert (d / "report.png").stat().st_size > 50_000
     page = path.read_text()
@@ -40,14 +43,13 @@ def test_full_run_renders_every_figure_and_table(runs, browser):
     assert "not measured" not in page
 
 
-def test_report_opens_from_disk_without_network(runs):
-    page = run.build(runs["full"]).read_text()
+def test_report_opens_from_disk_without_network(full_report):
+    page = full_report.read_text()
     assert "http://" not in page and "https://" not in page and "<script" not in page
 
 
-def test_tables_are_exported_next_to_the_report(runs):
+def test_tables_are_exported_next_to_the_report(runs, full_report):
     d = runs["full"]
-    run.build(d)
     doc = json.loads((d / "tables.json").read_text())
     assert set(doc["tables"]) == {"table4", "table5", "table6", "checks", "series"}
     assert doc["headline"]["knee"] == 42 and "knee_rule" in doc
@@ -63,7 +65,7 @@ def test_tables_are_exported_next_to_the_report(runs):
 def test_crashed_run_renders_what_is_there(runs, browser):
     d = runs["crashed"]
     path = run.build(d)
-    problems = verify.check_rendered(path, expect=("fig-participants", "fig-bitrate", "fig-rtt", "fig-checks"),
+    problems = verify.check_rendered(path, expect=("fig-timeline", "fig-bitrate", "fig-rtt", "fig-checks"),
                                      screenshot=d / "report.png", driver=browser)
     assert problems == []
     page = path.read_text()
@@ -90,6 +92,17 @@ def test_partial_folders_still_render(runs, tmp_path, keep, browser):
     path = run.build(d)
     assert verify.check_rendered(path, driver=browser) == []
     assert "partial" in path.read_text()
+
+
+def test_implausible_quality_values_are_called_out(runs, tmp_path):
+    d = shutil.copytree(runs["no-reference"], tmp_path / "run")
+    records = [json.loads(line) for line in (d / "quality.jsonl").read_text().splitlines()]
+    for r in records[:3]:
+        r.update(brisque=0.0, delay_ms=-4266.7)
+    (d / "quality.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    page = run.build(d).read_text()
+    assert f"delay_ms is negative for 3 of {len(records)} scored frames" in page
+    assert f"BRISQUE is 0 for 3 of {len(records)} scored frames" in page
 
 
 def test_rebuild_removes_figures_that_no_longer_have_data(runs, tmp_path):

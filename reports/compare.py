@@ -1,0 +1,286 @@
+"""Several runs (typically one per SFU, same scenario) side by side: compare.html + images + tables."""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+from . import export, html, metrics, plotting, runfiles, study
+from .knee import KneeRule
+from .metrics import Analysis, Table
+
+# Settings (sfubench/config.py) that legitimately differ between runs that are still comparable: which
+# SFU and how it is tuned, and where results, caches, the grid and the lab's interfaces live. The machines
+# themselves are not settings; they show, highlighted when different, in the versions table.
+VARYING_CONFIG_KEYS = frozenset({"sfu", "sfu_options", "out", "cache", "grid_url", "lab_prefix", "lab_subnet"})
+
+FIGURES = ("fig-cmp-bitrate", "fig-cmp-rtt", "fig-cmp-quality", "fig-cmp-delay", "fig-cmp-checks",
+           "fig-cmp-server")
+
+
+class ScenarioMismatch(ValueError):
+    """The runs were not made under the same scenario, so setting them side by side would mislead."""
+
+
+def scenario(config: dict) -> dict:
+    """The part of a run's config that must match for runs to be comparable (flattened, dotted keys)."""
+    return {k: v for k, v in html.flatten(config) if k.split(".", 1)[0] not in VARYING_CONFIG_KEYS}
+
+
+def scenario_differences(configs: list[dict]) -> list[str]:
+    """'key: a / b' for every scenario entry that is not the same in all configs."""
+    flat = [scenario(c) for c in configs]
+    keys = sorted(set().union(*flat)) if flat else []
+    return [f"{k}: " + " / ".join(str(f.get(k, "(unset)")) for f in flat)
+            for k in keys if len({repr(f.get(k)) for f in flat}) > 1]
+
+
+def check_comparable(analyses: list[Analysis]) -> None:
+    unknown = [a.ident["run"] for a in analyses if not a.ident["config"]]
+    if unknown:
+        raise ScenarioMismatch(f"cannot tell whether the scenarios match: no config recorded for "
+                               f"{', '.join(unknown)} (use force to compare anyway)")
+    diffs = scenario_differences([a.ident["config"] for a in analyses])
+    if diffs:
+        raise ScenarioMismatch(f"runs differ in scenario ({'; '.join(diffs)}); use force to compare anyway")
+
+
+def labels(analyses: list[Analysis]) -> list[str]:
+    """'sfu version', with the run folder added where that is ambiguous (and a number if even that is)."""
+    base = [f"{a.ident['sfu']} {a.ident['version'] or ''}".strip() for a in analyses]
+    named = [f"{b} ({a.ident['run']})" if base.count(b) > 1 else b for b, a in zip(base, analyses)]
+    return [f"{n} #{named[:i].count(n) + 1}" if named.count(n) > 1 else n for i, n in enumerate(named)]
+
+
+def coped(a: Analysis) -> int:
+    """The load an SFU coped with: the last count measured before its knee, or the participants reached
+    when it has none."""
+    if a.knee.participants is None:
+        return a.headline["participants"] or 0
+    return max((r["participants"] for r in a.series if r["participants"] < a.knee.participants), default=0)
+
+
+def ranked(analyses: list[Analysis]) -> list[int]:
+    """Indices best first: load coped with, then received bitrate at target, then check pass rate."""
+    def key(i):
+        h = analyses[i].headline
+        return (-coped(analyses[i]), -(h["recv_bps"] or 0), -(h["check_pass_rate"] or 0))
+    return sorted(range(len(analyses)), key=key)
+
+
+RANKING_RULE = ("Ranked by the load coped with (the last participant count measured before the knee, or the "
+                "participants reached when there is no knee), "
+                "then the received bitrate at target, then the share of video checks passed.")
+
+
+def _r(v, scale=1.0, digits=3):
+    return None if v is None else round(v * scale, digits)
+
+
+def ranking_table(analyses: list[Analysis], names: list[str]) -> Table:
+    rows = []
+    for rank, i in enumerate(ranked(analyses), 1):
+        a, h = analyses[i], analyses[i].headline
+        rows.append([rank, names[i], a.knee.participants if a.knee.participants is not None else "none",
+                     h["participants"], _r(h["recv_bps"], 1e-6), _r(h["send_bps"], 1e-6),
+                     _r(h["rtt_send_ms"], 1, 1), _r(h["brisque"], 1, 1), _r(h["vmaf"], 1, 1),
+                     _r(h["delay_ms"], 1, 0), _r(h["check_pass_rate"], 100, 1),
+                     _r(h["server_cpu_per_participant"], 100, 3)])
+    return Table("ranking", "Ranking (values at target load)",
+                 ["Rank", "SFU", "Knee", "Reached", "Received (Mbps)", "Sent (Mbps)", "Sender RTT (ms)", "BRISQUE",
+                  "VMAF", "Delay (ms)", "Checks passed (%)", "SFU CPU / participant (%)"], rows,
+                 note="Knee and Reached in participants; bitrates per video stream; delay is the median "
+                      "glass-to-glass delay; SFU CPU in percent of one core per participant.")
+
+
+SHORT = {"send_bps": "Sent", "rtt_send_ms": "Sender RTT", "recv_bps": "Received", "rtt_recv_ms": "Receiver RTT",
+         "fps": "Frame rate", "jitter_ms": "Jitter", "loss_pct": "Loss"}
+
+
+def study_table(analyses: list[Analysis], names: list[str], index: int) -> Table:
+    """One of Tables IV–VI with a row per run: each metric's average (and share above the threshold)."""
+    first = analyses[0].tables[index]
+    columns = ["SFU"]
+    for key, row in zip(first.row_keys, first.rows):
+        columns.append(f"{SHORT[key]} avg ({row[1]})")
+        if row[6]:
+            columns.append(f"{SHORT[key]} {row[6]} (%)")
+    rows = []
+    for a, name in zip(analyses, names):
+        out = [name]
+        for row in a.tables[index].rows:
+            out.append(row[5])
+            if row[6]:
+                out.append(row[7])
+        rows.append(out)
+    return Table(f"cmp-{first.id}", first.title.replace(" style", ""), columns, rows)
+
+
+def versions_table(analyses: list[Analysis], names: list[str]) -> tuple[Table, list[str]]:
+    """Versions, options, machine and config per run; the classes mark rows that differ."""
+    per_run = []
+    for a in analyses:
+        i = a.ident
+        items = {"SFU version": i["version"], "Chrome version": i["chrome"], "git sha": (i["git_sha"] or "")[:12],
+                 "status": a.headline["status"] or "unfinished"}
+        items.update({f"sfu option {k}": v for k, v in html.flatten(i["options"])})
+        items.update({f"machine.{k}": v for k, v in html.flatten(i["machine"])})
+        items.update({f"config.{k}": v for k, v in html.flatten(i["config"])})
+        per_run.append(items)
+    keys = list(dict.fromkeys(k for items in per_run for k in items))
+    rows = [[k] + [items.get(k) for items in per_run] for k in keys]
+    classes = ["diff" if len({repr(r) for r in row[1:]}) > 1 else "" for row in rows]
+    return Table("versions", "Versions and configuration (differences highlighted)", ["Field"] + names, rows), classes
+
+
+# ---------------------------------------------------------------- overlay plots
+
+def _overlay(analyses, names, out: Path, name: str, panels: list[tuple], title: str, height: float = 3.8,
+             log: bool = False, hline: tuple | None = None) -> str | None:
+    """Panels of (series attribute, key, panel title, y label, scale); one line per run, knees dashed."""
+    panels = [p for p in panels if any(plotting.column(getattr(a, p[0]), p[1])[0] for a in analyses)]
+    if not panels:
+        return None
+    fig, axes = plotting.figure(ncols=len(panels), height=height, title=title)
+    for ax, (attr, key, ptitle, ylabel, scale) in zip(axes, panels):
+        for n, (a, label) in enumerate(zip(analyses, names)):
+            color = plotting.PALETTE[n % len(plotting.PALETTE)]
+            rows = [r for r in getattr(a, attr) if r["participants"]]
+            if plotting.line_with_band(ax, rows, key, label, color, scale=scale, band=False):
+                plotting.mark_knee(ax, a.knee.participants, color=color)
+        plotting.participants_axis(ax, [r for a in analyses for r in getattr(a, attr)])
+        if hline:
+            ax.axhline(hline[0], color="#555", linestyle=":", linewidth=1, label=hline[1])
+        if log:
+            plotting.ms_log_axis(ax)
+        else:
+            plotting.zero_based(ax)
+        ax.set(title=ptitle, ylabel=ylabel)
+    axes[0].legend(loc="best")
+    plotting.save(fig, out / f"compare-{name}.png")
+    return f"compare-{name}.png"
+
+
+def plots(analyses: list[Analysis], names: list[str], out: Path) -> dict[str, str | None]:
+    o = functools.partial(_overlay, analyses, names, out)
+    mbps = 1e-6
+    return {
+        "fig-cmp-bitrate": o("bitrate", [("series", "recv_bps", "Received, per stream", "Mbps", mbps),
+                                         ("series", "send_bps", "Sent, per stream", "Mbps", mbps)],
+                             "Video bitrate vs participants (dashed: each SFU's knee)", height=4.2),
+        "fig-cmp-rtt": o("rtt", [("series", "rtt_send_ms", "Sender RTT (log scale)", "ms", 1)],
+                         "Round-trip time vs participants", log=True, hline=(metrics.RTT_THRESHOLD_MS, "50 ms")),
+        "fig-cmp-quality": o("quality", [("series", "brisque", "BRISQUE (lower is better)", "score", 1),
+                                         ("series", "vmaf", "VMAF (higher is better)", "score", 1),
+                                         ("series", "psnr", "PSNR (higher is better)", "dB", 1)],
+                             "Received video quality vs participants", height=3.6),
+        "fig-cmp-delay": o("delay", [("series", "delay_ms", "Glass-to-glass delay (median)", "ms", 1),
+                                     ("series", "freezes_per_min", "Freezes", "per stream-minute", 1)],
+                           "Delay and freezes vs participants", height=3.6),
+        "fig-cmp-checks": o("checks", [("series", "check_pass_rate", "Video checks passed", "%", 100)],
+                            "Video checks passed vs participants", height=3.4),
+        "fig-cmp-server": o("server", [("server", "sfu_cpu", "SFU CPU", "cores", 1),
+                                       ("server", "sfu_rss", "SFU memory (RSS)", "MB", 1e-6),
+                                       ("server", "sfu_cpu_per_participant", "SFU CPU per participant",
+                                        "% of one core", 100)],
+                            "SFU server resources vs participants", height=3.6),
+    }
+
+
+# ---------------------------------------------------------------- page
+
+def build(run_dirs: list[str | Path], out_dir: str | Path, force: bool = False,
+          rule: KneeRule = KneeRule()) -> Path:
+    """Write compare.html (+ images and tables) into out_dir; ScenarioMismatch unless the scenarios match
+    or force is set."""
+    run_dirs = [Path(d) for d in run_dirs]
+    if not run_dirs:
+        raise ValueError("nothing to compare: no run folders given")
+    analyses = [metrics.analyse(runfiles.load(d), rule) for d in run_dirs]
+    if not force:
+        check_comparable(analyses)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("compare-*.png"):
+        old.unlink()
+    names = labels(analyses)
+    figs = plots(analyses, names, out)
+    versions, version_classes = versions_table(analyses, names)
+    tables = [ranking_table(analyses, names)] + [study_table(analyses, names, i) for i in range(3)] + \
+        [versions, study.table()]
+    export.write_tables(tables, out, {"runs": {n: {"path": str(a.run.path), "headline": a.headline,
+                                                   "knee": vars(a.knee)} for n, a in zip(names, analyses)},
+                                      "knee_rule": rule.text(), "ranking_rule": RANKING_RULE})
+    path = out / "compare.html"
+    path.write_text(render(analyses, names, figs, tables, version_classes, force, rule, out), encoding="utf-8")
+    return path
+
+
+def _report_links(analyses: list[Analysis], names: list[str], out: Path) -> str:
+    links = [f'<a href="{html.escape(os.path.relpath(a.run.path / "report.html", out))}">{html.escape(n)}</a>'
+             for n, a in zip(names, analyses) if (a.run.path / "report.html").exists()]
+    return f'<p class="small">Run reports: {" · ".join(links)}</p>' if links else ""
+
+
+def render(analyses: list[Analysis], names: list[str], figs: dict, tables: list[Table], version_classes: list[str],
+           forced: bool, rule: KneeRule, out: Path) -> str:
+    by_id = {t.id: t for t in tables}
+    best = ranked(analyses)[0]
+    diffs = scenario_differences([a.ident["config"] for a in analyses])
+    warn = []
+    if forced and diffs:
+        warn.append("Compared with force although the scenarios differ: " + "; ".join(diffs))
+    for a, n in zip(analyses, names):
+        status = a.headline["status"]
+        if status != "ok":
+            how = f"finished with status '{status}'" if status else "did not finish"
+            warn.append(f"{n}: the run {how}; its curves stop where its data stops.")
+        if a.run.missing:
+            warn.append(f"{n}: not measured — {', '.join(a.run.missing)} missing.")
+
+    def fig(fid, alt, caption="", missing=""):
+        return html.figure(fid, figs.get(fid), alt, caption, missing)
+
+    knees = "".join(f"<li><b>{html.escape(n)}</b>: "
+                    + (f"knee at {a.knee.participants} participants — {html.escape(a.knee.detail)}"
+                       if a.knee.participants is not None else html.escape(a.knee.detail)) + "</li>"
+                    for n, a in zip(names, analyses))
+    config = analyses[0].ident["config"]
+    scenario_line = ", ".join(f"{k} {v}" for k, v in scenario(config).items()
+                              if k in ("rooms", "users_per_room", "media.profile", "participants_per_browser"))
+    body = [
+        f"<header><h1>SFU comparison — {len(analyses)} runs</h1>"
+        f'<p class="sub">{html.escape(", ".join(names))}'
+        + (f" · {html.escape(scenario_line)}" if scenario_line else "") + "</p></header>",
+        html.notes(warn),
+        "<h2>Ranking</h2>",
+        f'<p>Best: <b>{html.escape(names[best])}</b>. {html.escape(RANKING_RULE)}</p>',
+        html.table(by_id["ranking"], ["best"] + [""] * (len(analyses) - 1)),
+        f'<div class="rule"><ul>{knees}</ul><span class="small">Rule: {html.escape(rule.text())}</span></div>',
+        "<h2>Bitrate and round-trip time</h2>",
+        fig("fig-cmp-bitrate", "Video bitrate vs participants, all runs",
+            "Mean per video stream over ramp-up and target windows (Δbytes × 8000 / Δt).",
+            "Bitrate: no samples in any run."),
+        fig("fig-cmp-rtt", "RTT vs participants, all runs", "Sender RTT from remote-inbound-rtp.",
+            "RTT: no samples in any run."),
+        "<h2>Quality, delay and freezes</h2>",
+        fig("fig-cmp-quality", "Quality vs participants, all runs", "", "Quality: not measured in any run."),
+        fig("fig-cmp-delay", "Delay and freezes vs participants, all runs", "", "Delay and freezes: not measured."),
+        "<h2>Video checks</h2>",
+        fig("fig-cmp-checks", "Video checks passed vs participants, all runs",
+            "Share of checks passing, by the participant count when they ran.", "Video checks: none recorded."),
+        "<h2>Server</h2>",
+        fig("fig-cmp-server", "Server resources vs participants, all runs", "From each run's server.jsonl.",
+            "Server CPU and memory: not measured in any run (no server.jsonl)."),
+        "<h2>Tables IV–VI, side by side</h2>",
+        '<p class="small">Averages over all values; shares above the study\'s thresholds (bitrate &gt; 1 Mbps, '
+        "RTT &gt; 50 ms). Video streams only.</p>",
+        html.table(by_id["cmp-table4"]), html.table(by_id["cmp-table5"]), html.table(by_id["cmp-table6"]),
+        html.table(by_id["study2018"]),
+        "<h2>Versions and configuration</h2>",
+        html.table(by_id["versions"], version_classes, cls="kv"),
+        _report_links(analyses, names, out),
+        '<p class="small">Downloads: <a href="tables.json">tables.json</a> · '
+        + " · ".join(f'<a href="table-{t.id}.csv">table-{t.id}.csv</a>' for t in tables) + "</p>",
+    ]
+    return html.page(f"sfubench comparison — {', '.join(names)}", "\n".join(b for b in body if b))

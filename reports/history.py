@@ -1,0 +1,284 @@
+"""Results DB: every run's headline numbers, and their trend over nights with regressions flagged.
+
+`db` is a SQLite file path, or a postgresql:// URL (needs the psycopg package). A run is compared with the
+previous runs of the same SFU under the same scenario only; a value is a regression when it is worse than
+the noise band median ± k·MAD (scaled to a standard deviation, with a floor of 2 % of the median) of the
+last N such runs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from statistics import median
+
+from . import compare, html, metrics, plotting, runfiles
+from .metrics import Analysis, Table
+
+# metric -> +1 when higher is better, -1 when lower is better
+METRICS = {
+    "coped": 1, "knee": 1, "participants": 1,
+    "recv_bps": 1, "send_bps": 1, "recv_total_bps": 1,
+    "rtt_send_ms": -1, "rtt_recv_ms": -1, "fps": 1, "loss_pct": -1, "jitter_ms": -1, "freezes_per_min": -1,
+    "brisque": -1, "vmaf": 1, "psnr": 1, "delay_ms": -1,
+    "check_pass_rate": 1, "server_cpu_per_participant": -1, "client_cpu_per_participant": -1,
+}
+UNITS = {"coped": ("participants", 1), "knee": ("participants", 1), "participants": ("participants", 1),
+         "recv_bps": ("Mbps", 1e-6), "send_bps": ("Mbps", 1e-6), "recv_total_bps": ("Mbps", 1e-6),
+         "rtt_send_ms": ("ms", 1), "rtt_recv_ms": ("ms", 1), "fps": ("fps", 1), "loss_pct": ("%", 1),
+         "jitter_ms": ("ms", 1), "freezes_per_min": ("per stream-minute", 1), "brisque": ("score", 1),
+         "vmaf": ("score", 1), "psnr": ("dB", 1), "delay_ms": ("ms", 1), "check_pass_rate": ("%", 100),
+         "server_cpu_per_participant": ("% of one core", 100), "client_cpu_per_participant": ("% of one core", 100)}
+MAD_TO_SIGMA = 1.4826
+RELATIVE_FLOOR = 0.02
+# smallest band half-width worth calling a change, in the metric's stored unit; matters when earlier runs
+# were identical, e.g. zero freezes night after night
+ABSOLUTE_FLOOR = {"recv_bps": 20_000, "send_bps": 20_000, "recv_total_bps": 100_000, "rtt_send_ms": 1,
+                  "rtt_recv_ms": 1, "fps": 1, "loss_pct": 0.1, "jitter_ms": 1, "freezes_per_min": 0.1,
+                  "brisque": 1, "vmaf": 1, "psnr": 0.5, "delay_ms": 5, "check_pass_rate": 0.02,
+                  "server_cpu_per_participant": 0.0005, "client_cpu_per_participant": 0.01}
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS runs (
+        run TEXT PRIMARY KEY, sfu TEXT NOT NULL, version TEXT, started DOUBLE PRECISION,
+        recorded DOUBLE PRECISION, git_sha TEXT, chrome TEXT, scenario TEXT, status TEXT, meta TEXT)""",
+    """CREATE TABLE IF NOT EXISTS metrics (
+        run TEXT NOT NULL REFERENCES runs(run) ON DELETE CASCADE, name TEXT NOT NULL,
+        value DOUBLE PRECISION, PRIMARY KEY (run, name))""",
+)
+
+
+class HistoryError(RuntimeError):
+    pass
+
+
+class _DB:
+    """SQLite and PostgreSQL behind one placeholder style (?)."""
+
+    def __init__(self, target: str | Path):
+        target = str(target)
+        self.postgres = target.startswith(("postgresql://", "postgres://"))
+        if self.postgres:
+            try:
+                import psycopg
+            except ImportError:
+                raise HistoryError(f"the results DB {target.split('@')[-1]} is PostgreSQL, which needs the "
+                                   "psycopg package: pip install 'psycopg[binary]'") from None
+            self.conn = psycopg.connect(target)
+        else:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(target)
+            self.conn.execute("PRAGMA foreign_keys = ON")
+        for statement in SCHEMA:
+            self.execute(statement)
+
+    def execute(self, sql: str, params: tuple = ()):
+        cur = self.conn.cursor()
+        cur.execute(sql.replace("?", "%s") if self.postgres else sql, params)
+        return cur
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *_):
+        if exc_type is None:
+            self.conn.commit()
+        else:
+            self.conn.rollback()
+        self.conn.close()
+
+
+def scenario_id(config: dict) -> str:
+    """A short hash of the comparable part of the config (see compare.scenario)."""
+    canon = json.dumps(compare.scenario(config), sort_keys=True, default=str)
+    return hashlib.sha256(canon.encode()).hexdigest()[:12]
+
+
+def values(a: Analysis) -> dict[str, float]:
+    h = dict(a.headline, coped=compare.coped(a))
+    return {k: float(h[k]) for k in METRICS if h.get(k) is not None}
+
+
+def record(run_dir: str | Path, db: str | Path, analysis: Analysis | None = None) -> str:
+    """Store a run's headline numbers (replacing an earlier record of the same run); returns the run id."""
+    a = analysis or metrics.analyse(runfiles.load(run_dir))
+    i = a.ident
+    started = next((e["t"] for e in a.run.events if e.get("t") is not None), None)
+    if started is None and a.windows:
+        started = a.windows[0]["t"]
+    with _DB(db) as conn:
+        conn.execute("DELETE FROM metrics WHERE run = ?", (i["run"],))
+        conn.execute(
+            """INSERT INTO runs (run, sfu, version, started, recorded, git_sha, chrome, scenario, status, meta)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+               ON CONFLICT (run) DO UPDATE SET sfu = excluded.sfu, version = excluded.version,
+                 started = excluded.started, recorded = excluded.recorded, git_sha = excluded.git_sha,
+                 chrome = excluded.chrome, scenario = excluded.scenario, status = excluded.status,
+                 meta = excluded.meta""",
+            (i["run"], i["sfu"], i["version"], started, time.time() * 1000, i["git_sha"], i["chrome"],
+             scenario_id(i["config"]), a.headline["status"], json.dumps(a.run.meta, default=str)))
+        for name, value in values(a).items():
+            conn.execute("INSERT INTO metrics (run, name, value) VALUES (?, ?, ?)", (i["run"], name, value))
+    return i["run"]
+
+
+def band(previous: list[float], k: float, floor: float = 0.0) -> tuple[float, float, float]:
+    """(median, low, high) of the noise band around the previous values; `floor` bounds the half-width
+    from below."""
+    med = median(previous)
+    mad = median(abs(v - med) for v in previous) * MAD_TO_SIGMA
+    width = max(k * max(mad, RELATIVE_FLOOR * abs(med)), floor)
+    return med, med - width, med + width
+
+
+def trend(sfu: str, db: str | Path, metric: str | None = None, window: int = 10, k: float = 3.0,
+          min_history: int = 3) -> dict[str, list[dict]]:
+    """Per metric, the SFU's runs in time order: {run, started, version, git_sha, scenario, status, value,
+    median, low, high, regression, improvement}. The band is empty (None) until `min_history` earlier runs
+    of the same scenario exist; at most the last `window` of them are used."""
+    if metric is not None and metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+    with _DB(db) as conn:
+        runs = conn.execute("SELECT run, started, version, git_sha, scenario, status FROM runs WHERE sfu = ? "
+                            "ORDER BY started, run", (sfu,)).fetchall()
+        rows = conn.execute("SELECT m.run, m.name, m.value FROM metrics m JOIN runs r ON r.run = m.run "
+                            "WHERE r.sfu = ?", (sfu,)).fetchall()
+    vals: dict[tuple[str, str], float] = {(run, name): value for run, name, value in rows}
+    out = {}
+    for name in [metric] if metric else list(METRICS):
+        direction, series, history = METRICS[name], [], {}
+        for run, started, version, git_sha, scen, status in runs:
+            value = vals.get((run, name))
+            if value is None:
+                continue
+            previous = history.setdefault(scen, [])[-window:]
+            point = {"run": run, "started": started, "version": version, "git_sha": git_sha, "scenario": scen,
+                     "status": status, "value": value, "median": None, "low": None, "high": None,
+                     "regression": False, "improvement": False}
+            if len(previous) >= min_history:
+                med, low, high = band(previous, k, ABSOLUTE_FLOOR.get(name, 0.0))
+                worse = value < low if direction > 0 else value > high
+                better = value > high if direction > 0 else value < low
+                point.update(median=med, low=low, high=high, regression=worse, improvement=better)
+            series.append(point)
+            history[scen].append(value)
+        if series:
+            out[name] = series
+    return out
+
+
+def sfus(db: str | Path) -> list[str]:
+    with _DB(db) as conn:
+        return [r[0] for r in conn.execute("SELECT DISTINCT sfu FROM runs ORDER BY sfu").fetchall()]
+
+
+# ---------------------------------------------------------------- trend report
+
+TREND_METRICS = ("coped", "recv_bps", "send_bps", "rtt_send_ms", "check_pass_rate", "brisque", "vmaf",
+                 "delay_ms", "freezes_per_min", "server_cpu_per_participant")
+TITLES = {"coped": "Load coped with (last count before the knee)", "recv_bps": "Received bitrate at target",
+          "send_bps": "Sent bitrate at target", "rtt_send_ms": "Sender RTT at target",
+          "check_pass_rate": "Video checks passed", "brisque": "BRISQUE at target (lower is better)",
+          "vmaf": "VMAF at target", "delay_ms": "Delay at target (median)",
+          "freezes_per_min": "Freezes at target", "server_cpu_per_participant": "SFU CPU per participant"}
+
+
+def _date(ms) -> datetime:
+    return datetime.fromtimestamp((ms or 0) / 1000, tz=timezone.utc)
+
+
+def build(db: str | Path, out_dir: str | Path, sfu_names: list[str] | None = None, window: int = 10,
+          k: float = 3.0) -> Path:
+    """trend.html: each tracked metric over runs, one line per SFU and scenario with its noise band shaded,
+    regressions circled in red, and a table of the regressions in each SFU's latest run."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("trend-*.png"):
+        old.unlink()
+    names = sfu_names or sfus(db)
+    trends = {s: trend(s, db, window=window, k=k) for s in names}
+    figs, flagged = [], []
+    for name in TREND_METRICS:
+        if not any(name in t for t in trends.values()):
+            continue
+        unit, scale = UNITS[name]
+        fig, (ax,) = plotting.figure(height=3.2)
+        for n, s in enumerate(names):
+            pts = trends[s].get(name)
+            if not pts:
+                continue
+            color = plotting.PALETTE[n % len(plotting.PALETTE)]
+            # runs of different scenarios are not one series: one line each, told apart by line style
+            scenarios = list(dict.fromkeys(p["scenario"] for p in pts))
+            for j, scen in enumerate(scenarios):
+                sp = [p for p in pts if p["scenario"] == scen]
+                x = [_date(p["started"]) for p in sp]
+                label = s if len(scenarios) == 1 else f"{s}, scenario {scen[:6]}"
+                ax.plot(x, [p["value"] * scale for p in sp], marker="o", markersize=4, color=color, label=label,
+                        linestyle=("-", "--", ":", "-.")[j % 4])
+                banded = [(xx, p) for xx, p in zip(x, sp) if p["low"] is not None]
+                if banded:
+                    ax.fill_between([b[0] for b in banded], [b[1]["low"] * scale for b in banded],
+                                    [b[1]["high"] * scale for b in banded], color=color, alpha=0.12, linewidth=0)
+            bad = [(_date(p["started"]), p["value"] * scale) for p in pts if p["regression"]]
+            if bad:
+                ax.scatter(*zip(*bad), s=110, facecolors="none", edgecolors=plotting.KNEE_COLOR, linewidths=2,
+                           zorder=3, label=f"{s}: regression")
+            last = pts[-1]
+            if last["regression"]:
+                flagged.append([s, TITLES[name], last["run"], round(last["value"] * scale, 3),
+                                round(last["median"] * scale, 3),
+                                f"{last['low'] * scale:.3g} – {last['high'] * scale:.3g}", unit])
+        ax.set(title=f"{TITLES[name]} ({unit})", ylabel=unit)
+        ax.legend(loc="best")
+        fig.autofmt_xdate()
+        figs.append((f"fig-trend-{name}", plotting.save(fig, out / f"trend-{name}.png").name, TITLES[name]))
+    table = Table("regressions", "Regressions in each SFU's latest run",
+                  ["SFU", "Metric", "Run", "Value", "Median of previous", "Noise band", "Unit"], flagged)
+    runs_rows = []
+    for s in names:
+        any_metric = next(iter(trends[s].values()), [])
+        for p in any_metric[-5:]:
+            runs_rows.append([s, p["run"], _date(p["started"]).strftime("%Y-%m-%d %H:%M"), p["version"],
+                              (p["git_sha"] or "")[:12], p["status"] or "unfinished", p["scenario"]])
+    recent = Table("recent", "Latest runs", ["SFU", "Run", "Started (UTC)", "SFU version", "git sha", "Status",
+                                             "Scenario"], runs_rows)
+    body = [
+        f"<header><h1>sfubench trends — {html.escape(', '.join(names)) or 'no runs'}</h1>"
+        f'<p class="sub">Results DB: <code>{html.escape(str(db).split("@")[-1])}</code></p></header>',
+        f'<div class="rule">A value is flagged as a regression when it is worse than the median ± {k:g}·MAD '
+        f"(MAD scaled to a standard deviation, at least {RELATIVE_FLOOR:.0%} of the median) of up to {window} "
+        "previous runs of the same SFU and scenario (and at least a per-metric minimum, e.g. 0.1 freezes per "
+        "stream-minute or 20 kbps); at least 3 such runs are needed.</div>",
+        html.table(table) if flagged else '<p id="no-regressions">No regression in the latest runs.</p>',
+        *[html.figure(fid, src, alt) for fid, src, alt in figs],
+        html.table(recent) if runs_rows else "",
+    ]
+    path = out / "trend.html"
+    path.write_text(html.page("sfubench trends", "\n".join(b for b in body if b)), encoding="utf-8")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m reports.history record DB RUN_DIR... | trend DB SFU [METRIC] | report DB OUT_DIR"""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) >= 3 and argv[0] == "record":
+        for run_dir in argv[2:]:
+            print(record(run_dir, argv[1]))
+        return 0
+    if len(argv) in (3, 4) and argv[0] == "trend":
+        print(json.dumps(trend(argv[2], argv[1], argv[3] if len(argv) == 4 else None), indent=1))
+        return 0
+    if len(argv) == 3 and argv[0] == "report":
+        print(build(argv[1], argv[2]))
+        return 0
+    print(main.__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

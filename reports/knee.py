@@ -1,0 +1,91 @@
+"""The participant count where an SFU stops coping.
+
+Works on a series of per-participant-count rows (see `metrics.stream_series` and friends): each row has
+`participants` and, where measured, `recv_bps`, `rtt_send_ms`, `freezes_per_min` and `check_pass_rate`.
+A criterion only fires when the next measured count is bad too (or there is none), so one noisy
+measurement does not make a knee.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+
+
+@dataclass(frozen=True)
+class KneeRule:
+    bitrate_fraction: float = 0.8   # of the receive-bitrate plateau
+    rtt_ms: float = 200.0           # mean sender RTT
+    freezes_per_min: float = 1.0    # received video freezes per stream-minute
+    min_pass_rate: float = 0.9      # share of video checks passing
+
+    def text(self) -> str:
+        return (
+            "The knee is the first participant count at which — at that count and at the next one measured — "
+            f"the mean received video bitrate per stream is below {self.bitrate_fraction:.0%} of its plateau "
+            "(the highest 3-point running median up to that count), or the mean sender RTT is above "
+            f"{self.rtt_ms:g} ms, or received video freezes exceed {self.freezes_per_min:g} per stream-minute, "
+            f"or fewer than {self.min_pass_rate:.0%} of the video checks pass."
+        )
+
+
+@dataclass(frozen=True)
+class Knee:
+    participants: int | None = None
+    criterion: str | None = None        # bitrate | rtt | freezes | checks
+    detail: str = "the SFU coped with every load measured"
+    plateau_bps: float | None = None
+
+
+def _points(series: list[dict], key: str) -> list[tuple[int, float]]:
+    return sorted((r["participants"], r[key]) for r in series if r.get(key) is not None)
+
+
+def _first_sustained(bad: list[bool]) -> int | None:
+    for i, b in enumerate(bad):
+        if b and (i + 1 == len(bad) or bad[i + 1]):
+            return i
+    return None
+
+
+def plateaus(values: list[float]) -> list[float]:
+    """Running plateau: the highest median of 3 consecutive values so far. At the start the first value
+    counts alone, then the lower of the first two, so one high early value does not set the plateau."""
+    out, best = [], float("-inf")
+    for i in range(len(values)):
+        window = values[max(0, i - 2): i + 1]
+        best = max(best, min(window) if len(window) == 2 else median(window))
+        out.append(best)
+    return out
+
+
+def find_knee(series: list[dict], rule: KneeRule = KneeRule()) -> Knee:
+    found: list[Knee] = []
+
+    pts = _points(series, "recv_bps")
+    if pts:
+        values = [v for _, v in pts]
+        plat = plateaus(values)
+        i = _first_sustained([v < rule.bitrate_fraction * p for v, p in zip(values, plat)])
+        if i is not None:
+            found.append(Knee(pts[i][0], "bitrate",
+                              f"received video bitrate {values[i] / 1e6:.2f} Mbps is below "
+                              f"{rule.bitrate_fraction:.0%} of its {plat[i] / 1e6:.2f} Mbps plateau",
+                              plat[i]))
+
+    for key, criterion, is_bad, describe in (
+        ("rtt_send_ms", "rtt", lambda v: v > rule.rtt_ms,
+         lambda v: f"mean sender RTT {v:.0f} ms is above {rule.rtt_ms:g} ms"),
+        ("freezes_per_min", "freezes", lambda v: v > rule.freezes_per_min,
+         lambda v: f"{v:.2f} freezes per stream-minute, above {rule.freezes_per_min:g}"),
+        ("check_pass_rate", "checks", lambda v: v < rule.min_pass_rate,
+         lambda v: f"only {v:.1%} of video checks pass (< {rule.min_pass_rate:.0%})"),
+    ):
+        pts = _points(series, key)
+        i = _first_sustained([is_bad(v) for _, v in pts])
+        if i is not None:
+            found.append(Knee(pts[i][0], criterion, describe(pts[i][1])))
+
+    if not found:
+        return Knee()
+    # the earliest wins; on a tie the order above (bitrate first) decides, as min() is stable
+    return min(found, key=lambda k: k.participants)

@@ -1,0 +1,672 @@
+"""Pure functions over a run's records (schemas in docs/contracts.md).
+
+Units inside: bit/s, ms, fractions. Tables convert to Mbps / ms / percent for display and export.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import median
+
+from . import runfiles
+from .knee import Knee, KneeRule, find_knee
+
+BITRATE_THRESHOLD_BPS = 1e6   # the study's "share above 1 Mbps"
+RTT_THRESHOLD_MS = 50.0       # the study's "share above 50 ms"
+MEASURED = ("ramp", "target")
+
+
+# ---------------------------------------------------------------- per-stream windows
+
+def stream_key(s: dict) -> tuple:
+    return s.get("user"), s.get("peer"), s.get("direction"), s.get("kind"), s.get("ssrc")
+
+
+def bitrate(first: dict, last: dict) -> float | None:
+    """The study's bitrate: Δbytes × 8000 / Δt (t in ms) → bit/s; None when it cannot be known."""
+    try:
+        dt = last["t"] - first["t"]
+        db = last["bytes"] - first["bytes"]
+    except (KeyError, TypeError):
+        return None
+    if dt <= 0 or db < 0:   # db < 0: the counter restarted (new connection)
+        return None
+    return db * 8000.0 / dt
+
+
+def _delta(first: dict, last: dict, key: str) -> float | None:
+    a, b = first.get(key), last.get(key)
+    if a is None or b is None or b < a:
+        return None
+    return b - a
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _avg(samples: list[dict], key: str) -> float | None:
+    """Mean of one field over a window's samples; a plain loop because it runs for every stream window."""
+    total, n = 0.0, 0
+    for s in samples:
+        v = s.get(key)
+        if v is not None:
+            total += v
+            n += 1
+    return total / n if n else None
+
+
+def _observe(first: dict | None, last: dict, within: list[dict], phase, window) -> dict:
+    """One stream in one window. `first` is None when there is nothing to take differences from.
+    Written for speed: it runs once per stream and window (~200k times for 500 participants)."""
+    get = last.get
+    obs = {"phase": phase, "window": window, "participants": get("participants"), "t": get("t"),
+           "room": get("room"), "user": get("user"), "peer": get("peer"), "direction": get("direction"),
+           "kind": get("kind"), "bps": None, "dt": None, "lost": None, "expected": None, "freezes": None}
+    if len(within) == 1:
+        rtt, jitter = get("rtt"), get("jitter")
+        obs["rtt"] = [rtt * 1000.0] if rtt is not None else []
+        obs["fps"] = get("framesPerSecond")
+    else:
+        obs["rtt"] = [s["rtt"] * 1000.0 for s in within if s.get("rtt") is not None]
+        jitter = _avg(within, "jitter")
+        obs["fps"] = _avg(within, "framesPerSecond")
+    obs["jitter_ms"] = jitter * 1000.0 if jitter is not None else None
+    if first is not None and first is not last:
+        obs["bps"] = bitrate(first, last)
+        t0, t1 = first.get("t"), get("t")
+        if t0 is not None and t1 is not None:
+            obs["dt"] = (t1 - t0) / 1000.0
+        lost, packets = _delta(first, last, "packetsLost"), _delta(first, last, "packets")
+        if lost is not None and packets is not None:
+            obs["lost"] = lost
+            # received packets do not count the lost ones; sent packets do
+            obs["expected"] = packets + lost if get("direction") == "recv" else packets
+        obs["freezes"] = _delta(first, last, "freezeCount")
+    return obs
+
+
+def iter_stream_windows(samples: Iterable[dict], kinds: tuple[str, ...] | None = ("video",)) -> Iterator[dict]:
+    """One observation per (window, stream) of the given kinds (None: all). The reports are about video;
+    leaving audio out halves the work.
+
+    Ramp and target windows: bitrate etc. between the window's first and last samples of the stream.
+    Background windows hold one sample per stream, so differences are taken from the stream's previous
+    background sample; the stream's first background sample only gives instantaneous values.
+    Background observations come out as the samples stream in (a long run has millions: they are not all
+    kept); ramp and target ones once the samples are exhausted. Samples are expected in time order per
+    stream, as the collector appends them."""
+    measured: dict[tuple, list[dict]] = {}
+    previous: dict[tuple, dict] = {}
+    for s in samples:
+        if kinds is not None and s.get("kind") not in kinds:
+            continue
+        key = stream_key(s)
+        if s.get("phase") == "background":
+            yield _observe(previous.get(key), s, [s], "background", s.get("window"))
+            previous[key] = s
+        else:
+            measured.setdefault((s.get("phase"), s.get("window"), key), []).append(s)
+    for (phase, window, _), group in measured.items():
+        group.sort(key=_time)
+        yield _observe(group[0], group[-1], group, phase, window)
+
+
+def stream_windows(samples: Iterable[dict], kinds: tuple[str, ...] | None = ("video",)) -> list[dict]:
+    return list(iter_stream_windows(samples, kinds))
+
+
+def _time(s: dict) -> float:
+    return s.get("t") or 0
+
+
+# ---------------------------------------------------------------- statistics
+
+def describe(values, threshold: float | None = None) -> dict:
+    """The study's table cells: min of the values > 0, max, average (of all) and share above threshold."""
+    values = [v for v in values if v is not None]
+    positive = [v for v in values if v > 0]
+    out = {
+        "n": len(values),
+        "min": min(positive) if positive else None,
+        "max": max(values) if values else None,
+        "avg": sum(values) / len(values) if values else None,
+        "above": None,
+    }
+    if threshold is not None and values:
+        out["above"] = sum(1 for v in values if v > threshold) / len(values)
+    return out
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in 0..100) of the non-None values."""
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    pos = (len(values) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
+
+
+def _spread(prefix: str, values: list[float]) -> dict:
+    values = [v for v in values if v is not None]
+    if not values:
+        return {}
+    return {
+        prefix: sum(values) / len(values),
+        f"{prefix}_p10": percentile(values, 10),
+        f"{prefix}_p90": percentile(values, 90),
+    }
+
+
+def stream_stats(obs: list[dict]) -> dict:
+    """Aggregates over video stream observations (any mix of windows)."""
+    send = [o for o in obs if o["kind"] == "video" and o["direction"] == "send"]
+    recv = [o for o in obs if o["kind"] == "video" and o["direction"] == "recv"]
+    out: dict = {}
+    out.update(_spread("send_bps", [o["bps"] for o in send]))
+    out.update(_spread("recv_bps", [o["bps"] for o in recv]))
+    per_user: dict[tuple, float] = defaultdict(float)
+    for o in recv:
+        if o["bps"] is not None:
+            per_user[(o["phase"], o["window"], o["user"])] += o["bps"]
+    out.update(_spread("recv_total_bps", list(per_user.values())))
+    out.update(_spread("rtt_send_ms", [r for o in send for r in o["rtt"]]))
+    out.update(_spread("rtt_recv_ms", [r for o in recv for r in o["rtt"]]))
+    out.update(_spread("fps", [o["fps"] for o in recv]))
+    out.update(_spread("jitter_ms", [o["jitter_ms"] for o in recv]))
+    lost = sum(o["lost"] for o in recv if o["expected"])
+    expected = sum(o["expected"] for o in recv if o["expected"])
+    if expected:
+        out["loss_pct"] = 100.0 * lost / expected
+    freezes = [(o["freezes"], o["dt"]) for o in recv if o["freezes"] is not None and o["dt"]]
+    minutes = sum(dt for _, dt in freezes) / 60.0
+    if minutes:
+        out["freezes_per_min"] = sum(f for f, _ in freezes) / minutes
+    out["streams"] = len(send) + len(recv)
+    return out
+
+
+def stream_series(obs: list[dict]) -> list[dict]:
+    """Per participant count, the aggregates of `stream_stats` over the ramp-up and target observations
+    (background ones are folded into `Totals` instead)."""
+    groups: dict[int, list[dict]] = defaultdict(list)
+    for o in obs:
+        if o["phase"] in MEASURED and o["participants"] is not None:
+            groups[o["participants"]].append(o)
+    return [{"participants": p, **stream_stats(groups[p])} for p in sorted(groups)]
+
+
+class Totals:
+    """Running sums over video stream observations: enough for means and pooled rates (no percentiles),
+    so millions of background observations can be folded in and dropped."""
+    MEANS = ("send_bps", "recv_bps", "rtt_send_ms", "rtt_recv_ms", "fps", "jitter_ms")
+
+    def __init__(self):
+        self.sum = dict.fromkeys(self.MEANS, 0.0)
+        self.n = dict.fromkeys(self.MEANS, 0)
+        self.lost = self.expected = self.freezes = self.freeze_s = 0.0
+        self.t = None
+        self.participants = None
+
+    def _put(self, key: str, value, count: int = 1) -> None:
+        self.sum[key] += value
+        self.n[key] += count
+
+    def add(self, o: dict) -> None:
+        if o["kind"] != "video":
+            return
+        send = o["direction"] == "send"
+        if o["t"] is not None and (self.t is None or o["t"] > self.t):
+            self.t = o["t"]
+        if o["participants"] is not None and (self.participants is None or o["participants"] > self.participants):
+            self.participants = o["participants"]
+        if o["bps"] is not None:
+            self._put("send_bps" if send else "recv_bps", o["bps"])
+        if o["rtt"]:
+            self._put("rtt_send_ms" if send else "rtt_recv_ms", sum(o["rtt"]), len(o["rtt"]))
+        if send:
+            return
+        if o["fps"] is not None:
+            self._put("fps", o["fps"])
+        if o["jitter_ms"] is not None:
+            self._put("jitter_ms", o["jitter_ms"])
+        if o["expected"]:
+            self.lost += o["lost"]
+            self.expected += o["expected"]
+        if o["freezes"] is not None and o["dt"]:
+            self.freezes += o["freezes"]
+            self.freeze_s += o["dt"]
+
+    def merge(self, other: "Totals") -> "Totals":
+        for k in self.MEANS:
+            self._put(k, other.sum[k], other.n[k])
+        self.lost += other.lost
+        self.expected += other.expected
+        self.freezes += other.freezes
+        self.freeze_s += other.freeze_s
+        self.t = max((x for x in (self.t, other.t) if x is not None), default=None)
+        self.participants = max((x for x in (self.participants, other.participants) if x is not None), default=None)
+        return self
+
+    def row(self) -> dict:
+        out = {k: self.sum[k] / self.n[k] for k in self.MEANS if self.n[k]}
+        if self.expected:
+            out["loss_pct"] = 100.0 * self.lost / self.expected
+        if self.freeze_s:
+            out["freezes_per_min"] = self.freezes / (self.freeze_s / 60.0)
+        return out
+
+
+def window_totals(obs: Iterable[dict]) -> dict[tuple, Totals]:
+    """(phase, window) -> Totals of its video observations."""
+    totals: dict[tuple, Totals] = defaultdict(Totals)
+    for o in obs:
+        totals[(o["phase"], o["window"])].add(o)
+    return totals
+
+
+def window_series(totals: dict[tuple, Totals]) -> list[dict]:
+    """One row per window in time order (t = its last sample): the run as it unfolded."""
+    rows = [{"t": w.t, "phase": phase, "window": window, "participants": w.participants, **w.row()}
+            for (phase, window), w in totals.items() if w.t is not None]
+    return sorted(rows, key=_time)
+
+
+def _pooled(totals: Iterable[Totals]) -> dict[int, Totals]:
+    by_count: dict[int, Totals] = defaultdict(Totals)
+    for w in totals:
+        if w.participants is not None:
+            by_count[w.participants].merge(w)
+    return by_count
+
+
+def background_series(totals: dict[tuple, Totals]) -> list[dict]:
+    """Means of the background windows by participant count."""
+    by_count = _pooled(w for (phase, _), w in totals.items() if phase == "background")
+    return [{"participants": p, **by_count[p].row()} for p in sorted(by_count)]
+
+
+def freeze_series(totals: dict[tuple, Totals]) -> list[dict]:
+    """Received video freezes per stream-minute by participant count, over every window at that count.
+
+    Freezes are rare events: counted over the 1-s ramp-up windows alone they are noise, so background
+    ticks (longer, all participants) at the same count are pooled in — at the counts ramp-up and target
+    measured, which are the series' points."""
+    counts = {w.participants for (phase, _), w in totals.items() if phase in MEASURED}
+    by_count = _pooled(w for w in totals.values() if w.participants in counts)
+    return [{"participants": p, "freezes_per_min": by_count[p].freezes / (by_count[p].freeze_s / 60.0)}
+            for p in sorted(by_count) if by_count[p].freeze_s]
+
+
+def quality_stats(recs: list[dict]) -> dict:
+    """Aggregates over quality.jsonl records: mean scores, delay median and p90, share of frozen frames."""
+    row: dict = {"scored": len(recs)}
+    for key in ("brisque", "psnr", "ssim", "vmaf"):
+        value = _mean(r.get(key) for r in recs)
+        if value is not None:
+            row[key] = value
+    delays = [r["delay_ms"] for r in recs if r.get("delay_ms") is not None]
+    if delays:
+        row["delay_ms"] = median(delays)
+        row["delay_ms_p90"] = percentile(delays, 90)
+    frozen = [bool(r["frozen"]) for r in recs if r.get("frozen") is not None]
+    if frozen:
+        row["frozen_share"] = sum(frozen) / len(frozen)
+    return row
+
+
+def quality_series(quality: list[dict]) -> list[dict]:
+    groups: dict[int, list[dict]] = defaultdict(list)
+    for q in quality:
+        if q.get("participants") is not None:
+            groups[q["participants"]].append(q)
+    return [{"participants": p, **quality_stats(groups[p])} for p in sorted(groups)]
+
+
+def timeline(events: list[dict]) -> list[tuple[float, int]]:
+    """(t, participants started) at each event that carries a count, in time order."""
+    return sorted((e["t"], e["participants"]) for e in events
+                  if e.get("t") is not None and e.get("participants") is not None)
+
+
+def participants_at(tl: list[tuple[float, int]], t: float) -> int:
+    i = bisect.bisect_right(tl, (t, math.inf))
+    return tl[i - 1][1] if i else 0
+
+
+def room_participants(events: list[dict]) -> dict:
+    """room -> participants started once the room was up (its room_validated / room_timeout event)."""
+    return {e.get("room"): e["participants"] for e in events
+            if e.get("event") in ("room_validated", "room_timeout") and e.get("participants") is not None}
+
+
+def check_series(checks: list[dict], events: list[dict]) -> list[dict]:
+    """Video-check pass rate by participant count. A room's checks count at the load its ramp step was
+    measured at (the room's validation event); checks of a room that never got one, at the count when
+    they ran."""
+    tl, rooms = timeline(events), room_participants(events)
+    groups: dict[int, list[bool]] = defaultdict(list)
+    for c in checks:
+        p = rooms.get(c.get("room"))
+        if p is None and c.get("t") is not None:
+            p = participants_at(tl, c["t"])
+        if p is not None:
+            groups[p].append(bool(c.get("ok")))
+    return [{"participants": p, "checks": len(v), "check_pass_rate": sum(v) / len(v)}
+            for p, v in sorted(groups.items())]
+
+
+def merge_series(*series: list[dict]) -> list[dict]:
+    rows: dict[int, dict] = {}
+    for s in series:
+        for r in s:
+            rows.setdefault(r["participants"], {"participants": r["participants"]}).update(r)
+    return [rows[p] for p in sorted(rows)]
+
+
+def room_checks(checks: list[dict]) -> list[dict]:
+    rooms: dict = defaultdict(Counter)
+    for c in checks:
+        rooms[c.get("room")][c.get("verdict") or ("playing" if c.get("ok") else "unknown")] += 1
+        rooms[c.get("room")]["_passed"] += bool(c.get("ok"))
+    out = []
+    for room in sorted(rooms, key=lambda r: (r is None, r)):
+        counts = rooms[room]
+        passed = counts.pop("_passed")
+        total = sum(counts.values())
+        out.append({"room": room, "checks": total, "passed": passed,
+                    "pass_rate": passed / total if total else None, "verdicts": dict(counts)})
+    return out
+
+
+def server_series(server: list[dict], tl: list[tuple[float, int]]) -> list[dict]:
+    """Per participant count and probe role (`sfu`; `clients` = the browsers): CPU in cores, from the
+    cumulative `cpu_s` between consecutive rows of the role (time-weighted), and mean RSS in bytes.
+    Keys `<role>_cpu`, `<role>_cpu_per_participant`, `<role>_rss`; rows without a role are the SFU's."""
+    by_role: dict[str, list[dict]] = defaultdict(list)
+    for r in server:
+        if r.get("t") is not None:
+            by_role[r.get("role") or "sfu"].append(r)
+    acc: dict[tuple[str, int], list] = defaultdict(lambda: [0.0, 0.0, []])   # cpu seconds, seconds, rss
+    for role, rows in by_role.items():
+        rows.sort(key=_time)
+        prev = None
+        for r in rows:
+            p = r.get("participants")
+            a = acc[(role, participants_at(tl, r["t"]) if p is None else p)]
+            if r.get("rss") is not None:
+                a[2].append(r["rss"])
+            if prev is not None and r.get("cpu_s") is not None and prev.get("cpu_s") is not None:
+                dt = (r["t"] - prev["t"]) / 1000.0
+                if dt > 0 and r["cpu_s"] >= prev["cpu_s"]:
+                    a[0] += r["cpu_s"] - prev["cpu_s"]
+                    a[1] += dt
+            prev = r
+    rows: dict[int, dict] = {}
+    for (role, p), (cpu_s, seconds, rss) in acc.items():
+        row = rows.setdefault(p, {"participants": p})
+        if seconds:
+            row[f"{role}_cpu"] = cpu_s / seconds
+            if p:
+                row[f"{role}_cpu_per_participant"] = cpu_s / seconds / p
+        if rss:
+            row[f"{role}_rss"] = sum(rss) / len(rss)
+    return [rows[p] for p in sorted(rows)]
+
+
+# ---------------------------------------------------------------- tables
+
+@dataclass
+class Table:
+    id: str
+    title: str
+    columns: list[str]
+    rows: list[list]
+    note: str = ""
+    row_keys: list[str] = field(default_factory=list)   # a stable name per row, where rows are metrics
+
+    def as_dict(self) -> dict:
+        return {"title": self.title, "columns": self.columns, "rows": self.rows, "note": self.note}
+
+
+STUDY_COLUMNS = ["Metric", "Unit", "n", "Min (of > 0)", "Max", "Avg", "Threshold", "Share above (%)"]
+
+
+def _round(x, digits: int):
+    return None if x is None else round(x, digits)
+
+
+def _study_row(label: str, unit: str, values: list[float], scale: float, digits: int,
+               threshold: float | None = None) -> list:
+    d = describe([v * scale for v in values if v is not None],
+                 threshold * scale if threshold is not None else None)
+    thr = f"> {threshold * scale:g} {unit}" if threshold is not None else None
+    return [label, unit, d["n"], _round(d["min"], digits), _round(d["max"], digits), _round(d["avg"], digits),
+            thr, _round(d["above"] * 100, 1) if d["above"] is not None else None]
+
+
+SENDER_KEYS = ["send_bps", "rtt_send_ms"]
+RECEIVER_KEYS = ["recv_bps", "rtt_recv_ms", "fps", "jitter_ms", "loss_pct"]
+
+
+def _sender_rows(obs: list[dict]) -> list[list]:
+    send = [o for o in obs if o["kind"] == "video" and o["direction"] == "send"]
+    return [
+        _study_row("Video bitrate sent, per stream", "Mbps", [o["bps"] for o in send], 1e-6, 3,
+                   BITRATE_THRESHOLD_BPS),
+        _study_row("RTT, sender (remote-inbound-rtp)", "ms", [r for o in send for r in o["rtt"]], 1, 1,
+                   RTT_THRESHOLD_MS),
+    ]
+
+
+def _receiver_rows(obs: list[dict]) -> list[list]:
+    recv = [o for o in obs if o["kind"] == "video" and o["direction"] == "recv"]
+    return [
+        _study_row("Video bitrate received, per stream", "Mbps", [o["bps"] for o in recv], 1e-6, 3,
+                   BITRATE_THRESHOLD_BPS),
+        _study_row("RTT, receiver (candidate pair)", "ms", [r for o in recv for r in o["rtt"]], 1, 1,
+                   RTT_THRESHOLD_MS),
+        _study_row("Frame rate received", "fps", [o["fps"] for o in recv], 1, 1),
+        _study_row("Jitter received", "ms", [o["jitter_ms"] for o in recv], 1, 1),
+        _study_row("Packet loss received, per window", "%",
+                   [o["lost"] / o["expected"] for o in recv if o["expected"]], 100, 2),
+    ]
+
+
+def study_tables(obs: list[dict]) -> list[Table]:
+    """Tables IV–VI of the 2018 study: ramp-up sender, ramp-up receiver, target load.
+
+    Bitrates are one value per stream and window; RTTs one per sample, as in the study."""
+    ramp = [o for o in obs if o["phase"] == "ramp"]
+    target = [o for o in obs if o["phase"] == "target"]
+    return [
+        Table("table4", "Table IV style — ramp-up, sender", STUDY_COLUMNS, _sender_rows(ramp),
+              row_keys=SENDER_KEYS),
+        Table("table5", "Table V style — ramp-up, receiver", STUDY_COLUMNS, _receiver_rows(ramp),
+              row_keys=RECEIVER_KEYS),
+        Table("table6", "Table VI style — target load, sender and receiver", STUDY_COLUMNS,
+              _sender_rows(target) + _receiver_rows(target), row_keys=SENDER_KEYS + RECEIVER_KEYS),
+    ]
+
+
+def rooms_table(rooms: list[dict]) -> Table:
+    rows = [[r["room"], r["checks"], r["passed"],
+             _round(r["pass_rate"] * 100, 1) if r["pass_rate"] is not None else None,
+             ", ".join(f"{v} {k}" for k, v in sorted(r["verdicts"].items(), key=lambda kv: -kv[1]))]
+            for r in rooms]
+    return Table("checks", "Video checks per room", ["Room", "Checks", "Passed", "Pass rate (%)", "Verdicts"],
+                 rows)
+
+
+SERIES_COLUMNS = [
+    ("participants", "Participants", 1, 0),
+    ("send_bps", "Send video (Mbps)", 1e-6, 3),
+    ("recv_bps", "Recv video per stream (Mbps)", 1e-6, 3),
+    ("recv_total_bps", "Recv video per participant (Mbps)", 1e-6, 3),
+    ("rtt_send_ms", "Sender RTT (ms)", 1, 1),
+    ("rtt_recv_ms", "Receiver RTT (ms)", 1, 1),
+    ("fps", "Recv fps", 1, 1),
+    ("loss_pct", "Recv loss (%)", 1, 2),
+    ("jitter_ms", "Recv jitter (ms)", 1, 1),
+    ("freezes_per_min", "Freezes / stream-min", 1, 2),
+    ("brisque", "BRISQUE", 1, 1),
+    ("vmaf", "VMAF", 1, 1),
+    ("psnr", "PSNR (dB)", 1, 1),
+    ("delay_ms", "Delay median (ms)", 1, 0),
+    ("check_pass_rate", "Checks passed (%)", 100, 1),
+    ("sfu_cpu", "SFU CPU (cores)", 1, 3),
+    ("sfu_rss", "SFU RSS (MB)", 1e-6, 0),
+    ("clients_cpu_per_participant", "Browser CPU / participant (cores)", 1, 3),
+]
+
+
+def series_table(series: list[dict]) -> Table:
+    cols = [c for c in SERIES_COLUMNS if any(r.get(c[0]) is not None for r in series)]
+    rows = [[_round(r[k] * scale, d) if r.get(k) is not None else None for k, _, scale, d in cols]
+            for r in series]
+    return Table("series", "Measurements by participant count (ramp-up and target)", [c[1] for c in cols], rows)
+
+
+# ---------------------------------------------------------------- a whole run
+
+@dataclass
+class Analysis:
+    run: runfiles.Run
+    ident: dict
+    obs: list[dict]             # ramp and target stream observations (background ones are in `windows`)
+    timeline: list[tuple[float, int]]
+    series: list[dict]          # ramp + target, by participant count
+    background: list[dict]      # background windows, by participant count
+    windows: list[dict]         # every window in time order
+    server: list[dict]
+    rooms: list[dict]
+    tables: list[Table]
+    knee: Knee
+    rule: KneeRule
+    headline: dict = field(default_factory=dict)
+
+
+def run_status(events: list[dict]) -> str | None:
+    for e in reversed(events):
+        if e.get("event") == "run_finished":
+            return e.get("status")
+    return None
+
+
+def headline(a: Analysis) -> dict:
+    """The numbers a run is ranked and tracked by. None where not measured."""
+    run = a.run
+    target = [o for o in a.obs if o["phase"] == "target"]
+    at = stream_stats(target) if target else {}
+    tq = quality_stats([q for q in run.quality if q.get("phase") == "target"])
+    started = [p for _, p in a.timeline]
+    target_participants = max((o["participants"] for o in target if o["participants"]), default=None)
+    checks = [bool(c.get("ok")) for c in run.checks]
+    # CPU at target: the engine's figure in meta.json (from the probe at the target window's edges), else
+    # the probe rows at the target participant count
+    cpu, at_target = a.ident["cpu"], next((r for r in a.server if r["participants"] == target_participants), {})
+    return {
+        "participants": max(started, default=0) or max((w["participants"] or 0 for w in a.windows), default=None),
+        "target_participants": target_participants,
+        "status": run_status(run.events),
+        "knee": a.knee.participants,
+        "knee_criterion": a.knee.criterion,
+        "send_bps": at.get("send_bps"),
+        "recv_bps": at.get("recv_bps"),
+        "recv_total_bps": at.get("recv_total_bps"),
+        "rtt_send_ms": at.get("rtt_send_ms"),
+        "rtt_recv_ms": at.get("rtt_recv_ms"),
+        "fps": at.get("fps"),
+        "loss_pct": at.get("loss_pct"),
+        "jitter_ms": at.get("jitter_ms"),
+        "freezes_per_min": at.get("freezes_per_min"),
+        "brisque": tq.get("brisque"),
+        "vmaf": tq.get("vmaf"),
+        "psnr": tq.get("psnr"),
+        "delay_ms": tq.get("delay_ms"),
+        "check_pass_rate": sum(checks) / len(checks) if checks else None,
+        "checks": len(checks),
+        "server_cpu_per_participant": cpu.get("sfu_per_participant", at_target.get("sfu_cpu_per_participant")),
+        "client_cpu_per_participant": cpu.get("clients_per_participant",
+                                              at_target.get("clients_cpu_per_participant")),
+    }
+
+
+def analyse(run: runfiles.Run, rule: KneeRule = KneeRule()) -> Analysis:
+    obs, totals = [], defaultdict(Totals)
+    for o in iter_stream_windows(runfiles.iter_video_samples(run)):
+        totals[(o["phase"], o["window"])].add(o)
+        if o["phase"] != "background":
+            obs.append(o)
+    tl = timeline(run.events)
+    series = merge_series(stream_series(obs), freeze_series(totals), quality_series(run.quality),
+                          check_series(run.checks, run.events))
+    a = Analysis(
+        run=run,
+        ident=runfiles.identity(run.meta, run.path),
+        obs=obs,
+        timeline=tl,
+        series=series,
+        background=background_series(totals),
+        windows=window_series(totals),
+        server=server_series(run.server, tl),
+        rooms=room_checks(run.checks),
+        tables=study_tables(obs),
+        knee=find_knee(series, rule),
+        rule=rule,
+    )
+    a.headline = headline(a)
+    return a
+
+
+# ---------------------------------------------------------------- end-of-run summary
+
+def summary(run_dir: str | Path) -> dict:
+    """Cheap end-of-run numbers for the terminal: per-participant video bitrates at target and checks.
+
+    Only target samples are parsed (a text prefilter skips the rest of samples.jsonl)."""
+    run_dir = Path(run_dir)
+    samples = checks = events = []
+    if (run_dir / "samples.jsonl").exists():
+        samples, _ = runfiles.read_jsonl(run_dir / "samples.jsonl", prefilter='"target"')
+        samples = [s for s in samples if s.get("phase") == "target"]
+    if (run_dir / "checks.jsonl").exists():
+        checks, _ = runfiles.read_jsonl(run_dir / "checks.jsonl")
+    if (run_dir / "events.jsonl").exists():
+        events, _ = runfiles.read_jsonl(run_dir / "events.jsonl")
+    obs = [o for o in stream_windows(samples) if o["kind"] == "video" and o["bps"] is not None]
+    send: dict[str, list[float]] = defaultdict(list)
+    recv: dict[tuple, float] = defaultdict(float)
+    for o in obs:
+        if o["direction"] == "send":
+            send[o["user"]].append(o["bps"])
+        else:
+            recv[(o["window"], o["user"])] += o["bps"]
+    recv_user: dict[str, list[float]] = defaultdict(list)
+    for (_, user), bps in recv.items():
+        recv_user[user].append(bps)
+    ok = sum(1 for c in checks if c.get("ok"))
+    return {
+        "run": run_dir.name,
+        "status": run_status(events),
+        "participants": max((e.get("participants") or 0 for e in events), default=0),
+        "target": {
+            "participants": max((s.get("participants") or 0 for s in samples), default=0),
+            "send_video_bps": describe([sum(v) / len(v) for v in send.values()]),
+            "recv_video_bps": describe([sum(v) / len(v) for v in recv_user.values()]),
+            "recv_video_stream_bps": describe([o["bps"] for o in obs if o["direction"] == "recv"]),
+        } if samples else None,
+        "checks": {
+            "total": len(checks),
+            "passed": ok,
+            "failed": len(checks) - ok,
+            "pass_rate": ok / len(checks) if checks else None,
+            "verdicts": dict(Counter(c.get("verdict") for c in checks)),
+        },
+    }

@@ -1,0 +1,103 @@
+"""Live samples as Prometheus text exposition, optionally pushed to a Pushgateway.
+
+One series per stream and field, labelled sfu, run, room, user, peer, direction, kind, ssrc; only the latest
+sample of each stream is exposed (a series may appear once per exposition). No timestamps: the Pushgateway
+rejects pushed samples that carry them. Pushing happens only when a URL is configured.
+"""
+from __future__ import annotations
+
+import base64
+import urllib.parse
+import urllib.request
+
+from .metrics import stream_key
+
+# metric name -> (sample field, type, help); the probe's fields are already in base units (s, bit/s)
+METRICS = {
+    "sfubench_stream_bytes_total": ("bytes", "counter", "Bytes sent or received on the RTP stream."),
+    "sfubench_stream_packets_total": ("packets", "counter", "Packets sent or received on the RTP stream."),
+    "sfubench_stream_packets_lost_total": ("packetsLost", "counter", "Packets lost (as reported for the stream)."),
+    "sfubench_stream_jitter_seconds": ("jitter", "gauge", "Interarrival jitter."),
+    "sfubench_stream_rtt_seconds": ("rtt", "gauge", "Round-trip time (remote-inbound-rtp for sent streams, "
+                                    "candidate pair for received ones)."),
+    "sfubench_stream_frames_per_second": ("framesPerSecond", "gauge", "Frames per second (video)."),
+    "sfubench_stream_frame_height_pixels": ("frameHeight", "gauge", "Frame height (video)."),
+    "sfubench_stream_freezes_total": ("freezeCount", "counter", "Video freezes (received video)."),
+    "sfubench_stream_freeze_seconds_total": ("totalFreezesDuration", "counter", "Time spent frozen."),
+    "sfubench_stream_nacks_total": ("nackCount", "counter", "NACKs."),
+    "sfubench_stream_plis_total": ("pliCount", "counter", "Picture loss indications."),
+    "sfubench_stream_target_bitrate_bits_per_second": ("targetBitrate", "gauge", "Encoder target bitrate."),
+    "sfubench_stream_available_outgoing_bitrate_bits_per_second": (
+        "availableOutgoingBitrate", "gauge", "Available outgoing bitrate of the candidate pair."),
+}
+PARTICIPANTS = "sfubench_participants"
+STREAM_LABELS = ("room", "user", "peer", "direction", "kind", "ssrc")
+
+
+def _escape(value) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(pairs: list[tuple[str, object]]) -> str:
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in pairs) + "}"
+
+
+def _number(v) -> str:
+    return repr(float(v)) if isinstance(v, float) else str(v)
+
+
+def exposition(samples: list[dict], labels: dict[str, str] | None = None, participants: int | None = None) -> str:
+    """Text exposition (format 0.0.4) of the latest sample of each stream. `labels` (e.g. sfu, run) go on
+    every series; `participants` adds the sfubench_participants gauge."""
+    base = list((labels or {}).items())
+    latest: dict[tuple, dict] = {}
+    for s in samples:
+        key = stream_key(s)
+        if key not in latest or (s.get("t") or 0) >= (latest[key].get("t") or 0):
+            latest[key] = s
+    lines = []
+    if participants is not None:
+        lines += [f"# HELP {PARTICIPANTS} Participants started.", f"# TYPE {PARTICIPANTS} gauge",
+                  f"{PARTICIPANTS}{_labels(base) if base else ''} {participants}"]
+    for name, (field, kind, help_text) in METRICS.items():
+        rows = [(s, s[field]) for s in latest.values() if isinstance(s.get(field), (int, float))
+                and not isinstance(s.get(field), bool)]
+        if not rows:
+            continue
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        for s, value in rows:
+            pairs = base + [(k, "" if s.get(k) is None else s.get(k)) for k in STREAM_LABELS]
+            lines.append(f"{name}{_labels(pairs)} {_number(value)}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def push_url(gateway: str, job: str = "sfubench", grouping: dict[str, str] | None = None) -> str:
+    """The Pushgateway path for a group; values with '/' use the base64 form the Pushgateway defines."""
+    parts = [gateway.rstrip("/"), "metrics", "job", urllib.parse.quote(job, safe="")]
+    for k, v in (grouping or {}).items():
+        v = str(v)
+        if "/" in v or not v:
+            parts += [f"{k}@base64", base64.urlsafe_b64encode(v.encode()).decode() or "="]
+        else:
+            parts += [k, urllib.parse.quote(v, safe="")]
+    return "/".join(parts)
+
+
+def push(text: str, gateway: str, job: str = "sfubench", grouping: dict[str, str] | None = None,
+         timeout: float = 5.0) -> None:
+    """PUT the exposition to the Pushgateway, replacing the group's previous metrics."""
+    req = urllib.request.Request(push_url(gateway, job, grouping), data=text.encode(), method="PUT",
+                                 headers={"Content-Type": "text/plain; version=0.0.4"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        resp.read()
+
+
+def publish(samples: list[dict], *, sfu: str, run: str, participants: int | None = None,
+            pushgateway: str | None = None, job: str = "sfubench") -> str:
+    """Exposition of the samples labelled with sfu and run; pushed (grouped by sfu and run) only when a
+    Pushgateway URL is configured. Returns the text either way."""
+    text = exposition(samples, {"sfu": sfu, "run": run}, participants)
+    if pushgateway:
+        # the grouping labels are added to every series by the Pushgateway, so the text must not repeat them
+        push(exposition(samples, participants=participants), pushgateway, job, {"sfu": sfu, "run": run})
+    return text
