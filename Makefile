@@ -4,13 +4,16 @@ ROOMS ?= 1
 ARGS ?=
 PY := .venv/bin/python
 
-.PHONY: deps media loadtest report compare test test-go bench lab-clean help
+.PHONY: deps media loadtest report compare trend test bench help
 
 help:
 	@echo "make loadtest [SFU=janus] [ROOMS=1] [ARGS='--media paper ...']   run a ramp, write runs/<stamp>-<sfu>/"
 	@echo "make test                                                         the test suite (what CI runs)"
 	@echo "make bench                                                        speed and memory benchmarks"
-	@echo "make report RUN=runs/<dir>       make compare RUNS='runs/a runs/b'  rebuild / compare reports"
+	@echo "make report RUN=runs/<dir>                                        rebuild a run's report"
+	@echo "make compare RUNS='runs/a runs/b'                                 overlay runs of several SFUs"
+	@echo "make trend SFU=janus                                              metrics over recorded runs"
+
 
 deps:
 	@scripts/deps.sh
@@ -31,3 +34,10 @@ test: deps
 
 bench: deps
 	@$(PY) bench/quality.py
+	@$(PY) bench/report.py
+
+compare: deps
+	@$(PY) -m sfubench.cli compare $(RUNS)
+
+trend: deps
+	@$(PY) -m sfubench.cli trend --sfu $(SFU)

@@ -29,6 +29,20 @@ def _parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="(re)build the report of a run folder")
     rp.add_argument("run_dir", type=Path)
 
+    cp = sub.add_parser("compare", help="overlay runs of several SFUs in one report",
+                        description="Overlay runs of the same scenario against several SFUs, with a "
+                                    "ranking table. Runs whose scenarios differ are refused.")
+    cp.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    cp.add_argument("--out", type=Path, default=None, help="folder for the comparison "
+                    "(default: runs/compare-<stamp>)")
+    cp.add_argument("--force", action="store_true", help="compare even if the scenarios differ")
+
+    tr = sub.add_parser("trend", help="an SFU's metrics over recorded runs, regressions flagged")
+    tr.add_argument("--sfu", required=True)
+    tr.add_argument("--db", default=None, help="results database (default: runs/results.sqlite)")
+    tr.add_argument("--metric", default=None, help="one metric only")
+    tr.add_argument("--html", type=Path, default=None, metavar="DIR", help="also write trend.html there")
+
     md = sub.add_parser("media", help="build the fake camera and microphone files")
     md.add_argument("--media", choices=("local", "paper"), default=None,
                     help="profile (default: both)")
@@ -88,6 +102,40 @@ def _dispatch(args) -> int:
         for profile in [args.media] if args.media else list(media.PROFILES):
             m = media.build(profile, cache)
             print(f"{profile}: {m.y4m} {m.wav}")
+        return 0
+
+    if args.command == "compare":
+        from datetime import datetime, timezone
+        from reports import compare
+        for d in args.run_dirs:
+            if not (d / "meta.json").exists():
+                raise UsageError(f"{d} is not a run folder (no meta.json)")
+        out = args.out or Path("runs") / f"compare-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+        try:
+            print(compare.build(args.run_dirs, out, force=args.force))
+        except compare.ScenarioMismatch as e:
+            raise UsageError(f"{e} (use --force to compare anyway)") from None
+        return 0
+
+    if args.command == "trend":
+        from reports import history
+        db = args.db or config_mod.Config().results_db_path()
+        if "://" not in db and not Path(db).exists():
+            raise UsageError(f"no results database at {db}: run a loadtest first, or pass --db")
+        try:
+            series = history.trend(args.sfu, db, args.metric)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        if not series:
+            raise UsageError(f"no recorded runs of {args.sfu!r} in {db}")
+        for metric, points in series.items():
+            last = points[-1]
+            flag = "REGRESSION" if last["regression"] else "improved" if last["improvement"] else "ok"
+            band = ("no band yet" if last["median"] is None
+                    else f"band {last['low']:.4g}..{last['high']:.4g}")
+            print(f"{metric:32} {len(points):3} runs  last {last['value']:.4g}  {band}  {flag}")
+        if args.html:
+            print(history.build(db, args.html, [args.sfu]))
         return 0
 
     if args.command == "report":

@@ -55,6 +55,10 @@ class Config:
     out: str = opt("runs", "folder that receives one run folder per run", metavar="DIR")
     cache: str = opt("~/.cache/sfubench", "cache for slow builds (media, grid jars, SFU builds), "
                      "keyed by version", metavar="DIR")
+    results_db: str = opt("", "results database every run is recorded in: a SQLite path or a "
+                          "postgresql:// URL; empty means <out>/results.sqlite", metavar="PATH|URL")
+    pushgateway: str = opt("", "Prometheus Pushgateway URL that receives live samples during the "
+                           "run; empty pushes nothing", metavar="URL")
     grid_url: str = opt("", "Selenium Grid to use; empty starts a local standalone grid in the "
                         "lab's client namespace", metavar="URL")
     lab_prefix: str = opt("sfub", "name prefix of the lab's network namespaces and links")
@@ -93,6 +97,9 @@ class Config:
                 raise ConfigError(f"--sfu-options wants key=value pairs, got {item!r}")
             out[key.strip()] = value.strip()
         return out
+
+    def results_db_path(self) -> str:
+        return self.results_db or str(Path(self.out) / "results.sqlite")
 
     def cache_dir(self) -> Path:
         return Path(os.path.expanduser(self.cache))

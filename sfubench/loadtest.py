@@ -108,12 +108,13 @@ def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
         raise
     finally:
         lab.down()
-        _finish(run_dir, meta, status, error, progress)
+        _finish(run_dir, meta, status, error, progress, cfg.results_db_path())
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return run_dir.path, status
 
 
-def _finish(run_dir: RunDir, meta: dict, status: str, error: str | None, progress: Progress) -> None:
+def _finish(run_dir: RunDir, meta: dict, status: str, error: str | None, progress: Progress,
+            results_db: str) -> None:
     """Closes the run folder the same way whatever happened, and builds the report from it."""
     from reports import run as run_report
     from .rundir import read
@@ -132,6 +133,11 @@ def _finish(run_dir: RunDir, meta: dict, status: str, error: str | None, progres
     except Exception as e:  # the records are the result; a report bug must not hide the run's own error
         progress.say(f"report: could not be built ({type(e).__name__}: {e}); the records are in "
                      f"{run_dir.path}")
+    try:
+        from reports import history
+        history.record(run_dir.path, results_db)
+    except Exception as e:
+        progress.say(f"history: run not recorded in {results_db} ({type(e).__name__}: {e})")
 
 
 def _drive(cfg, adapter, lab, server, media, run_dir, progress):
@@ -159,9 +165,15 @@ def _drive(cfg, adapter, lab, server, media, run_dir, progress):
             probes = [CpuProbe("sfu", server.pids)]
             if grid is not None:
                 probes.append(CpuProbe("clients", grid.pids))
+            outputs = []
+            if cfg.pushgateway:
+                from reports import prometheus
+                outputs.append(lambda samples, n: prometheus.publish(
+                    samples, sfu=adapter.name, run=run_dir.path.name, participants=n,
+                    pushgateway=cfg.pushgateway))
             runner = Runner(cfg, RoomRamp(cfg.rooms, cfg.users_per_room), run_dir, open_browser,
                             lambda room, user: adapter.client_url(pages.url, room, user, values),
-                            media, probes=probes, progress=progress,
+                            media, probes=probes, progress=progress, outputs=outputs,
                             scorer=Scorer(media, run_dir.path / "frames", cfg.quality_frames)
                             if cfg.quality_frames else None)
             try:

@@ -74,7 +74,7 @@ class Runner:
     edges of every measurement and at every background tick."""
 
     def __init__(self, cfg, shape: LoadShape, run: RunDir, open_browser, client_url, media,
-                 scorer=None, probes=(), progress: Progress | None = None):
+                 scorer=None, probes=(), progress: Progress | None = None, outputs=()):
         self.cfg = cfg
         self.shape = shape
         self.run = run
@@ -83,6 +83,7 @@ class Runner:
         self.media = media
         self.scorer = scorer
         self.probes = list(probes)
+        self.outputs = list(outputs)   # callables(samples, participants), after the run folder
         self.progress = progress or Progress()
         self.browsers: list[Browser] = []
         self.participants: list[Participant] = []
@@ -201,8 +202,8 @@ class Runner:
         self.read_probes(phase, window, "end")
         self.progress.say(f"{phase}: {n} samples at {self.status.participants} participants")
 
-    def sample(self, phase: str, window: int) -> int:
-        count = 0
+    def sample(self, phase: str, window: int) -> None:
+        taken = []
         for browser in self.browsers:
             by_participant = browser.stats()
             for p in browser.participants:
@@ -210,8 +211,9 @@ class Runner:
                     s.update(phase=phase, window=window, participants=self.status.participants,
                              room=p.room, user=p.id)
                     self.run.append("samples", s)
-                    count += 1
-        return count
+                    taken.append(s)
+        for output in self.outputs:
+            output(taken, self.status.participants)
 
     def read_probes(self, phase: str, window: int, edge: str) -> None:
         for probe in self.probes:
