@@ -29,7 +29,7 @@ def loadtest(sfu: str, out: Path, *args: str) -> subprocess.CompletedProcess:
 def janus_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
     r = loadtest("janus", out)
-    runs = list(out.iterdir())
+    runs = [p for p in out.iterdir() if p.is_dir()]
     assert r.returncode == 0, f"loadtest failed ({r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
     assert len(runs) == 1
     return runs[0], r
@@ -106,7 +106,7 @@ def test_ctrl_c_tears_everything_down_and_keeps_what_was_collected(tmp_path):
     rest, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, "".join(seen) + rest
     assert not Path("/run/netns/sfubi-sfu").exists() and not Path("/run/netns/sfubi-cli").exists()
-    run = next(tmp_path.iterdir())
+    run = next(p for p in tmp_path.iterdir() if p.is_dir())
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "interrupted"
     events = read(run, "events")
@@ -118,3 +118,22 @@ def test_ctrl_c_tears_everything_down_and_keeps_what_was_collected(tmp_path):
         if p.info["create_time"] >= started and (str(run) in cmdline or "sfubench-grid-" in cmdline):
             leftovers.append(cmdline[:120])
     assert not leftovers
+
+
+def test_the_real_run_report_renders_every_plot_and_table(janus_run):
+    from reports import run as run_report
+    from reports.verify import check_rendered
+
+    run, _ = janus_run
+    problems = check_rendered(run / "report.html", expect=run_report.FIGURES,
+                              screenshot=run / "report.png")
+    assert not problems, problems
+    assert (run / "report.png").stat().st_size > 50_000
+
+
+def test_the_run_is_in_the_results_database(janus_run):
+    from reports import history
+
+    run, _ = janus_run
+    series = history.trend("janus", run.parent / "results.sqlite")
+    assert series and all(points[-1]["run"] == run.name for points in series.values())
