@@ -74,7 +74,7 @@ def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
     meta = {
         "config": cfg.as_dict(),
         "sfu": {"name": adapter.name, "version": adapter.version,
-                "installed": adapter.installed_version(), "options": adapter.options},
+                "installed": adapter.installed_version(cache), "options": adapter.options},
         "chrome": {"version": grid_mod.chromium_version()},
         "media": {"profile": media.profile, "width": media.width, "height": media.height,
                   "fps": media.fps, "loop_frames": media.frames, "y4m": str(media.y4m),
@@ -104,7 +104,7 @@ def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
         progress.say("interrupted: cleaning up")
         raise
     except Exception as e:
-        error = f"{type(e).__name__}: {e}"
+        error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         raise
     finally:
         lab.down()
@@ -158,7 +158,7 @@ def _drive(cfg, adapter, lab, server, media, run_dir, progress):
             def open_browser():
                 options = grid_mod.chrome_options(media.y4m, media.wav)
                 driver = grid_mod.open_session(grid_url, options)
-                driver.set_script_timeout(60)
+                driver.set_script_timeout(30)
                 driver.get(pages.url + "/host.html")
                 return driver
 

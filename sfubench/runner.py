@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
+from selenium.common.exceptions import WebDriverException
+
 from quality import check as video_check
 
 from .progress import Progress
@@ -33,14 +35,43 @@ class Participant:
     failed: str | None = None
 
 
+LOST_AFTER = 3  # consecutive failed calls after which a browser is given up
+
+
 @dataclass(eq=False)
 class Browser:
     index: int
     driver: object
     participants: list[Participant] = field(default_factory=list)
+    failures: int = 0
 
     def call(self, script: str, *args):
         return self.driver.execute_script(script, *args)
+
+    @property
+    def lost(self) -> bool:
+        return self.failures >= LOST_AFTER
+
+    def attempt(self, what: str, fn, *args, runner=None):
+        """Runs a call on this browser. An overloaded or dead browser is a result of the run (the
+        events say which calls failed), not a reason to stop measuring the others; after
+        LOST_AFTER failures in a row it is given up, so one stuck browser cannot stretch the run by
+        a script timeout per call."""
+        if self.lost:
+            return None
+        try:
+            result = fn(*args)
+        except WebDriverException as e:
+            self.failures += 1
+            reason = (e.msg or type(e).__name__).strip().splitlines()[0]
+            if runner is not None:
+                runner.event("browser_error", browser=self.index, call=what, reason=reason)
+                runner.progress.say(f"browser {self.index}: {what} failed: {reason}")
+                if self.lost:
+                    runner.browser_lost(self)
+            return None
+        self.failures = 0
+        return result
 
     def add(self, p: Participant, url: str) -> None:
         self.call("sfubenchHost.add(arguments[0], arguments[1])", p.id, url)
@@ -136,6 +167,8 @@ class Runner:
         deadline = started + self.cfg.video_timeout
         total = len(pending)
         while pending and time.monotonic() < deadline:
+            if all(by_id[p_id].browser.lost for p_id, _ in pending):
+                break
             self.note_failures(members)
             first = self.capture_pending(pending, by_id)
             time.sleep(CHECK_GAP)  # not self.wait: a background sample here would stretch the gap
@@ -169,19 +202,28 @@ class Runner:
             requests.setdefault(p.browser, {}).setdefault(p_id, []).append(user)
         out = {}
         for browser, req in requests.items():
-            for key, (t, url) in browser.capture(req).items():
+            shots = browser.attempt("capture", browser.capture, req, runner=self) or {}
+            for key, (t, url) in shots.items():
                 out[key] = (t, decode_png(url))
         return out
 
     def note_failures(self, members) -> None:
         for browser in {p.browser.index: p.browser for p in members}.values():
-            states = browser.states()
+            states = browser.attempt("states", browser.states, runner=self) or {}
             for p in browser.participants:
                 s = states.get(p.id, {})
                 if s.get("state") == "failed" and not p.failed:
                     p.failed = s.get("reason") or "unknown"
                     self.event("participant_failed", room=p.room, user=p.id, reason=p.failed)
                     self.progress.say(f"{p.id} failed: {p.failed}")
+
+    def browser_lost(self, browser: Browser) -> None:
+        reason = f"browser {browser.index} stopped answering ({LOST_AFTER} calls failed in a row)"
+        self.progress.say(f"{reason}: its {len(browser.participants)} participants count as failed")
+        for p in browser.participants:
+            if not p.failed:
+                p.failed = reason
+                self.event("participant_failed", room=p.room, user=p.id, reason=reason)
 
     def record_check(self, room, key, ok, verdict, elapsed) -> None:
         p_id, user = key
@@ -205,7 +247,7 @@ class Runner:
     def sample(self, phase: str, window: int) -> None:
         taken = []
         for browser in self.browsers:
-            by_participant = browser.stats()
+            by_participant = browser.attempt("stats", browser.stats, runner=self) or {}
             for p in browser.participants:
                 for s in by_participant.get(p.id, []):
                     s.update(phase=phase, window=window, participants=self.status.participants,

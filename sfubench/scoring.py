@@ -33,7 +33,8 @@ class Scorer:
             for browser in runner.browsers:
                 requests = {p.id: [q.id for q in runner.participants if q.room == p.room]
                             for p in browser.participants}
-                for key, shot in browser.capture(requests).items():
+                for key, shot in (browser.attempt("capture", browser.capture, requests,
+                                                  runner=runner) or {}).items():
                     series.setdefault(key, []).append(shot)
             if i < self.captures - 1:
                 time.sleep(self.gap)  # a background sample here would stretch the gap

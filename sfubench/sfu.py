@@ -83,10 +83,12 @@ class Adapter:
             tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
             raise AdapterError(f"installing {self.name} failed: {tail[0]}")
 
-    def installed_version(self) -> str | None:
+    def installed_version(self, cache_root: Path) -> str | None:
         cmd = self.data.get("version_command")
         if not cmd:
             return None
+        where = {"cache": str(self.cache(cache_root)), "adapter": str(self.folder)}
+        cmd = [render(a, where, f"{self.name} version_command") for a in cmd]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired):
