@@ -1,0 +1,493 @@
+package sfu
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/pion/webrtc/v4"
+
+	"sfubench/sfu/inhouse/internal/rtpfwd"
+	"sfubench/sfu/inhouse/internal/signal"
+)
+
+type closeReason int
+
+const (
+	closeLeft closeReason = iota
+	closeSocket
+	closeICE
+	closeTimeout
+	closeReplaced
+	closeError
+	closeSlow
+	closeShutdown
+	numCloseReasons
+)
+
+var closeReasonNames = [numCloseReasons]string{
+	"left", "socket_closed", "ice_failed", "timeout", "replaced", "protocol_error", "slow_client", "shutdown",
+}
+
+// maxBadMessages is how many invalid messages a client may send before it
+// is disconnected; each one is answered with an error.
+const maxBadMessages = 10
+
+// peer is one participant: its WebSocket and its PeerConnection, which
+// carries its two published tracks and one subscription per remote track.
+type peer struct {
+	s    *Server
+	ws   *websocket.Conn
+	out  chan []byte
+	quit chan struct{} // closed when the session ends; the writer then says goodbye
+	done chan struct{} // closed when every resource is released
+	once sync.Once
+
+	user string
+	pc   *webrtc.PeerConnection
+	room *room // guarded by s.mu
+
+	mu       sync.Mutex
+	closed   bool
+	offerSeq uint64 // last offer sent
+	awaiting uint64 // offer waiting for its answer, 0 if none
+	pending  bool   // changes made while an offer was out
+	subs     map[*pubTrack]*subTrack
+	pubs     []*pubTrack
+	// freeing holds transceivers of ended subscriptions until an answer
+	// confirms them inactive; free holds them after, for reuse, so a
+	// long-lived participant's SDP does not grow with every join.
+	freeing      []freed
+	free         [2][]*webrtc.RTPTransceiver
+	answerTimer  *time.Timer
+	connectTimer *time.Timer
+}
+
+type freed struct {
+	tr    *webrtc.RTPTransceiver
+	video bool
+	after uint64 // the offer that makes it inactive
+}
+
+func newPeer(s *Server, ws *websocket.Conn) *peer {
+	return &peer{
+		s: s, ws: ws,
+		out:  make(chan []byte, 64),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+		subs: map[*pubTrack]*subTrack{},
+	}
+}
+
+func (p *peer) serve() {
+	go p.writeLoop()
+	reason, err := p.readLoop()
+	p.close(reason, err)
+}
+
+func (p *peer) readLoop() (closeReason, error) {
+	cfg := &p.s.cfg
+	p.ws.SetReadLimit(cfg.MaxMessageBytes)
+	_ = p.ws.SetReadDeadline(time.Now().Add(cfg.JoinTimeout))
+	joined, bad := false, 0
+	p.ws.SetPongHandler(func(string) error {
+		if joined {
+			return p.ws.SetReadDeadline(time.Now().Add(cfg.PongTimeout))
+		}
+		return nil
+	})
+	for {
+		mt, data, err := p.ws.ReadMessage()
+		if err != nil {
+			var ne net.Error
+			switch {
+			case errors.Is(err, websocket.ErrReadLimit):
+				return closeError, &signal.Error{Code: signal.CodeBadRequest,
+					Message: fmt.Sprintf("message longer than %d bytes", cfg.MaxMessageBytes)}
+			case errors.As(err, &ne) && ne.Timeout() && !joined:
+				return closeTimeout, &signal.Error{Code: signal.CodeTimeout,
+					Message: fmt.Sprintf("no join within %v", cfg.JoinTimeout)}
+			case errors.As(err, &ne) && ne.Timeout():
+				return closeTimeout, nil
+			}
+			return closeSocket, nil
+		}
+		if joined {
+			_ = p.ws.SetReadDeadline(time.Now().Add(cfg.PongTimeout))
+		}
+		var msg any
+		if mt != websocket.TextMessage {
+			err = &signal.Error{Code: signal.CodeBadRequest, Message: "messages are JSON text frames"}
+		} else {
+			msg, err = signal.Decode(data)
+		}
+		switch m := msg.(type) {
+		case signal.Join:
+			if joined {
+				err = &signal.Error{Code: signal.CodeBadState, Message: "already joined"}
+				break
+			}
+			if err := p.join(m); err != nil {
+				return closeError, err
+			}
+			joined = true
+			_ = p.ws.SetReadDeadline(time.Now().Add(cfg.PongTimeout))
+		case signal.Answer:
+			if !joined {
+				err = &signal.Error{Code: signal.CodeBadState, Message: "join first"}
+				break
+			}
+			err = p.handleAnswer(m)
+			var se *signal.Error
+			if err != nil && (!errors.As(err, &se) || se.Code != signal.CodeBadState) {
+				return closeError, err
+			}
+		case signal.Leave:
+			return closeLeft, nil
+		}
+		if err != nil {
+			p.s.m.badMessages.Add(1)
+			if bad++; bad >= maxBadMessages {
+				return closeError, &signal.Error{Code: signal.CodeBadRequest, Message: "too many invalid messages"}
+			}
+			p.send(signal.EncodeError(err))
+		}
+	}
+}
+
+func (p *peer) writeLoop() {
+	const writeWait = 5 * time.Second
+	ping := time.NewTicker(p.s.cfg.PingInterval)
+	defer ping.Stop()
+	defer p.ws.Close()
+	write := func(b []byte) error {
+		_ = p.ws.SetWriteDeadline(time.Now().Add(writeWait))
+		return p.ws.WriteMessage(websocket.TextMessage, b)
+	}
+	for {
+		select {
+		case b := <-p.out:
+			if write(b) != nil {
+				go p.close(closeSocket, nil)
+			}
+		case <-ping.C:
+			if p.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)) != nil {
+				go p.close(closeSocket, nil)
+			}
+		case <-p.quit:
+			for {
+				select {
+				case b := <-p.out:
+					if write(b) == nil {
+						continue
+					}
+				default:
+				}
+				break
+			}
+			_ = p.ws.WriteControl(websocket.CloseMessage,
+				websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+			return
+		}
+	}
+}
+
+// send queues a message; a client too slow to take 64 is dropped.
+func (p *peer) send(b []byte) {
+	select {
+	case p.out <- b:
+	default:
+		go p.close(closeSlow, nil)
+	}
+}
+
+func (p *peer) join(j signal.Join) error {
+	pc, err := p.s.api.NewPeerConnection(webrtc.Configuration{BundlePolicy: webrtc.BundlePolicyMaxBundle})
+	if err != nil {
+		return err
+	}
+	for _, k := range []webrtc.RTPCodecType{webrtc.RTPCodecTypeAudio, webrtc.RTPCodecTypeVideo} {
+		if _, err := pc.AddTransceiverFromKind(k, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
+			pc.Close()
+			return err
+		}
+	}
+	pc.OnTrack(p.onTrack)
+	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
+		switch st {
+		case webrtc.PeerConnectionStateConnected:
+			p.mu.Lock()
+			if p.connectTimer != nil {
+				p.connectTimer.Stop()
+			}
+			p.mu.Unlock()
+		case webrtc.PeerConnectionStateFailed, webrtc.PeerConnectionStateClosed:
+			p.close(closeICE, nil)
+		}
+	})
+	p.mu.Lock()
+	closed := p.closed
+	p.user, p.pc = j.User, pc
+	p.mu.Unlock()
+	if closed {
+		return pc.Close()
+	}
+	tracks, replaced, err := p.s.join(p, j.Room)
+	if err != nil {
+		return err
+	}
+	if replaced != nil {
+		replaced.close(closeReplaced, errReplaced)
+	}
+	p.send(signal.Encode(signal.Joined{Type: "joined", Room: j.Room, User: j.User}))
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.connectTimer = time.AfterFunc(p.s.cfg.ConnectTimeout, func() {
+		if pc.ConnectionState() != webrtc.PeerConnectionStateConnected {
+			p.close(closeTimeout, &signal.Error{Code: signal.CodeTimeout,
+				Message: fmt.Sprintf("media not connected within %v", p.s.cfg.ConnectTimeout)})
+		}
+	})
+	for _, t := range tracks {
+		p.subscribeLocked(t)
+	}
+	p.negotiateLocked()
+	return nil
+}
+
+func (p *peer) onTrack(tr *webrtc.TrackRemote, recv *webrtc.RTPReceiver) {
+	t := newPubTrack(p, tr)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.pubs = append(p.pubs, t)
+	p.mu.Unlock()
+	// RTCP from the publisher (sender reports) must be read for the
+	// receiver-report interceptor to see it.
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			if _, _, err := recv.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	go t.run()
+	subs, ok := p.s.publish(t)
+	if !ok {
+		return
+	}
+	for _, q := range subs {
+		q.subscribe(t)
+	}
+}
+
+func kindIndex(video bool) int {
+	if video {
+		return 1
+	}
+	return 0
+}
+
+func (p *peer) subscribe(t *pubTrack) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.subscribeLocked(t) {
+		p.negotiateLocked()
+	}
+}
+
+func (p *peer) subscribeLocked(t *pubTrack) bool {
+	if p.closed || p.subs[t] != nil || t.gone.Load() {
+		return false
+	}
+	s := &subTrack{pub: t}
+	s.dt = rtpfwd.NewDownTrack(t.video)
+	k := kindIndex(t.video)
+	if n := len(p.free[k]); n > 0 {
+		tr := p.free[k][n-1]
+		p.free[k] = p.free[k][:n-1]
+		sender, err := p.s.api.NewRTPSender(s, p.pc.SCTP().Transport())
+		if err == nil {
+			err = tr.SetSender(sender, s)
+		}
+		if err != nil {
+			if sender != nil {
+				_ = sender.Stop()
+			}
+			return false
+		}
+		s.sender, s.tr = sender, tr
+	} else {
+		tr, err := p.pc.AddTransceiverFromTrack(s, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendonly})
+		if err != nil {
+			return false
+		}
+		s.sender, s.tr = tr.Sender(), tr
+	}
+	p.subs[t] = s
+	t.fanout.Add(s.dt)
+	go s.readRTCP()
+	return true
+}
+
+// unsubscribe ends the subscriptions to tracks, all in one offer.
+func (p *peer) unsubscribe(tracks []*pubTrack) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := false
+	for _, t := range tracks {
+		s := p.subs[t]
+		if p.closed || s == nil {
+			continue
+		}
+		delete(p.subs, t)
+		t.fanout.Remove(s.dt)
+		if err := p.pc.RemoveTrack(s.sender); err != nil {
+			// The connection is closing; stopping the sender ends its
+			// RTCP reader all the same.
+			_ = s.sender.Stop()
+			continue
+		}
+		p.freeing = append(p.freeing, freed{tr: s.tr, video: t.video, after: p.offerSeq + 1})
+		changed = true
+	}
+	if changed {
+		p.negotiateLocked()
+	}
+}
+
+// negotiateLocked sends a new offer, or, while one is out, remembers to send
+// one after its answer: only the server offers, one offer at a time.
+func (p *peer) negotiateLocked() {
+	if p.closed {
+		return
+	}
+	if p.awaiting != 0 {
+		p.pending = true
+		return
+	}
+	p.pending = false
+	fail := func(err error) {
+		go p.close(closeError, &signal.Error{Code: signal.CodeInternal, Message: "offer failed: " + err.Error()})
+	}
+	offer, err := p.pc.CreateOffer(nil)
+	if err != nil {
+		fail(err)
+		return
+	}
+	gathered := webrtc.GatheringCompletePromise(p.pc)
+	if err := p.pc.SetLocalDescription(offer); err != nil {
+		fail(err)
+		return
+	}
+	// One host candidate on the shared socket: gathering takes no time.
+	select {
+	case <-gathered:
+	case <-time.After(5 * time.Second):
+		fail(errors.New("ICE gathering did not complete"))
+		return
+	}
+	p.offerSeq++
+	seq := p.offerSeq
+	p.awaiting = seq
+	p.send(signal.Encode(signal.Offer{Type: "offer", Seq: seq, SDP: p.pc.LocalDescription().SDP}))
+	if p.answerTimer != nil {
+		p.answerTimer.Stop()
+	}
+	p.answerTimer = time.AfterFunc(p.s.cfg.AnswerTimeout, func() {
+		p.mu.Lock()
+		late := p.awaiting == seq
+		p.mu.Unlock()
+		if late {
+			p.close(closeTimeout, &signal.Error{Code: signal.CodeTimeout,
+				Message: fmt.Sprintf("no answer to offer %d within %v", seq, p.s.cfg.AnswerTimeout)})
+		}
+	})
+}
+
+func (p *peer) handleAnswer(a signal.Answer) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	if a.Seq != p.awaiting {
+		return &signal.Error{Code: signal.CodeBadState,
+			Message: fmt.Sprintf("answer %d does not match the outstanding offer (%d)", a.Seq, p.awaiting)}
+	}
+	if err := p.pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: a.SDP}); err != nil {
+		return &signal.Error{Code: signal.CodeBadRequest, Message: "answer rejected: " + err.Error()}
+	}
+	p.awaiting = 0
+	p.answerTimer.Stop()
+	kept := p.freeing[:0]
+	for _, f := range p.freeing {
+		if f.after <= a.Seq {
+			k := kindIndex(f.video)
+			p.free[k] = append(p.free[k], f.tr)
+		} else {
+			kept = append(kept, f)
+		}
+	}
+	clear(p.freeing[len(kept):])
+	p.freeing = kept
+	if p.pending {
+		p.negotiateLocked()
+	}
+	return nil
+}
+
+// close ends the session and releases everything it holds. err, if any, is
+// sent to the client first.
+func (p *peer) close(reason closeReason, err error) {
+	p.once.Do(func() {
+		p.s.m.closed[reason].Add(1)
+		p.mu.Lock()
+		p.closed = true
+		subs, pubs, pc := p.subs, p.pubs, p.pc
+		p.subs = nil
+		for _, t := range []*time.Timer{p.answerTimer, p.connectTimer} {
+			if t != nil {
+				t.Stop()
+			}
+		}
+		p.mu.Unlock()
+
+		for t, s := range subs {
+			t.fanout.Remove(s.dt)
+		}
+		tracks, others := p.s.leave(p)
+		for _, q := range others {
+			q.unsubscribe(tracks)
+		}
+		if pc != nil {
+			_ = pc.Close()
+		}
+		// A sender added while pion was already closing the connection is
+		// not among those pc.Close stops.
+		for _, s := range subs {
+			_ = s.sender.Stop()
+		}
+		for _, t := range pubs {
+			<-t.done
+		}
+		if err != nil {
+			select {
+			case p.out <- signal.EncodeError(err):
+			default:
+			}
+		}
+		close(p.quit)
+		close(p.done)
+	})
+}
