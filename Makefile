@@ -27,8 +27,11 @@ loadtest: deps
 report: deps
 	@$(PY) -m sfubench.cli report $(RUN)
 
-# pytest exits 5 when it collected no test: that must fail, not pass quietly.
+# The Go modules' own tests (the in-house SFU: fuzz seeds, leak check, fan-out), then the pytest
+# suite; pytest exits 5 when it collected no test: that must fail, not pass quietly.
 test: deps
+	@cd sfu/inhouse && go test -count=1 ./...
+	@cd bench/forwarding && go test -count=1 ./...
 	@$(PY) -m pytest -ra $(ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
 

@@ -25,18 +25,31 @@ def loadtest(sfu: str, out: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
 
 
+SFUS = ("janus", "inhouse")
+
+
 @pytest.fixture(scope="module")
-def janus_run(tmp_path_factory):
+def runs(tmp_path_factory):
+    """One real run per SFU, into one folder (and one results database), as a user would."""
     out = tmp_path_factory.mktemp("runs")
-    r = loadtest("janus", out)
-    runs = [p for p in out.iterdir() if p.is_dir()]
-    assert r.returncode == 0, f"loadtest failed ({r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
-    assert len(runs) == 1
-    return runs[0], r
+    done = {}
+    for sfu in SFUS:
+        before = {p for p in out.iterdir() if p.is_dir()}
+        r = loadtest(sfu, out)
+        new = [p for p in out.iterdir() if p.is_dir() and p not in before]
+        assert r.returncode == 0, f"{sfu}: loadtest failed ({r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+        assert len(new) == 1
+        done[sfu] = (new[0], r)
+    return done
 
 
-def test_every_video_of_a_room_of_seven_is_verified_playing(janus_run):
-    run, r = janus_run
+@pytest.fixture(params=SFUS)
+def sfu_run(request, runs):
+    return runs[request.param]
+
+
+def test_every_video_of_a_room_of_seven_is_verified_playing(sfu_run):
+    run, r = sfu_run
     checks = read(run, "checks")
     assert len(checks) == USERS * USERS, r.stdout[-2000:]
     failed = [c for c in checks if not c["ok"]]
@@ -46,8 +59,8 @@ def test_every_video_of_a_room_of_seven_is_verified_playing(janus_run):
     assert "checks: 49/49 videos verified playing" in r.stdout
 
 
-def test_every_participant_sends_and_receives_at_target(janus_run):
-    run, _ = janus_run
+def test_every_participant_sends_and_receives_at_target(sfu_run):
+    run, _ = sfu_run
     target = [s for s in read(run, "samples") if s["phase"] == "target"]
     sent, received = defaultdict(float), defaultdict(float)
     for o in metrics.stream_windows(target):
@@ -62,11 +75,11 @@ def test_every_participant_sends_and_receives_at_target(janus_run):
     assert all(v > 20_000 for v in received.values()), received
 
 
-def test_run_folder_records_versions_events_and_quality(janus_run):
-    run, r = janus_run
+def test_run_folder_records_versions_events_and_quality(sfu_run):
+    run, r = sfu_run
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "ok"
-    assert "1.1.2" in meta["sfu"]["installed"]
+    assert meta["sfu"]["version"] in meta["sfu"]["installed"]
     assert meta["chrome"]["version"].split(".")[0].isdigit()
     assert meta["cpu"]["clients_per_participant"] > 0 and meta["cpu"]["sfu_cores"] > 0
     events = [e["event"] for e in read(run, "events")]
@@ -83,7 +96,7 @@ def test_run_folder_records_versions_events_and_quality(janus_run):
     assert (run / "report.html").exists() and "report:" in r.stdout
 
 
-def test_the_lab_is_gone_after_the_run(janus_run):
+def test_the_lab_is_gone_after_the_run(sfu_run):
     assert not Path("/run/netns/sfube-sfu").exists() and not Path("/run/netns/sfube-cli").exists()
 
 
@@ -120,20 +133,49 @@ def test_ctrl_c_tears_everything_down_and_keeps_what_was_collected(tmp_path):
     assert not leftovers
 
 
-def test_the_real_run_report_renders_every_plot_and_table(janus_run):
+def test_the_real_run_report_renders_every_plot_and_table(sfu_run):
     from reports import run as run_report
     from reports.verify import check_rendered
 
-    run, _ = janus_run
+    run, _ = sfu_run
     problems = check_rendered(run / "report.html", expect=run_report.FIGURES,
                               screenshot=run / "report.png")
     assert not problems, problems
     assert (run / "report.png").stat().st_size > 50_000
 
 
-def test_the_run_is_in_the_results_database(janus_run):
+def test_the_run_is_in_the_results_database(sfu_run):
     from reports import history
 
-    run, _ = janus_run
-    series = history.trend("janus", run.parent / "results.sqlite")
+    run, _ = sfu_run
+    sfu = json.loads((run / "meta.json").read_text())["sfu"]["name"]
+    series = history.trend(sfu, run.parent / "results.sqlite")
     assert series and all(points[-1]["run"] == run.name for points in series.values())
+
+
+def test_make_compare_overlays_the_real_runs_and_renders(runs, tmp_path):
+    from reports.verify import check_rendered
+
+    dirs = [str(runs[sfu][0]) for sfu in SFUS]
+    r = subprocess.run(["make", "-s", "compare", f"RUNS={' '.join(dirs)}"], capture_output=True,
+                       text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    html = Path(r.stdout.strip().splitlines()[-1])
+    problems = check_rendered(html, screenshot=html.parent / "compare.png")
+    assert not problems, problems
+    text = html.read_text()
+    assert all(sfu in text for sfu in SFUS)
+
+
+def test_compare_refuses_different_scenarios(runs, tmp_path):
+    a, _ = runs["janus"]
+    other = tmp_path / a.name
+    import shutil
+    shutil.copytree(a, other)
+    meta = json.loads((other / "meta.json").read_text())
+    meta["config"]["users_per_room"] = 5
+    (other / "meta.json").write_text(json.dumps(meta))
+    r = subprocess.run([sys.executable, "-m", "sfubench.cli", "compare", str(runs["inhouse"][0]),
+                        str(other), "--out", str(tmp_path / "cmp")], capture_output=True, text=True,
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 2 and "users_per_room" in r.stderr and r.stderr.count("\n") == 1, r.stderr
