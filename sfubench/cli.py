@@ -141,6 +141,7 @@ def _dispatch(args) -> int:
     if args.command == "report":
         if not (args.run_dir / "meta.json").exists() and not (args.run_dir / "samples.jsonl").exists():
             raise UsageError(f"{args.run_dir} is not a run folder (no meta.json or samples.jsonl)")
+        _score_if_needed(args.run_dir)
         from reports import run as run_report
         print(run_report.build(args.run_dir))
         return 0
@@ -153,6 +154,19 @@ def _dispatch(args) -> int:
         _print_summary(run_dir)
         return 0 if status == "ok" else EXIT_FAILED
     raise AssertionError(args.command)
+
+
+def _score_if_needed(run_dir: Path) -> None:
+    """A run that ended before its frames were scored (a crash) still has them in frames/."""
+    import json
+    if (run_dir / "quality.jsonl").exists() or not (run_dir / "frames" / "index.jsonl").exists():
+        return
+    from . import media
+    from .progress import Progress
+    from .scoring import score_frames
+    meta = json.loads((run_dir / "meta.json").read_text())
+    cache = Path(meta["config"]["cache"]).expanduser()
+    score_frames(run_dir, media.build(meta["media"]["profile"], cache), Progress())
 
 
 def _print_summary(run_dir: Path) -> None:

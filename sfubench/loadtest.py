@@ -22,7 +22,7 @@ from .probes import CpuProbe
 from .progress import Progress
 from .rundir import RunDir
 from .runner import Runner
-from .scoring import Scorer
+from .scoring import Scorer, score_frames
 from .sfu import Adapter
 from .shape import RoomRamp
 
@@ -108,14 +108,15 @@ def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
         raise
     finally:
         lab.down()
-        _finish(run_dir, meta, status, error, progress, cfg.results_db_path())
+        _finish(run_dir, meta, status, error, progress, cfg.results_db_path(), media)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return run_dir.path, status
 
 
 def _finish(run_dir: RunDir, meta: dict, status: str, error: str | None, progress: Progress,
-            results_db: str) -> None:
-    """Closes the run folder the same way whatever happened, and builds the report from it."""
+            results_db: str, media) -> None:
+    """Closes the run folder the same way whatever happened, scores the captured frames and builds
+    the report from it."""
     from reports import run as run_report
     from .rundir import read
     checks = read(run_dir.path, "checks")
@@ -127,6 +128,10 @@ def _finish(run_dir: RunDir, meta: dict, status: str, error: str | None, progres
                 checks={"passed": ok, "failed": len(checks) - ok})
     run_dir.write_meta(meta)
     run_dir.close()
+    try:
+        score_frames(run_dir.path, media, progress)
+    except Exception as e:  # the frames stay in frames/: `sfubench report` can score them again
+        progress.say(f"quality: scoring failed ({type(e).__name__}: {e})")
     try:
         meta["report"] = str(run_report.build(run_dir.path))
         run_dir.write_meta(meta)

@@ -48,13 +48,6 @@ class RunDir:
 
 def read(path: Path, stream: str) -> list[dict]:
     """Reads one stream; a last line cut short by a crash is skipped, not fatal."""
+    from reports.runfiles import read_jsonl
     file = path / f"{stream}.jsonl"
-    if not file.exists():
-        return []
-    out = []
-    for line in file.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
+    return read_jsonl(file)[0] if file.exists() else []

@@ -90,7 +90,7 @@ def test_run_folder_records_versions_events_and_quality(sfu_run):
     quality = read(run, "quality")
     decoded = [q for q in quality if q["code"] is not None]
     assert len(decoded) >= 0.9 * len(quality) > 0
-    assert all(q["brisque"] is not None and q["psnr"] > 20 for q in decoded)
+    assert all(q["brisque"] is not None and q["psnr"] > 20 and q["vmaf"] is not None for q in decoded)
     delays = [q["delay_ms"] for q in decoded if q["delay_ms"] is not None]
     assert delays and 0 < sorted(delays)[len(delays) // 2] < 2000, delays
     assert (run / "report.html").exists() and "report:" in r.stdout
