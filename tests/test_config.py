@@ -72,3 +72,16 @@ def test_cli_errors_are_one_line_and_nonzero(args, message):
                        cwd=ROOT, timeout=60)
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_missing_dependency_is_a_one_line_error(tmp_path):
+    # A PATH with python but without ffmpeg, java, chromium: what a machine without `make deps` has.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    r = subprocess.run([str(bin_dir / "python"), "-m", "sfubench.cli", "loadtest", "--rooms", "1"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=60,
+                       env={"PATH": str(bin_dir), "HOME": str(tmp_path)})
+    assert r.returncode == 2
+    assert r.stderr.startswith("sfubench: error: missing ") and "make deps" in r.stderr
+    assert r.stderr.count("\n") == 1
