@@ -179,7 +179,11 @@ def _print_summary(run_dir: Path) -> None:
              if c["failed"] else ""))
     t = s["target"]
     if t:
-        mbps = lambda d: "n/a" if d["avg"] is None else f"{d['avg'] / 1e6:.2f} Mbps (min {d['min'] / 1e6:.2f}, max {d['max'] / 1e6:.2f})"
+        def mbps(d):
+            if d["avg"] is None:
+                return "n/a"
+            low = "none > 0" if d["min"] is None else f"{d['min'] / 1e6:.2f}"
+            return f"{d['avg'] / 1e6:.2f} Mbps (min {low}, max {d['max'] / 1e6:.2f})"
         print(f"at target ({t['participants']} participants): video sent per participant {mbps(t['send_video_bps'])}, "
               f"received per participant {mbps(t['recv_video_bps'])}")
     meta = json.loads((run_dir / "meta.json").read_text())
