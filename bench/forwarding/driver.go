@@ -43,6 +43,7 @@ type Driver interface {
 
 var drivers = map[string]Driver{
 	"inhouse": inhouseDriver{},
+	"janus":   janusDriver{},
 }
 
 func driverNames() string {

@@ -8,7 +8,10 @@
 //	go run . -spawn /path/to/sfu-inhouse            # starts the in-house SFU itself
 //	go run . -sfu inhouse -url ws://127.0.0.1:7000/ -pid 1234
 //
-// Only the Driver (driver.go) knows an SFU's signalling.
+// Only a Driver (driver.go, janus.go) knows an SFU's signalling. Janus skips
+// loopback interfaces, so it is measured in the local lab:
+// bench/forwarding.py runs this (-json) against each SFU there and prints
+// them side by side.
 package main
 
 import (
@@ -62,6 +65,7 @@ func run() error {
 		audioB   = flag.Int("audio-bytes", 100, "audio payload size")
 		local    = flag.String("client-ip", "127.0.0.1", "the participants' address")
 		mhz      = flag.Float64("cpu-mhz", 0, "core clock for the MHz figures (default: /proc/cpuinfo)")
+		asJSON   = flag.Bool("json", false, "print the results as one JSON object instead of the table")
 	)
 	flag.Parse()
 	cfg := config{
@@ -110,6 +114,9 @@ func run() error {
 		}
 		results = append(results, r)
 	}
+	if *asJSON {
+		return printJSON(os.Stdout, cfg, base, results)
+	}
 	printTable(os.Stdout, cfg, base, results)
 	return nil
 }
@@ -119,6 +126,7 @@ type result struct {
 	pubStreams, fwdStreams int
 	seconds                float64
 	sfuCPU, benchCPU       float64 // CPU seconds in the window
+	sfuSys                 float64 // the part of sfuCPU spent in the kernel
 	outPackets, expected   uint64
 	p50, p95, p99          time.Duration
 }
@@ -198,6 +206,7 @@ func scenario(cfg config, rooms int) (result, error) {
 		sent [][2]uint64
 		recv []map[recvKey]uint64
 		sfu  float64
+		sys  float64
 		self float64
 		at   time.Time
 	}
@@ -207,10 +216,11 @@ func scenario(cfg config, rooms int) (result, error) {
 			sn.sent = append(sn.sent, [2]uint64{s.sent[0].Load(), s.sent[1].Load()})
 			sn.recv = append(sn.recv, s.received())
 		}
-		var err error
-		if sn.sfu, err = cpuSeconds(cfg.pid); err != nil {
+		user, sys, err := cpuTimes(cfg.pid)
+		if err != nil {
 			return sn, err
 		}
+		sn.sfu, sn.sys = user+sys, sys
 		sn.self, err = cpuSeconds(os.Getpid())
 		sn.at = time.Now()
 		return sn, err
@@ -238,7 +248,7 @@ func scenario(cfg config, rooms int) (result, error) {
 	r := result{
 		rooms: rooms, participants: len(synths),
 		pubStreams: 2 * len(synths), fwdStreams: len(synths) * want,
-		seconds: b.at.Sub(a.at).Seconds(), sfuCPU: b.sfu - a.sfu, benchCPU: b.self - a.self,
+		seconds: b.at.Sub(a.at).Seconds(), sfuCPU: b.sfu - a.sfu, sfuSys: b.sys - a.sys, benchCPU: b.self - a.self,
 	}
 	for i := range synths {
 		for k, n := range b.recv[i] {

@@ -1,0 +1,535 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/pion/webrtc/v4"
+)
+
+// janusDriver speaks the Janus WebSocket API to the videoroom plugin as a
+// Janus 1.x multistream client does. Per participant: one session; a
+// publisher handle whose PeerConnection sends both tracks; one subscriber
+// handle whose PeerConnection carries every remote feed, grown by "update"
+// renegotiations as publishers arrive. That is two PeerConnections per
+// participant, close to the in-house SFU's one, so the comparison measures
+// forwarding rather than per-connection overhead.
+type janusDriver struct{}
+
+// janusKeepalive stays well inside Janus's default 60 s session timeout.
+const janusKeepalive = 25 * time.Second
+
+func (janusDriver) Join(ctx context.Context, url string, p Participant) (Session, error) {
+	room, err := strconv.ParseUint(p.Room, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("janus rooms are numbers, got %q", p.Room)
+	}
+	s := &janusSession{p: p, room: room, stop: make(chan struct{}), wake: make(chan struct{}, 1),
+		subscribed: map[uint64]bool{}, mids: map[string]string{}}
+	if s.c, err = dialJanus(ctx, url, s.event); err != nil {
+		return nil, err
+	}
+	if err := s.publish(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.wg.Go(s.keepalive)
+	s.wg.Go(s.subscribeLoop)
+	return s, nil
+}
+
+type janusSession struct {
+	c    *janusConn
+	p    Participant
+	room uint64
+	stop chan struct{}
+	wake chan struct{}
+	wg   sync.WaitGroup
+
+	pub, sub   janusPeer
+	privateID  uint64
+	closeOnce  sync.Once
+	subHandle  atomic.Uint64
+	pubHandle  atomic.Uint64
+	mu         sync.Mutex
+	subscribed map[uint64]bool // feed ids asked for or already in the subscriber connection
+	newFeeds   []uint64
+	mids       map[string]string // subscriber connection's mid → publisher's display name (user id)
+}
+
+// janusPeer is one PeerConnection with the candidates Janus trickled before
+// its remote description was set.
+type janusPeer struct {
+	mu     sync.Mutex
+	pc     *webrtc.PeerConnection
+	ready  bool
+	queued []webrtc.ICECandidateInit
+}
+
+func (p *janusPeer) candidate(c webrtc.ICECandidateInit) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.ready {
+		p.queued = append(p.queued, c)
+		return
+	}
+	_ = p.pc.AddICECandidate(c)
+}
+
+func (p *janusPeer) setRemote(sd webrtc.SessionDescription) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.pc.SetRemoteDescription(sd); err != nil {
+		return err
+	}
+	p.ready = true
+	for _, c := range p.queued {
+		_ = p.pc.AddICECandidate(c)
+	}
+	p.queued = nil
+	return nil
+}
+
+func (p *janusPeer) close() {
+	p.mu.Lock()
+	pc := p.pc
+	p.mu.Unlock()
+	if pc != nil {
+		_ = pc.Close()
+	}
+}
+
+// localDescription sets d and waits for every candidate, so Janus gets a
+// complete description and needs no trickle from us.
+func localDescription(ctx context.Context, pc *webrtc.PeerConnection, d webrtc.SessionDescription) (*janusJSEP, error) {
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(d); err != nil {
+		return nil, err
+	}
+	select {
+	case <-gathered:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	l := pc.LocalDescription()
+	return &janusJSEP{Type: l.Type.String(), SDP: l.SDP, Trickle: new(false)}, nil
+}
+
+func (s *janusSession) publish(ctx context.Context) error {
+	if err := s.c.call(ctx, map[string]any{"janus": "create"}, nil, nil); err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	h, err := s.c.attach(ctx)
+	if err != nil {
+		return err
+	}
+	s.pubHandle.Store(h)
+	var created videoroomData
+	err = s.c.message(ctx, h, map[string]any{
+		"request": "create", "room": s.room, "publishers": 64, "audiocodec": "opus", "videocodec": "vp8",
+		"notify_joining": false, "permanent": false,
+	}, nil, &created, nil)
+	if err != nil && created.ErrorCode != 427 {
+		return fmt.Errorf("create room %d: %w", s.room, err)
+	}
+	var joined videoroomData
+	err = s.c.message(ctx, h, map[string]any{"request": "join", "room": s.room, "ptype": "publisher", "display": s.p.User}, nil, &joined, nil)
+	if err != nil {
+		return fmt.Errorf("join room %d: %w", s.room, err)
+	}
+	s.privateID = joined.PrivateID
+	s.addFeeds(joined.Publishers)
+
+	pc, err := s.p.NewPeerConnection()
+	if err != nil {
+		return err
+	}
+	s.pub.mu.Lock()
+	s.pub.pc = pc
+	s.pub.mu.Unlock()
+	for _, t := range s.p.Tracks {
+		tr, err := pc.AddTransceiverFromTrack(t, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendonly})
+		if err != nil {
+			return fmt.Errorf("adding %s track: %w", t.Kind(), err)
+		}
+		s.p.Publishing(tr.Sender())
+	}
+	offer, err := pc.CreateOffer(nil)
+	if err != nil {
+		return err
+	}
+	jsep, err := localDescription(ctx, pc, offer)
+	if err != nil {
+		return err
+	}
+	var answer janusJSEP
+	if err := s.c.message(ctx, h, map[string]any{"request": "configure", "audio": true, "video": true}, jsep, nil, &answer); err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
+	if answer.SDP == "" {
+		return errors.New("configure: no answer from Janus")
+	}
+	return s.pub.setRemote(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer.SDP})
+}
+
+// event takes what Janus sends unasked: its trickled candidates, and the
+// publishers that join the room after us. Its own offers, sent when a
+// publisher leaves, go unanswered: rooms only shrink when a scenario ends.
+func (s *janusSession) event(m janusMsg) {
+	var peer *janusPeer
+	switch m.Sender {
+	case s.pubHandle.Load():
+		peer = &s.pub
+	case s.subHandle.Load():
+		peer = &s.sub
+	default:
+		return
+	}
+	switch m.Janus {
+	case "trickle":
+		if m.Candidate != nil && !m.Candidate.Completed {
+			peer.candidate(m.Candidate.ICECandidateInit)
+		}
+	case "event":
+		var d videoroomData
+		if peer == &s.pub && json.Unmarshal(m.PluginData.Data, &d) == nil {
+			s.addFeeds(d.Publishers)
+		}
+	}
+}
+
+func (s *janusSession) addFeeds(ps []janusPublisher) {
+	s.mu.Lock()
+	added := false
+	for _, p := range ps {
+		if !s.subscribed[p.ID] {
+			s.subscribed[p.ID] = true
+			s.newFeeds = append(s.newFeeds, p.ID)
+			added = true
+		}
+	}
+	s.mu.Unlock()
+	if added {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// subscribeLoop adds new feeds to the subscriber connection one
+// renegotiation at a time, batching the feeds that arrive meanwhile.
+func (s *janusSession) subscribeLoop() {
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.wake:
+		}
+		s.mu.Lock()
+		feeds := s.newFeeds
+		s.newFeeds = nil
+		s.mu.Unlock()
+		if len(feeds) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		err := s.subscribe(ctx, feeds)
+		cancel()
+		if err != nil {
+			select {
+			case <-s.stop:
+			default:
+				fmt.Fprintf(os.Stderr, "janus: %s subscribing to %d feeds: %v\n", s.p.User, len(feeds), err)
+			}
+		}
+	}
+}
+
+func (s *janusSession) subscribe(ctx context.Context, feeds []uint64) error {
+	streams := make([]map[string]any, len(feeds))
+	for i, f := range feeds {
+		streams[i] = map[string]any{"feed": f}
+	}
+	h := s.subHandle.Load()
+	body := map[string]any{"request": "update", "subscribe": streams}
+	if h == 0 {
+		pc, err := s.p.NewPeerConnection()
+		if err != nil {
+			return err
+		}
+		pc.OnTrack(func(t *webrtc.TrackRemote, r *webrtc.RTPReceiver) {
+			for _, tr := range pc.GetTransceivers() {
+				if tr.Receiver() == r {
+					s.mu.Lock()
+					user := s.mids[tr.Mid()]
+					s.mu.Unlock()
+					s.p.OnTrack(user, t)
+					return
+				}
+			}
+		})
+		if h, err = s.c.attach(ctx); err != nil {
+			pc.Close()
+			return err
+		}
+		s.sub.mu.Lock()
+		s.sub.pc = pc
+		s.sub.mu.Unlock()
+		s.subHandle.Store(h)
+		body = map[string]any{"request": "join", "room": s.room, "ptype": "subscriber", "streams": streams, "private_id": s.privateID}
+	}
+	var d videoroomData
+	var offer janusJSEP
+	if err := s.c.message(ctx, h, body, nil, &d, &offer); err != nil {
+		return err
+	}
+	if offer.SDP == "" {
+		return nil
+	}
+	s.mu.Lock()
+	for _, st := range d.Streams {
+		s.mids[st.Mid] = st.FeedDisplay
+	}
+	s.mu.Unlock()
+	if err := s.sub.setRemote(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offer.SDP}); err != nil {
+		return err
+	}
+	answer, err := s.sub.pc.CreateAnswer(nil)
+	if err != nil {
+		return err
+	}
+	jsep, err := localDescription(ctx, s.sub.pc, answer)
+	if err != nil {
+		return err
+	}
+	return s.c.message(ctx, h, map[string]any{"request": "start", "room": s.room}, jsep, nil, nil)
+}
+
+func (s *janusSession) keepalive() {
+	t := time.NewTicker(janusKeepalive)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = s.c.call(ctx, map[string]any{"janus": "keepalive"}, nil, nil)
+			cancel()
+		}
+	}
+}
+
+func (s *janusSession) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		if s.c.session.Load() != 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = s.c.call(ctx, map[string]any{"janus": "destroy"}, nil, nil)
+			cancel()
+		}
+		s.c.close()
+		s.wg.Wait()
+		s.pub.close()
+		s.sub.close()
+	})
+	return nil
+}
+
+// janusConn is one WebSocket to Janus: requests matched to their replies by
+// transaction, everything else handed to onEvent (from the reader goroutine,
+// which it must not block).
+type janusConn struct {
+	ws      *websocket.Conn
+	wmu     sync.Mutex
+	session atomic.Uint64
+	onEvent func(janusMsg)
+
+	mu      sync.Mutex
+	pending map[string]chan janusMsg
+	next    uint64
+	done    chan struct{}
+}
+
+type janusMsg struct {
+	Janus       string `json:"janus"`
+	Transaction string `json:"transaction"`
+	Sender      uint64 `json:"sender"`
+	Data        struct {
+		ID uint64 `json:"id"`
+	} `json:"data"`
+	Error *struct {
+		Code   int    `json:"code"`
+		Reason string `json:"reason"`
+	} `json:"error"`
+	PluginData struct {
+		Data json.RawMessage `json:"data"`
+	} `json:"plugindata"`
+	JSEP      *janusJSEP `json:"jsep"`
+	Candidate *struct {
+		webrtc.ICECandidateInit
+		Completed bool `json:"completed"`
+	} `json:"candidate"`
+}
+
+type janusJSEP struct {
+	Type    string `json:"type"`
+	SDP     string `json:"sdp"`
+	Trickle *bool  `json:"trickle,omitempty"`
+}
+
+type janusPublisher struct {
+	ID      uint64 `json:"id"`
+	Display string `json:"display"`
+}
+
+type videoroomData struct {
+	Videoroom  string           `json:"videoroom"`
+	ErrorCode  int              `json:"error_code"`
+	Error      string           `json:"error"`
+	PrivateID  uint64           `json:"private_id"`
+	Publishers []janusPublisher `json:"publishers"`
+	Streams    []struct {
+		Mid         string `json:"mid"`
+		FeedDisplay string `json:"feed_display"`
+	} `json:"streams"`
+}
+
+func dialJanus(ctx context.Context, url string, onEvent func(janusMsg)) (*janusConn, error) {
+	d := websocket.Dialer{Subprotocols: []string{"janus-protocol"}, HandshakeTimeout: 10 * time.Second}
+	ws, _, err := d.DialContext(ctx, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	c := &janusConn{ws: ws, onEvent: onEvent, pending: map[string]chan janusMsg{}, done: make(chan struct{})}
+	go c.read()
+	return c, nil
+}
+
+func (c *janusConn) read() {
+	defer close(c.done)
+	for {
+		var m janusMsg
+		if err := c.ws.ReadJSON(&m); err != nil {
+			return
+		}
+		c.mu.Lock()
+		ch := c.pending[m.Transaction]
+		c.mu.Unlock()
+		switch {
+		case ch != nil:
+			ch <- m
+		default:
+			c.onEvent(m)
+		}
+	}
+}
+
+func (c *janusConn) close() {
+	_ = c.ws.Close()
+	<-c.done
+}
+
+// call sends req on the session and waits for its reply: "success" for
+// Janus requests, the plugin's "event" for asynchronous plugin requests,
+// "ack" for keepalives. An "error" reply is returned as one.
+func (c *janusConn) call(ctx context.Context, req map[string]any, reply *janusMsg, handle *uint64) error {
+	c.mu.Lock()
+	c.next++
+	tx := strconv.FormatUint(c.next, 10)
+	ch := make(chan janusMsg, 4)
+	c.pending[tx] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, tx)
+		c.mu.Unlock()
+	}()
+	req["transaction"] = tx
+	if id := c.session.Load(); id != 0 {
+		req["session_id"] = id
+	}
+	if handle != nil {
+		req["handle_id"] = *handle
+	}
+	// Not WriteJSON: Janus rejects the newline it appends.
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	err = c.ws.WriteMessage(websocket.TextMessage, b)
+	c.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	ackIsReply := req["janus"] == "keepalive"
+	for {
+		select {
+		case m := <-ch:
+			if m.Janus == "ack" && !ackIsReply {
+				continue
+			}
+			if m.Error != nil {
+				return fmt.Errorf("janus error %d: %s", m.Error.Code, m.Error.Reason)
+			}
+			if req["janus"] == "create" {
+				c.session.Store(m.Data.ID)
+			}
+			if reply != nil {
+				*reply = m
+			}
+			return nil
+		case <-c.done:
+			return errors.New("janus closed the connection")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (c *janusConn) attach(ctx context.Context) (uint64, error) {
+	var m janusMsg
+	if err := c.call(ctx, map[string]any{"janus": "attach", "plugin": "janus.plugin.videoroom"}, &m, nil); err != nil {
+		return 0, fmt.Errorf("attach videoroom: %w", err)
+	}
+	return m.Data.ID, nil
+}
+
+// message sends a videoroom request (with a description when jsep is set)
+// and decodes the plugin's reply into data and the description Janus
+// returned into answer, either of which may be nil. A plugin error is
+// returned as an error with data still filled in.
+func (c *janusConn) message(ctx context.Context, handle uint64, body map[string]any, jsep *janusJSEP, data *videoroomData, answer *janusJSEP) error {
+	req := map[string]any{"janus": "message", "body": body}
+	if jsep != nil {
+		req["jsep"] = jsep
+	}
+	var m janusMsg
+	if err := c.call(ctx, req, &m, &handle); err != nil {
+		return err
+	}
+	var d videoroomData
+	if err := json.Unmarshal(m.PluginData.Data, &d); err != nil {
+		return fmt.Errorf("videoroom reply: %w", err)
+	}
+	if data != nil {
+		*data = d
+	}
+	if answer != nil && m.JSEP != nil {
+		*answer = *m.JSEP
+	}
+	if d.ErrorCode != 0 {
+		return fmt.Errorf("videoroom error %d: %s", d.ErrorCode, d.Error)
+	}
+	return nil
+}
