@@ -7,12 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pion/ice/v4"
-	"github.com/pion/interceptor"
-	"github.com/pion/logging"
 	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
+
+	"sfubench/sfu/inhouse/client"
 )
 
 // epoch is the clock both ends of every stream share: publishers stamp
@@ -24,30 +23,7 @@ var epoch = time.Now()
 const stampLen = 2 + 2 + 4 + 8
 
 func newAPI(localIP net.IP) (*webrtc.API, error) {
-	me := &webrtc.MediaEngine{}
-	if err := me.RegisterDefaultCodecs(); err != nil {
-		return nil, err
-	}
-	// What a browser has: NACK, RTCP reports, transport-wide feedback.
-	ir := &interceptor.Registry{}
-	if err := webrtc.ConfigureNack(me, ir); err != nil {
-		return nil, err
-	}
-	if err := webrtc.ConfigureRTCPReports(ir); err != nil {
-		return nil, err
-	}
-	if err := webrtc.ConfigureTWCCSender(me, ir); err != nil {
-		return nil, err
-	}
-	se := webrtc.SettingEngine{}
-	lf := logging.NewDefaultLoggerFactory()
-	lf.DefaultLogLevel = logging.LogLevelError
-	se.LoggerFactory = lf
-	se.SetIncludeLoopbackCandidate(true)
-	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
-	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
-	se.SetIPFilter(func(ip net.IP) bool { return ip.Equal(localIP) })
-	return webrtc.NewAPI(webrtc.WithMediaEngine(me), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(se)), nil
+	return client.NewAPI(client.APIOptions{IPFilter: func(ip net.IP) bool { return ip.Equal(localIP) }})
 }
 
 type load struct {

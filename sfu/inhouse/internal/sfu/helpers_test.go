@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pion/ice/v4"
 	"github.com/pion/interceptor"
-	"github.com/pion/logging"
 	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
@@ -67,40 +65,18 @@ type clientOptions struct {
 
 func clientAPI(t testing.TB, o clientOptions) *webrtc.API {
 	t.Helper()
-	me := &webrtc.MediaEngine{}
-	if err := me.RegisterDefaultCodecs(); err != nil {
-		t.Fatal(err)
-	}
-	ir := &interceptor.Registry{}
+	opts := client.APIOptions{IPFilter: func(ip net.IP) bool { return ip.IsLoopback() }, Conn: o.conn}
 	if o.drop != nil {
-		ir.Add(&dropperFactory{drop: o.drop})
+		opts.First = []interceptor.Factory{&dropperFactory{drop: o.drop}}
 	}
-	// The default set without the stats interceptor, which keeps a record
-	// of every SSRC ever seen and would blur the leak check.
-	if err := webrtc.ConfigureNack(me, ir); err != nil {
-		t.Fatal(err)
-	}
-	if err := webrtc.ConfigureRTCPReports(ir); err != nil {
-		t.Fatal(err)
-	}
-	if err := webrtc.ConfigureTWCCSender(me, ir); err != nil {
-		t.Fatal(err)
-	}
-	se := webrtc.SettingEngine{}
-	lf := logging.NewDefaultLoggerFactory()
-	lf.DefaultLogLevel = logging.LogLevelError
-	se.LoggerFactory = lf
-	se.SetIncludeLoopbackCandidate(true)
-	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
-	se.SetIPFilter(func(ip net.IP) bool { return ip.IsLoopback() })
-	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
 	if o.noUDP {
-		se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeTCP4})
+		opts.NetworkTypes = []webrtc.NetworkType{webrtc.NetworkTypeTCP4}
 	}
-	if o.conn != nil {
-		se.SetICEUDPMux(ice.NewUDPMuxDefault(ice.UDPMuxParams{UDPConn: o.conn}))
+	api, err := client.NewAPI(opts)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return webrtc.NewAPI(webrtc.WithMediaEngine(me), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(se))
+	return api
 }
 
 // tc is a test participant: it publishes an Opus-like and a VP8-like stream

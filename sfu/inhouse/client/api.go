@@ -1,0 +1,65 @@
+package client
+
+import (
+	"net"
+
+	"github.com/pion/ice/v4"
+	"github.com/pion/interceptor"
+	"github.com/pion/logging"
+	"github.com/pion/webrtc/v4"
+)
+
+// APIOptions tune a synthetic participant's pion stack.
+type APIOptions struct {
+	// IPFilter picks the local addresses ICE may gather from.
+	IPFilter func(net.IP) bool
+	// First are interceptors that see packets before the browser-like set
+	// (tests use one to drop packets as a lossy network would).
+	First []interceptor.Factory
+	// NetworkTypes default to UDP over IPv4.
+	NetworkTypes []webrtc.NetworkType
+	// Conn, if set, carries all of the participant's ICE traffic.
+	Conn net.PacketConn
+}
+
+// NewAPI builds the stack a browser would bring: NACK, RTCP reports and
+// transport-wide congestion feedback, on loopback, without mDNS. The stats
+// interceptor is left out: it keeps a record of every SSRC it ever saw,
+// which would blur the SFU's leak check.
+func NewAPI(o APIOptions) (*webrtc.API, error) {
+	me := &webrtc.MediaEngine{}
+	if err := me.RegisterDefaultCodecs(); err != nil {
+		return nil, err
+	}
+	ir := &interceptor.Registry{}
+	for _, f := range o.First {
+		ir.Add(f)
+	}
+	if err := webrtc.ConfigureNack(me, ir); err != nil {
+		return nil, err
+	}
+	if err := webrtc.ConfigureRTCPReports(ir); err != nil {
+		return nil, err
+	}
+	if err := webrtc.ConfigureTWCCSender(me, ir); err != nil {
+		return nil, err
+	}
+	se := webrtc.SettingEngine{}
+	lf := logging.NewDefaultLoggerFactory()
+	lf.DefaultLogLevel = logging.LogLevelError
+	se.LoggerFactory = lf
+	se.SetIncludeLoopbackCandidate(true)
+	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
+	if o.IPFilter != nil {
+		se.SetIPFilter(o.IPFilter)
+	}
+	types := o.NetworkTypes
+	if types == nil {
+		types = []webrtc.NetworkType{webrtc.NetworkTypeUDP4}
+	}
+	se.SetNetworkTypes(types)
+	if o.Conn != nil {
+		se.SetICEUDPMux(ice.NewUDPMuxDefault(ice.UDPMuxParams{UDPConn: o.Conn}))
+	}
+	return webrtc.NewAPI(webrtc.WithMediaEngine(me), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(se)), nil
+}
