@@ -180,7 +180,14 @@ def decode(rgb: np.ndarray, layout: Layout) -> int | None:
     h, w = rgb.shape[:2]
     yi, xi = _sample_index(layout, h, w)
     samples = rgb[yi, xi, :3].astype(np.float32) @ _LUMA  # (ROWS, CELLS, k*k)
-    levels = samples.mean(axis=2)
+    return decode_levels(samples.mean(axis=2), layout)
+
+
+def decode_levels(levels, layout: Layout) -> int | None:
+    """The frame number from the mean luma of each cell's central part, (ROWS, CELLS) in row order
+    with the reference cells first; the browser's per-frame sampler sends just these, so every
+    decision (contrast, ambiguity, CRC) stays in this one decoder."""
+    levels = np.asarray(levels, dtype=np.float32).reshape(ROWS, CELLS)
     black = levels[:, 0:1]
     contrast = levels[:, 1:2] - black
     if np.any(contrast < MIN_CONTRAST):

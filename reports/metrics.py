@@ -329,6 +329,25 @@ def quality_series(quality: list[dict]) -> list[dict]:
     return [{"participants": p, **quality_stats(groups[p])} for p in sorted(groups)]
 
 
+def playback_series(playback: list[dict]) -> list[dict]:
+    """Per participant count, from the frame code of every frame the receivers got during the
+    measurements: frames per second actually delivered, source frames skipped per second, and
+    freezes (one code for 0.5 s or more) per stream-minute."""
+    groups: dict[int, list[dict]] = defaultdict(list)
+    for r in playback:
+        if r.get("participants") is not None and r.get("duration"):
+            groups[r["participants"]].append(r)
+    out = []
+    for p in sorted(groups):
+        rows = groups[p]
+        seconds = sum(r["duration"] for r in rows)
+        out.append({"participants": p,
+                    "code_fps": _mean([r["effective_fps"] for r in rows]),
+                    "skipped_per_s": sum(r["skipped"] for r in rows) / seconds,
+                    "code_freezes_per_min": 60 * sum(r["freezes"] for r in rows) / seconds})
+    return out
+
+
 def timeline(events: list[dict]) -> list[tuple[float, int]]:
     """(t, participants started) at each event that carries a count, in time order."""
     return sorted((e["t"], e["participants"]) for e in events
@@ -606,7 +625,7 @@ def analyse(run: runfiles.Run, rule: KneeRule = KneeRule()) -> Analysis:
             obs.append(o)
     tl = timeline(run.events)
     series = merge_series(stream_series(obs), freeze_series(totals), quality_series(run.quality),
-                          check_series(run.checks, run.events))
+                          playback_series(run.playback), check_series(run.checks, run.events))
     a = Analysis(
         run=run,
         ident=runfiles.identity(run.meta, run.path),

@@ -14,7 +14,7 @@ from .plotting import KNEE_COLOR, RECV_COLOR, SEND_COLOR
 
 # ids of the figures a complete run produces (verify.check_rendered can demand them)
 FIGURES = ("fig-timeline", "fig-bitrate", "fig-rtt", "fig-quality", "fig-delay", "fig-stream",
-           "fig-checks", "fig-server")
+           "fig-playback", "fig-checks", "fig-server")
 
 
 def _minutes(t: float, t0: float) -> float:
@@ -174,6 +174,15 @@ def plot_stream(a: Analysis, out: Path) -> str | None:
     ], "Received video streams vs participants (mean and p10–p90 band)")
 
 
+def plot_playback(a: Analysis, out: Path) -> str | None:
+    s = a.series
+    return _panels(a, out, "playback", [
+        (s, "code_fps", "Frames delivered (frame code)", "fps", 1, "mean"),
+        (s, "skipped_per_s", "Source frames skipped", "per second", 1, "mean"),
+        (s, "code_freezes_per_min", "Freezes (frame code)", "per stream-minute", 1, "mean"),
+    ], "Every delivered frame's code vs participants")
+
+
 def plot_checks(a: Analysis, out: Path) -> str | None:
     if not a.rooms:
         return None
@@ -212,7 +221,7 @@ def plot_server(a: Analysis, out: Path) -> str | None:
 
 PLOTS = (("fig-timeline", plot_timeline), ("fig-bitrate", plot_bitrate), ("fig-rtt", plot_rtt),
          ("fig-quality", plot_quality), ("fig-delay", plot_delay), ("fig-stream", plot_stream),
-         ("fig-checks", plot_checks), ("fig-server", plot_server))
+         ("fig-playback", plot_playback), ("fig-checks", plot_checks), ("fig-server", plot_server))
 
 
 # ---------------------------------------------------------------- page
@@ -360,6 +369,11 @@ def render(a: Analysis, figs: dict[str, str | None], tables: dict[str, metrics.T
             "Delay and freezes: not measured."),
         fig("fig-stream", "Received stream health vs participants", "",
             "Frame rate, loss and jitter: not measured (no samples)."),
+        fig("fig-playback", "Delivered frames vs participants",
+            "From the frame code of every frame each receiver got during the measurements "
+            "(playback.jsonl): frames delivered per second, source frames that never arrived, "
+            "freezes of 0.5 s or more.",
+            "Per-frame playback: not measured (no playback.jsonl)."),
         "<h2>Video checks</h2>",
         fig("fig-checks", "Video checks per room", "", "Video checks: none recorded."),
         _collapsed(tables["checks"], f"Show the {len(a.rooms)} rooms", 15),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import orjson
 
-RECORD_FILES = ("checks", "events", "quality", "server")   # samples.jsonl is streamed: iter_video_samples
+RECORD_FILES = ("checks", "events", "quality", "server", "playback")   # samples.jsonl is streamed: iter_video_samples
 # a sample of the unreported kind, recognised without parsing it, as the engine and json.dumps write it
 AUDIO_MARKS = (b'"kind":"audio"', b'"kind": "audio"')
 
@@ -34,6 +34,7 @@ class Run:
     events: list[dict] = field(default_factory=list)
     quality: list[dict] = field(default_factory=list)
     server: list[dict] = field(default_factory=list)
+    playback: list[dict] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)   # file names not present
     damaged: dict[str, int] = field(default_factory=dict)  # file name -> unreadable lines
 

@@ -143,7 +143,7 @@ def make_run(parent: str | Path, *, sfu: str = "janus", version: str = "1.1.2", 
             streams[u] = own
 
     events = [{"t": t0, "event": "run_started", "room": None, "participants": 0}]
-    checks, quality_recs = [], []
+    checks, quality_recs, playback_recs = [], [], []
     measurements = []   # (first sample t, phase, participants sampled, number of samples)
     for r, rt in room_t.items():
         events.append({"t": rt, "event": "room_started", "room": r, "participants": started(rt - 1)})
@@ -170,6 +170,7 @@ def make_run(parent: str | Path, *, sfu: str = "janus", version: str = "1.1.2", 
             for _ in range(3):
                 u, peer = rng.sample(users[r], 2)
                 quality_recs.append(_quality(rng, m, rt + 13000, "ramp", p, r, u, peer, reference))
+                playback_recs.append(_playback(rng, m, rt + 12000, "ramp", p, r, u, peer, 1.0))
 
     if not crashed:
         p = started(target_t)
@@ -180,6 +181,7 @@ def make_run(parent: str | Path, *, sfu: str = "janus", version: str = "1.1.2", 
                 for _ in range(2):
                     u, peer = rng.sample(users[r], 2)
                     quality_recs.append(_quality(rng, m, target_t + 4000, "target", p, r, u, peer, reference))
+                    playback_recs.append(_playback(rng, m, target_t + 3000, "target", p, r, u, peer, 7.0))
         events.append({"t": end_t, "event": "run_finished", "room": None, "participants": p, "status": "ok"})
 
     if background_interval_s:
@@ -210,6 +212,8 @@ def make_run(parent: str | Path, *, sfu: str = "janus", version: str = "1.1.2", 
     _write_jsonl(run_dir / "checks.jsonl", sorted(checks, key=lambda c: c["t"]))
     if quality and not crashed:
         _write_jsonl(run_dir / "quality.jsonl", sorted(quality_recs, key=lambda q: q["t"]))
+    if quality:   # the engine appends playback live, so a crashed run keeps it
+        _write_jsonl(run_dir / "playback.jsonl", sorted(playback_recs, key=lambda q: q["t"]))
     if server and not crashed:
         _write_jsonl(run_dir / "server.jsonl", probe.rows)
 
@@ -286,6 +290,17 @@ def _quality(rng, m: _Model, t, phase, p, room, user, peer, reference: bool) -> 
             "ssim": round((0.97 - 0.2 * d) * m.noise(0.01), 4) if reference else None,
             "vmaf": round(min(100.0, (92 - 50 * d) * m.noise(0.04)), 2) if reference else None,
             "delay_ms": round((80 + 400 * d) * m.noise(0.2), 1), "frozen": frozen}
+
+
+def _playback(rng, m: _Model, t, phase, p, room, user, peer, duration: float) -> dict:
+    d = m.degradation(p)
+    fps = 15 * (1 - 0.6 * d) * m.noise(0.03)
+    freezes = int(rng.random() < 0.5 * d * duration)
+    return {"t": t, "phase": phase, "participants": p, "room": room, "user": user, "peer": peer,
+            "frames": int(fps * duration), "decoded": int(fps * duration), "duration": duration,
+            "shown": int(fps * duration), "effective_fps": round(fps, 2),
+            "skipped": int((15 - fps) * duration), "backwards": 0, "freezes": freezes,
+            "freeze_s": round(freezes * (0.5 + rng.random()), 3), "longest_freeze_s": 0.0}
 
 
 def _write_jsonl(path: Path, records: list[dict]) -> None:

@@ -7,7 +7,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-STREAMS = ("samples", "checks", "events", "quality", "server")
+STREAMS = ("samples", "checks", "events", "quality", "server", "playback")
 
 
 class RunDir:

@@ -170,6 +170,8 @@ class Runner:
             if all(by_id[p_id].browser.lost for p_id, _ in pending):
                 break
             self.note_failures(members)
+            if self.scorer:
+                self.scorer.follow(self)   # samplers warm up while videos appear, before measuring
             first = self.capture_pending(pending, by_id)
             time.sleep(CHECK_GAP)  # not self.wait: a background sample here would stretch the gap
             second = self.capture_pending(pending, by_id)
@@ -235,6 +237,8 @@ class Runner:
         self.window += 1
         window = self.window
         self.read_probes(phase, window, "start")
+        if self.scorer:
+            self.scorer.follow(self)
         for i in range(n):
             self.sample(phase, window)
             if self.scorer and i == n - 1:

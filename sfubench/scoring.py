@@ -1,6 +1,8 @@
 """Received-video quality in two stages, so that measuring does not disturb what is measured.
 
-During the run, at every measurement, `Scorer.capture` grabs every video, keeps the frames of the
+During the run, for the length of every measurement, the page reads the frame code of every
+frame each received video displays (playback.jsonl: freezes, skipped frames, effective frame
+rate); at its end `Scorer.score` grabs every video, keeps the frames of the
 received ones as PNG in frames/ (PNG: JPEG would shift BRISQUE), and appends to frames/index.jsonl
 what is cheap and needs the live moment: the frame code (0.1 ms), glass-to-glass delay and whether
 the video froze. After the run, once the browsers are gone, `score_frames` adds BRISQUE and
@@ -37,7 +39,44 @@ class Scorer:
         self.captures = captures
         self.gap = FROZEN_SPAN / max(1, captures - 1) + 0.05
 
+    def follow(self, runner) -> None:
+        """Starts the per-frame code sampler of every received video not followed yet, and drops
+        what the samplers gathered so far: a measurement counts only its own frames."""
+        lay = self.media.layout
+        code = {"width": lay.width, "height": lay.height, "cell": lay.cell,
+                "cells": framecode.CELLS, "rows": framecode.ROWS}
+        for browser in runner.browsers:
+            browser.attempt("follow", browser.call,
+                            "sfubenchHost.follow(arguments[0]); sfubenchHost.drain()", code,
+                            runner=runner)
+
+    def playback(self, runner, phase: str, window: int) -> None:
+        """Freezes, skipped frames and effective frame rate of every received video, from the code
+        of each frame it displayed since follow()."""
+        room_of = {p.id: p.room for p in runner.participants}
+        for browser in runner.browsers:
+            drained = browser.attempt("drain", browser.call, "return sfubenchHost.drain()",
+                                      runner=runner) or {}
+            for p_id, videos in drained.items():
+                for peer, samples in videos.items():
+                    # The least-delayed read puts the frames' own clock on the epoch.
+                    offset = min((read - ts for read, ts, _ in samples), default=0.0)
+                    codes = [((ts + offset) / 1000.0, framecode.decode_levels(levels, self.media.layout))
+                             for _, ts, levels in samples]
+                    pb = delay.playback(codes, self.media.frames)
+                    runner.run.append("playback", {
+                        "phase": phase, "window": window,
+                        "participants": runner.status.participants, "room": room_of[p_id],
+                        "user": p_id, "peer": peer, "frames": len(codes),
+                        "decoded": sum(c is not None for _, c in codes),
+                        "duration": round(pb.duration, 3), "shown": pb.shown,
+                        "effective_fps": round(pb.effective_fps, 2), "skipped": pb.skipped,
+                        "backwards": pb.backwards, "freezes": pb.freezes,
+                        "freeze_s": round(pb.freeze_s, 3),
+                        "longest_freeze_s": round(pb.longest_freeze_s, 3)})
+
     def score(self, runner, phase: str, window: int) -> None:
+        self.playback(runner, phase, window)
         series: dict[tuple[str, str], list[tuple[float, object]]] = {}
         for i in range(self.captures):
             for browser in runner.browsers:

@@ -94,6 +94,10 @@ def test_run_folder_records_versions_events_and_quality(sfu_run):
     delays = [q["delay_ms"] for q in decoded if q["delay_ms"] is not None]
     assert delays and 0 < sorted(delays)[len(delays) // 2] < 2000, delays
     assert (run / "report.html").exists() and "report:" in r.stdout
+    playback = [p for p in read(run, "playback") if p["phase"] == "target"]
+    assert len(playback) == USERS * (USERS - 1)
+    assert sum(p["decoded"] for p in playback) >= 0.95 * sum(p["frames"] for p in playback) > 0
+    assert sorted(p["effective_fps"] for p in playback)[len(playback) // 2] > 5
 
 
 def test_the_lab_is_gone_after_the_run(sfu_run):

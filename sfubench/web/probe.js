@@ -30,6 +30,8 @@
     stats,
     snapshot,
     capture,
+    follow,
+    drain,
   };
   window.sfubench = api;
   window.addEventListener('error', (e) => api.setState('failed', 'page error: ' + e.message));
@@ -95,6 +97,72 @@
     c.height = v.videoHeight;
     c.getContext('2d', {alpha: false}).drawImage(v, 0, 0, c.width, c.height);
     return c;
+  }
+
+  // Per-frame code sampling while a measurement runs: for every frame a received track delivers
+  // (MediaStreamTrackProcessor on a clone of the track), the mean luma of each code cell's centre,
+  // copied straight from the decoded frame's Y plane: no canvas, no RGB conversion, a few KB per
+  // frame, so sampling does not cost the page the frames it measures. Only these levels leave the
+  // page; quality/framecode.py decides the number, so there is one decoder. Frames counted here
+  // are those delivered and decoded; what a headless compositor then shows is not the SFU's doing.
+  // A processor takes about a second to deliver its first frame, longer than a ramp measurement,
+  // so readers keep running once started; each drain() hands over what came since the last one.
+  // Each sample: [read time, ms since the epoch; the frame's own timestamp, ms; cell levels]. Reads
+  // wait whenever the main thread is busy (getStats, captures), so frames are timed by their own
+  // timestamps, set as they arrive off the main thread; the engine puts them on the epoch.
+  const series = {};   // user -> {reader, samples: [[read ms, frame ms, [levels]]]}
+
+  async function pump(s, code) {
+    for (;;) {
+      const {value: frame, done} = await s.reader.read();
+      if (done) return;
+      try {
+        const sx = frame.codedWidth / code.width, sy = frame.codedHeight / code.height;
+        const w = Math.min(frame.codedWidth, 2 * Math.ceil(code.cells * code.cell * sx / 2));
+        const h = Math.min(frame.codedHeight, 2 * Math.ceil(code.rows * code.cell * sy / 2));
+        const buf = new Uint8Array(frame.allocationSize({rect: {x: 0, y: 0, width: w, height: h}}));
+        const planes = await frame.copyTo(buf, {rect: {x: 0, y: 0, width: w, height: h}});
+        const {offset, stride} = planes[0];   // Y comes first in I420 and NV12
+        const cw = code.cell * sx, ch = code.cell * sy;
+        const levels = [];
+        for (let r = 0; r < code.rows; r++) {
+          for (let k = 0; k < code.cells; k++) {
+            let sum = 0, n = 0;
+            for (let y = Math.floor((r + 0.25) * ch); y < Math.ceil((r + 0.75) * ch); y++) {
+              for (let x = Math.floor((k + 0.25) * cw); x < Math.ceil((k + 0.75) * cw); x++) {
+                sum += buf[offset + y * stride + x];
+                n++;
+              }
+            }
+            levels.push(Math.round(sum / n));
+          }
+        }
+        s.samples.push([performance.timeOrigin + performance.now(), frame.timestamp / 1000, levels]);
+      } finally {
+        frame.close();
+      }
+    }
+  }
+
+  function follow(code) {
+    if (typeof MediaStreamTrackProcessor === 'undefined') return;
+    for (const [user, v] of Object.entries(videos)) {
+      const track = user !== params.user && !series[user] && v.srcObject && v.srcObject.getVideoTracks()[0];
+      if (!track) continue;
+      const clone = track.clone();
+      const s = series[user] = {clone, samples: [],
+        reader: new MediaStreamTrackProcessor({track: clone, maxBufferSize: 30}).readable.getReader()};
+      pump(s, code).catch(() => {});
+    }
+  }
+
+  function drain() {
+    const out = {};
+    for (const [user, s] of Object.entries(series)) {
+      out[user] = s.samples;
+      s.samples = [];
+    }
+    return out;
   }
 
   function capture(user) {
