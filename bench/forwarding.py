@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sfubench.config import cache_root  # noqa: E402
 from sfubench.lab import LocalLab  # noqa: E402
 from sfubench.sfu import Adapter, AdapterError, render  # noqa: E402
 
@@ -43,10 +44,6 @@ class _Terminated(KeyboardInterrupt):
 
 def _on_sigterm(signum, frame):
     raise _Terminated()
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("SFUBENCH_CACHE") or Path.home() / ".cache" / "sfubench")
 
 
 def build_bench(cache: Path) -> Path:

@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 
 from quality import brisque, check, framecode, fullref  # noqa: E402
 from sfubench import media as media_mod  # noqa: E402
+from sfubench.config import cache_root  # noqa: E402
 
 TARGETS = {"frame code decode": 2000, "BRISQUE": 75}
 
@@ -52,7 +53,7 @@ def rate(fn, items, min_cpu=1.0):
 
 def main():
     cv2.setNumThreads(1)  # per core: the scorer shares the machine with the browsers
-    cache = media_mod.default_cache()
+    cache = cache_root()
     media = media_mod.build("paper", cache)
     layout = media.layout
     frames = received_frames(media)

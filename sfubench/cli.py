@@ -18,7 +18,8 @@ class UsageError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sfubench", description=__doc__.split(".")[0])
+    p = argparse.ArgumentParser(prog="sfubench", description="Load-test WebRTC SFUs with real "
+                                "browsers and compare them under identical conditions.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     lt = sub.add_parser("loadtest", help="ramp rooms of participants against an SFU and record it",
@@ -98,7 +99,7 @@ def _dispatch(args) -> int:
     if args.command == "media":
         from . import media
         _require("ffmpeg")
-        cache = Path(args.cache).expanduser() if args.cache else config_mod.Config().cache_dir()
+        cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
         for profile in [args.media] if args.media else list(media.PROFILES):
             m = media.build(profile, cache)
             print(f"{profile}: {m.y4m} {m.wav}")
@@ -119,7 +120,7 @@ def _dispatch(args) -> int:
 
     if args.command == "trend":
         from reports import history
-        db = args.db or config_mod.Config().results_db_path()
+        db = args.db or config_mod.load().results_db_path()
         if "://" not in db and not Path(db).exists():
             raise UsageError(f"no results database at {db}: run a loadtest first, or pass --db")
         try:

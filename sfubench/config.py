@@ -24,6 +24,12 @@ def opt(default, help, *, min=None, max=None, choices=None, metavar=None):
                                                 metavar=metavar))
 
 
+def cache_root() -> Path:
+    """The build cache (media, grid jars, SFU builds) that every clone on the machine shares:
+    $SFUBENCH_CACHE, else the `cache` setting's default. The one place that says so."""
+    return Path(os.path.expanduser(os.environ.get(ENV_PREFIX + "CACHE") or FIELDS["cache"].default))
+
+
 def available_sfus() -> list[str]:
     root = ROOT / "sfu-configs"
     return sorted(p.name for p in root.iterdir() if (p / "sfu.toml").is_file())

@@ -30,6 +30,8 @@ from selenium.webdriver.chrome.options import Options as ChromeOptions
 from selenium.webdriver.remote.client_config import ClientConfig
 from selenium.webdriver.remote.command import Command
 
+from .config import cache_root
+
 GRID_VERSION = "4.47.0"  # must match grid/pom.xml
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -43,10 +45,6 @@ _direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 class GridError(RuntimeError):
     pass
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("SFUBENCH_CACHE") or Path.home() / ".cache" / "sfubench")
 
 
 def grid_cache_dir(root: Path | None = None) -> Path:

@@ -13,6 +13,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from reports import history, prometheus
+from reports import run as run_report
+
 from . import grid as grid_mod
 from . import media as media_mod
 from .config import ROOT, Config
@@ -20,7 +23,7 @@ from .lab import LocalLab
 from .pages import PageServer
 from .probes import CpuProbe
 from .progress import Progress
-from .rundir import RunDir
+from .rundir import RunDir, read
 from .runner import Runner
 from .scoring import Scorer, score_frames
 from .sfu import Adapter
@@ -75,7 +78,6 @@ def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
         "config": cfg.as_dict(),
         "sfu": {"name": adapter.name, "version": adapter.version,
                 "installed": adapter.installed_version(cache), "options": adapter.options},
-        "chrome": {"version": grid_mod.chromium_version()},
         "media": {"profile": media.profile, "width": media.width, "height": media.height,
                   "fps": media.fps, "loop_frames": media.frames, "y4m": str(media.y4m),
                   "wav": str(media.wav)},
@@ -95,7 +97,7 @@ def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
             progress.say(f"sfu: starting {adapter.name} at {lab.sfu.address} ({lab.sfu.netns})")
             server = adapter.start(lab.sfu, run_dir.path, cache)
             try:
-                _drive(cfg, adapter, lab, server, media, run_dir, progress)
+                _drive(cfg, adapter, server, media, run_dir, meta, progress)
                 status = "ok"
             finally:
                 server.stop()
@@ -117,8 +119,6 @@ def _finish(run_dir: RunDir, meta: dict, status: str, error: str | None, progres
             results_db: str, media) -> None:
     """Closes the run folder the same way whatever happened, scores the captured frames and builds
     the report from it."""
-    from reports import run as run_report
-    from .rundir import read
     checks = read(run_dir.path, "checks")
     participants = max((e.get("participants") or 0 for e in read(run_dir.path, "events")), default=0)
     run_dir.append("events", {"event": "run_finished", "status": status,
@@ -139,13 +139,12 @@ def _finish(run_dir: RunDir, meta: dict, status: str, error: str | None, progres
         progress.say(f"report: could not be built ({type(e).__name__}: {e}); the records are in "
                      f"{run_dir.path}")
     try:
-        from reports import history
         history.record(run_dir.path, results_db)
     except Exception as e:
         progress.say(f"history: run not recorded in {results_db} ({type(e).__name__}: {e})")
 
 
-def _drive(cfg, adapter, lab, server, media, run_dir, progress):
+def _drive(cfg, adapter, server, media, run_dir, meta, progress):
     sessions = -(-cfg.participants // cfg.participants_per_browser)
     grid = None
     if cfg.grid_url:
@@ -158,13 +157,15 @@ def _drive(cfg, adapter, lab, server, media, run_dir, progress):
         grid_url = grid.url
     try:
         with PageServer() as pages:
-            values = adapter.values(lab.sfu, run_dir.path / "sfu-conf", cfg.cache_dir(), run_dir.path)
-
             def open_browser():
                 options = grid_mod.chrome_options(media.y4m, media.wav)
                 driver = grid_mod.open_session(grid_url, options)
                 driver.set_script_timeout(30)
                 driver.get(pages.url + "/host.html")
+                # What the grid's node runs, which on a remote grid is not this machine's Chromium.
+                if "chrome" not in meta:
+                    meta["chrome"] = {"version": driver.capabilities.get("browserVersion")}
+                    run_dir.write_meta(meta)
                 return driver
 
             probes = [CpuProbe("sfu", server.pids)]
@@ -172,12 +173,11 @@ def _drive(cfg, adapter, lab, server, media, run_dir, progress):
                 probes.append(CpuProbe("clients", grid.pids))
             outputs = []
             if cfg.pushgateway:
-                from reports import prometheus
                 outputs.append(lambda samples, n: prometheus.publish(
                     samples, sfu=adapter.name, run=run_dir.path.name, participants=n,
                     pushgateway=cfg.pushgateway))
             runner = Runner(cfg, RoomRamp(cfg.rooms, cfg.users_per_room), run_dir, open_browser,
-                            lambda room, user: adapter.client_url(pages.url, room, user, values),
+                            lambda room, user: adapter.client_url(pages.url, room, user, server.values),
                             media, probes=probes, progress=progress, outputs=outputs,
                             scorer=Scorer(media, run_dir.path / "frames", cfg.quality_frames)
                             if cfg.quality_frames else None)
@@ -192,7 +192,6 @@ def _drive(cfg, adapter, lab, server, media, run_dir, progress):
 
 def _cpu_summary(run_path: Path) -> dict:
     """CPU at target load, from the probe rows at the target window's edges."""
-    from .rundir import read
     edges: dict[str, dict[str, dict]] = {}
     for row in read(run_path, "server"):
         if row.get("phase") == "target" and row.get("edge") in ("start", "end"):

@@ -26,6 +26,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from quality import framecode
+
+from .config import cache_root
 from quality.framecode import Layout
 
 log = logging.getLogger(__name__)
@@ -316,16 +318,12 @@ def read_y4m_frame(path: Path, number: int) -> np.ndarray:
     return cv2.cvtColor(yuv, cv2.COLOR_YUV2RGB_I420)
 
 
-def default_cache() -> Path:
-    return Path(os.environ.get("SFUBENCH_CACHE") or Path.home() / ".cache" / "sfubench")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m sfubench.media",
         description="Build (or find cached) the fake camera .y4m and microphone .wav; print their paths.")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="local")
-    parser.add_argument("--cache", type=Path, default=default_cache(),
+    parser.add_argument("--cache", type=Path, default=cache_root(),
                         help="cache folder (default: $SFUBENCH_CACHE or ~/.cache/sfubench)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)

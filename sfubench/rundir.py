@@ -7,6 +7,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from reports.runfiles import read_jsonl
+
 STREAMS = ("samples", "checks", "events", "quality", "server", "playback")
 
 
@@ -48,6 +50,5 @@ class RunDir:
 
 def read(path: Path, stream: str) -> list[dict]:
     """Reads one stream; a last line cut short by a crash is skipped, not fatal."""
-    from reports.runfiles import read_jsonl
     file = path / f"{stream}.jsonl"
     return read_jsonl(file)[0] if file.exists() else []

@@ -52,7 +52,7 @@ class Browser:
     def lost(self) -> bool:
         return self.failures >= LOST_AFTER
 
-    def attempt(self, what: str, fn, *args, runner=None):
+    def attempt(self, runner: "Runner", what: str, fn, *args):
         """Runs a call on this browser. An overloaded or dead browser is a result of the run (the
         events say which calls failed), not a reason to stop measuring the others; after
         LOST_AFTER failures in a row it is given up, so one stuck browser cannot stretch the run by
@@ -64,11 +64,10 @@ class Browser:
         except WebDriverException as e:
             self.failures += 1
             reason = (e.msg or type(e).__name__).strip().splitlines()[0]
-            if runner is not None:
-                runner.event("browser_error", browser=self.index, call=what, reason=reason)
-                runner.progress.say(f"browser {self.index}: {what} failed: {reason}")
-                if self.lost:
-                    runner.browser_lost(self)
+            runner.event("browser_error", browser=self.index, call=what, reason=reason)
+            runner.progress.say(f"browser {self.index}: {what} failed: {reason}")
+            if self.lost:
+                runner.browser_lost(self)
             return None
         self.failures = 0
         return result
@@ -204,14 +203,14 @@ class Runner:
             requests.setdefault(p.browser, {}).setdefault(p_id, []).append(user)
         out = {}
         for browser, req in requests.items():
-            shots = browser.attempt("capture", browser.capture, req, runner=self) or {}
+            shots = browser.attempt(self, "capture", browser.capture, req) or {}
             for key, (t, url) in shots.items():
                 out[key] = (t, decode_png(url))
         return out
 
     def note_failures(self, members) -> None:
         for browser in {p.browser.index: p.browser for p in members}.values():
-            states = browser.attempt("states", browser.states, runner=self) or {}
+            states = browser.attempt(self, "states", browser.states) or {}
             for p in browser.participants:
                 s = states.get(p.id, {})
                 if s.get("state") == "failed" and not p.failed:
@@ -242,7 +241,7 @@ class Runner:
         for i in range(n):
             self.sample(phase, window)
             if self.scorer and i == n - 1:
-                self.scorer.score(self, phase, window)
+                self.scorer.capture(self, phase, window)
             if i < n - 1:
                 self.wait(self.cfg.sample_interval)
         self.read_probes(phase, window, "end")
@@ -251,7 +250,7 @@ class Runner:
     def sample(self, phase: str, window: int) -> None:
         taken = []
         for browser in self.browsers:
-            by_participant = browser.attempt("stats", browser.stats, runner=self) or {}
+            by_participant = browser.attempt(self, "stats", browser.stats) or {}
             for p in browser.participants:
                 for s in by_participant.get(p.id, []):
                     s.update(phase=phase, window=window, participants=self.status.participants,

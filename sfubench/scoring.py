@@ -2,7 +2,7 @@
 
 During the run, for the length of every measurement, the page reads the frame code of every
 frame each received video displays (playback.jsonl: freezes, skipped frames, effective frame
-rate); at its end `Scorer.score` grabs every video, keeps the frames of the
+rate); at its end `Scorer.capture` grabs every video, keeps the frames of the
 received ones as PNG in frames/ (PNG: JPEG would shift BRISQUE), and appends to frames/index.jsonl
 what is cheap and needs the live moment: the frame code (0.1 ms), glass-to-glass delay and whether
 the video froze. After the run, once the browsers are gone, `score_frames` adds BRISQUE and
@@ -46,17 +46,16 @@ class Scorer:
         code = {"width": lay.width, "height": lay.height, "cell": lay.cell,
                 "cells": framecode.CELLS, "rows": framecode.ROWS}
         for browser in runner.browsers:
-            browser.attempt("follow", browser.call,
-                            "sfubenchHost.follow(arguments[0]); sfubenchHost.drain()", code,
-                            runner=runner)
+            browser.attempt(runner, "follow", browser.call,
+                            "sfubenchHost.follow(arguments[0]); sfubenchHost.drain()", code)
 
     def playback(self, runner, phase: str, window: int) -> None:
         """Freezes, skipped frames and effective frame rate of every received video, from the code
-        of each frame it displayed since follow()."""
+        of each frame it received since follow()."""
         room_of = {p.id: p.room for p in runner.participants}
         for browser in runner.browsers:
-            drained = browser.attempt("drain", browser.call, "return sfubenchHost.drain()",
-                                      runner=runner) or {}
+            drained = browser.attempt(runner, "drain", browser.call,
+                                      "return sfubenchHost.drain()") or {}
             for p_id, videos in drained.items():
                 for peer, samples in videos.items():
                     # The least-delayed read puts the frames' own clock on the epoch.
@@ -75,15 +74,15 @@ class Scorer:
                         "freeze_s": round(pb.freeze_s, 3),
                         "longest_freeze_s": round(pb.longest_freeze_s, 3)})
 
-    def score(self, runner, phase: str, window: int) -> None:
+    def capture(self, runner, phase: str, window: int) -> None:
         self.playback(runner, phase, window)
         series: dict[tuple[str, str], list[tuple[float, object]]] = {}
         for i in range(self.captures):
             for browser in runner.browsers:
                 requests = {p.id: [q.id for q in runner.participants if q.room == p.room]
                             for p in browser.participants}
-                for key, shot in (browser.attempt("capture", browser.capture, requests,
-                                                  runner=runner) or {}).items():
+                shots = browser.attempt(runner, "capture", browser.capture, requests) or {}
+                for key, shot in shots.items():
                     series.setdefault(key, []).append(shot)
             if i < self.captures - 1:
                 time.sleep(self.gap)  # a background sample here would stretch the gap

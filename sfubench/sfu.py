@@ -114,7 +114,7 @@ class Adapter:
         proc = subprocess.Popen(host.command(argv), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         server = Server(self, proc, run_dir / "sfu.log",
-                        render(self.data["health"], values, f"{self.name} health"))
+                        render(self.data["health"], values, f"{self.name} health"), values)
         try:
             server.wait_healthy()
         except BaseException:
@@ -129,6 +129,7 @@ class Server:
     proc: subprocess.Popen
     log: Path
     health: str
+    values: dict[str, str]   # the placeholders it was started with; client pages need them too
 
     def wait_healthy(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

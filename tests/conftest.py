@@ -1,4 +1,3 @@
-import os
 import subprocess
 from pathlib import Path
 
@@ -9,7 +8,9 @@ import pytest
 @pytest.fixture(scope="session")
 def media_cache() -> Path:
     """The shared build cache: media built once serve every test and every later run."""
-    return Path(os.environ.get("SFUBENCH_CACHE") or Path.home() / ".cache" / "sfubench")
+    from sfubench.config import cache_root
+
+    return cache_root()
 
 
 # sfubench.media is imported inside the fixtures so that suites not using media never load OpenCV.

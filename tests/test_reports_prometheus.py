@@ -70,6 +70,9 @@ def test_push_url_grouping():
     assert prometheus.push_url("http://gw:9091", "j", {"run": "a/b"}) == "http://gw:9091/metrics/job/j/run@base64/YS9i"
 
 
+# A stand-in: no real Pushgateway can be had on this machine (the Go module proxy answers 403 for
+# github.com/prometheus/pushgateway v1.6.0 to v1.11.1, and no registry ships a binary). It records
+# the PUT a Pushgateway would receive, which is the part of the protocol sfubench owns.
 class _Gateway(BaseHTTPRequestHandler):
     received: list = []
 
