@@ -1,77 +1,72 @@
-"""Is a received <video> playing, blank or frozen? Judged from frames captured at its native size.
+"""Is a received video playing, blank or frozen? Judged from what the page's frame sampler reads off
+every frame the video delivers (sfubench/web/sampler.js): the frame code, and a row of picture
+points for frames whose code cannot be read.
 
-Unlike the published KITE check this looks at the real frame size (not a 300x150 default canvas),
-keeps width and height the right way round, and reads RGB only (alpha, if given, is dropped), so a
-black picture is 'blank' and not mistaken for a frozen one.
+Unlike the published KITE check this needs no screenshot round trip: it sees every delivered frame,
+so a video that stalls between two screenshots cannot pass for playing, and a blank picture (no code,
+a uniform row of points) is not mistaken for a frozen one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import cv2
 import numpy as np
 
-from quality import framecode
-from quality.framecode import Layout
-
 MIN_SPAN = 0.5  # s; a picture unchanged for this long is frozen
+# Frames reach the engine in half-second batches: a video whose newest frame is older than this has
+# stopped delivering.
+STALE_S = 1.5
 # Luma standard deviation below which a picture carries nothing: a black or grey fill stays
 # under 1 even after a codec, natural footage is far above.
 BLANK_STD = 4.0
-# Mean absolute luma difference on a thumbnail below which two pictures are the same; a
-# re-rendered identical frame differs by 0, natural footage half a second apart by several levels.
+# Mean absolute difference of the picture points below which two frames show the same picture: a
+# re-sent identical frame differs by 0, footage a frame apart by several levels.
 SAME_DIFF = 0.5
-THUMB = (64, 36)
 
 _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 
 
-def _luma_grid(rgb: np.ndarray) -> np.ndarray:
-    # Every 4th pixel is plenty to tell a uniform fill from a picture.
-    return rgb[::4, ::4, :3].astype(np.float32) @ _LUMA
-
-
 def is_blank(rgb: np.ndarray) -> bool:
-    """True for an empty or (nearly) uniform picture, whatever its level."""
-    return rgb.size == 0 or float(_luma_grid(rgb).std()) < BLANK_STD
+    """True for an empty or (nearly) uniform RGB picture, whatever its level."""
+    return rgb.size == 0 or float((rgb[::4, ::4, :3].astype(np.float32) @ _LUMA).std()) < BLANK_STD
 
 
-def _thumb(rgb: np.ndarray) -> np.ndarray:
-    gray = cv2.cvtColor(np.ascontiguousarray(rgb[..., :3]), cv2.COLOR_RGB2GRAY)
-    return cv2.resize(gray, THUMB, interpolation=cv2.INTER_AREA).astype(np.float32)
+def _blank_points(points) -> bool:
+    return points is None or len(points) == 0 or float(np.std(points)) < BLANK_STD
 
 
-def classify(frames: Sequence[tuple[float, np.ndarray]], layout: Layout | None = None) -> str:
-    """'playing', 'blank' or 'frozen' for (time_s, HxWx3 uint8 RGB) captures of one video.
+def _same(a: tuple, b: tuple) -> bool:
+    """Two frames (t, code, picture points) show the same picture: by code where both decode, else
+    by their picture points."""
+    if a[1] is not None and b[1] is not None:
+        return a[1] == b[1]
+    if a[2] is None or b[2] is None:
+        return False
+    return float(np.abs(np.asarray(a[2], np.float32) - np.asarray(b[2], np.float32)).mean()) < SAME_DIFF
 
-    Judges what the video shows now: 'blank' if the latest capture is blank; 'frozen' if the
-    picture has not changed for the last MIN_SPAN s or more of the captures. Two captures are the
-    same picture when their frame codes (with `layout`) decode equal; when either does not decode,
-    their pixels decide. Needs at least two captures spanning MIN_SPAN s.
-    """
-    if len(frames) < 2:
-        raise ValueError("the check needs at least two captures")
-    ordered = sorted(frames, key=lambda f: f[0])
-    span = ordered[-1][0] - ordered[0][0]
-    if span < MIN_SPAN:
-        raise ValueError(f"captures span {span:.3f} s, the check needs {MIN_SPAN} s")
-    last_t, last = ordered[-1]
-    if is_blank(last):
+
+def classify(frames: Sequence[tuple[float, int | None, Sequence[float] | None]], now: float) -> str:
+    """'playing', 'blank', 'frozen' or 'missing' for one video at time `now` (s), from its delivered
+    frames as (time s, decoded code or None, picture points or None), in time order.
+
+    missing: no frame ever; frozen: frames stopped coming (none for STALE_S), or the newest picture
+    has been shown for MIN_SPAN or more; blank: the newest frame has no readable code and a uniform
+    picture; playing: otherwise, once the picture is seen to change."""
+    if not frames:
+        return "missing"
+    last = frames[-1]
+    if now - last[0] > STALE_S:
+        return "frozen"
+    if last[1] is None and _blank_points(last[2]):
         return "blank"
-    last_code = framecode.decode(last, layout) if layout else None
-    last_thumb = None
-    since = last_t
-    for t, rgb in reversed(ordered[:-1]):
-        code = framecode.decode(rgb, layout) if layout else None
-        if code is not None and last_code is not None:
-            same = code == last_code
-        else:
-            if last_thumb is None:
-                last_thumb = _thumb(last)
-            thumb = _thumb(rgb)
-            same = float(np.abs(thumb - last_thumb).mean()) < SAME_DIFF
-        if not same:
+    since = last[0]
+    changed = False
+    for f in reversed(frames[:-1]):
+        if not _same(f, last):
+            changed = True
             break
-        since = t
-    return "frozen" if last_t - since >= MIN_SPAN else "playing"
+        since = f[0]
+    if last[0] - since >= MIN_SPAN:
+        return "frozen"
+    return "playing" if changed else "frozen"

@@ -6,10 +6,12 @@ between codes is taken modulo the loop length.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 FREEZE_S = 0.5  # s; the same code shown at least this long is a freeze
+MATCH_SLACK_S = 0.1
 
 
 def frames_between(earlier: int, later: int, loop: int) -> int:
@@ -19,10 +21,28 @@ def frames_between(earlier: int, later: int, loop: int) -> int:
     return d - loop if d > loop // 2 else d
 
 
-def delay_ms(sent: int, received: int, loop: int, fps: float) -> float:
-    """Glass-to-glass delay from the code the sender shows and the code a receiver shows at the
-    same instant (both captured on one clock, in one turn of the page's event loop)."""
-    return frames_between(received, sent, loop) * 1000.0 / fps
+def delays_ms(received: Iterable[tuple[float, int | None]], sent: Iterable[tuple[float, int | None]],
+              loop: int, fps: float) -> list[float]:
+    """Glass-to-glass delay of each received frame, in ms: from the instant the sender's camera
+    captured its code to the instant the receiver renders it, both (time s, code) on one clock.
+    The clip loops, so a code matches the sender's latest capture of it up to the render (half a
+    loop at most); frames whose capture is not in `sent` are left out. A receiver's render time is
+    its own estimate (capture time carried by RTP plus its playout delay), so over a loopback it can
+    come out a few ms before the capture: captures up to MATCH_SLACK_S after the render still match,
+    and the delay is then reported as measured, a little below zero."""
+    captured: dict[int, list[float]] = {}
+    for t, code in sorted((t, c) for t, c in sent if c is not None):
+        captured.setdefault(code, []).append(t)
+    horizon = loop / fps / 2
+    out = []
+    for t, code in received:
+        times = captured.get(code) if code is not None else None
+        if not times:
+            continue
+        i = bisect.bisect_right(times, t + MATCH_SLACK_S)
+        if i and t - times[i - 1] < horizon:
+            out.append((t - times[i - 1]) * 1000.0)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,26 +86,3 @@ def playback(series: Iterable[tuple[float, int | None]], loop: int,
         freeze_s=sum(frozen),
         longest_freeze_s=max(frozen, default=0.0),
     )
-
-
-def is_frozen_at(series: Sequence[tuple[float, int | None]], index: int,
-                 freeze_s: float = FREEZE_S) -> bool:
-    """Whether the sample at `index` of a time-ordered series belongs to a freeze as `playback`
-    counts them (undecoded samples skipped): the `frozen` flag of a scored frame."""
-    t, code = series[index]
-    if code is None:
-        return False
-    start = end = t
-    for tt, cc in reversed(series[:index]):
-        if cc is None:
-            continue
-        if cc != code:
-            break
-        start = tt
-    for tt, cc in series[index + 1:]:
-        if cc is None:
-            continue
-        end = tt
-        if cc != code:
-            break
-    return end - start >= freeze_s

@@ -9,11 +9,6 @@ from . import export, html, metrics, plotting, runfiles, study
 from .knee import KneeRule
 from .metrics import Analysis, Table
 
-# Settings (sfubench/config.py) that legitimately differ between runs that are still comparable: which
-# SFU and how it is tuned, and where results, caches, the grid and the lab's interfaces live. The machines
-# themselves are not settings; they show, highlighted when different, in the versions table.
-VARYING_CONFIG_KEYS = frozenset({"sfu", "sfu_options", "out", "cache", "grid_url", "lab_prefix", "lab_subnet"})
-
 FIGURES = ("fig-cmp-bitrate", "fig-cmp-rtt", "fig-cmp-quality", "fig-cmp-delay", "fig-cmp-checks",
            "fig-cmp-server")
 
@@ -22,25 +17,27 @@ class ScenarioMismatch(ValueError):
     """The runs were not made under the same scenario, so setting them side by side would mislead."""
 
 
-def scenario(config: dict) -> dict:
-    """The part of a run's config that must match for runs to be comparable (flattened, dotted keys)."""
-    return {k: v for k, v in html.flatten(config) if k.split(".", 1)[0] not in VARYING_CONFIG_KEYS}
+def scenario(ident: dict) -> dict:
+    """What must match for runs to be comparable (flattened, dotted keys): the settings the run's
+    metadata records as its scenario (the settings schema decides which), else its whole config."""
+    chosen = ident.get("scenario")
+    return dict(html.flatten(chosen if chosen is not None else ident.get("config") or {}))
 
 
-def scenario_differences(configs: list[dict]) -> list[str]:
-    """'key: a / b' for every scenario entry that is not the same in all configs."""
-    flat = [scenario(c) for c in configs]
+def scenario_differences(idents: list[dict]) -> list[str]:
+    """'key: a / b' for every scenario entry that is not the same in all runs."""
+    flat = [scenario(i) for i in idents]
     keys = sorted(set().union(*flat)) if flat else []
     return [f"{k}: " + " / ".join(str(f.get(k, "(unset)")) for f in flat)
             for k in keys if len({repr(f.get(k)) for f in flat}) > 1]
 
 
 def check_comparable(analyses: list[Analysis]) -> None:
-    unknown = [a.ident["run"] for a in analyses if not a.ident["config"]]
+    unknown = [a.ident["run"] for a in analyses if not a.ident["config"] and a.ident["scenario"] is None]
     if unknown:
         raise ScenarioMismatch(f"cannot tell whether the scenarios match: no config recorded for "
                                f"{', '.join(unknown)} (use force to compare anyway)")
-    diffs = scenario_differences([a.ident["config"] for a in analyses])
+    diffs = scenario_differences([a.ident for a in analyses])
     if diffs:
         raise ScenarioMismatch(f"runs differ in scenario ({'; '.join(diffs)}); use force to compare anyway")
 
@@ -61,16 +58,28 @@ def coped(a: Analysis) -> int:
 
 
 def ranked(analyses: list[Analysis]) -> list[int]:
-    """Indices best first: load coped with, then received bitrate at target, then check pass rate."""
+    """Indices best first: load coped with, then received bitrate at target, then check pass rate;
+    figures of a client-bound target window do not count."""
     def key(i):
         h = analyses[i].headline
-        return (-coped(analyses[i]), -(h["recv_bps"] or 0), -(h["check_pass_rate"] or 0))
+        fair = not h.get("target_client_bound")
+        return (-coped(analyses[i]), -((h["recv_bps"] or 0) if fair else 0),
+                -((h["check_pass_rate"] or 0) if fair else 0))
     return sorted(range(len(analyses)), key=key)
 
 
 RANKING_RULE = ("Ranked by the load coped with (the last participant count measured before the knee, or the "
                 "participants reached when there is no knee), "
-                "then the received bitrate at target, then the share of video checks passed.")
+                "then the received bitrate at target, then the share of video checks passed. Client-bound "
+                "measurements never count as the SFU's: a run client-bound at N coped with at least the last "
+                "count measured below N, and at-target figures of a client-bound target window are left out "
+                "of the ranking (shown in brackets).")
+
+
+def _knee_cell(a: Analysis):
+    if a.knee.client_bound:
+        return f"client-bound at {a.knee.participants}"
+    return a.knee.participants if a.knee.participants is not None else "none"
 
 
 def _r(v, scale=1.0, digits=3):
@@ -81,16 +90,18 @@ def ranking_table(analyses: list[Analysis], names: list[str]) -> Table:
     rows = []
     for rank, i in enumerate(ranked(analyses), 1):
         a, h = analyses[i], analyses[i].headline
-        rows.append([rank, names[i], a.knee.participants if a.knee.participants is not None else "none",
-                     h["participants"], _r(h["recv_bps"], 1e-6), _r(h["send_bps"], 1e-6),
-                     _r(h["rtt_send_ms"], 1, 1), _r(h["brisque"], 1, 1), _r(h["vmaf"], 1, 1),
-                     _r(h["delay_ms"], 1, 0), _r(h["check_pass_rate"], 100, 1),
-                     _r(h["server_cpu_per_participant"], 100, 3)])
+        values = [_r(h["recv_bps"], 1e-6), _r(h["send_bps"], 1e-6), _r(h["rtt_send_ms"], 1, 1),
+                  _r(h["brisque"], 1, 1), _r(h["vmaf"], 1, 1), _r(h["delay_ms"], 1, 0),
+                  _r(h["check_pass_rate"], 100, 1), _r(h["server_cpu_per_participant"], 100, 3)]
+        if h.get("target_client_bound"):
+            values = [None if v is None else f"({v})" for v in values]
+        rows.append([rank, names[i], _knee_cell(a), h["participants"], *values])
     return Table("ranking", "Ranking (values at target load)",
                  ["Rank", "SFU", "Knee", "Reached", "Received (Mbps)", "Sent (Mbps)", "Sender RTT (ms)", "BRISQUE",
                   "VMAF", "Delay (ms)", "Checks passed (%)", "SFU CPU / participant (%)"], rows,
                  note="Knee and Reached in participants; bitrates per video stream; delay is the median "
-                      "glass-to-glass delay; SFU CPU in percent of one core per participant.")
+                      "glass-to-glass delay; SFU CPU in percent of one core per participant. Values in "
+                      "brackets come from a client-bound target window: they describe the clients.")
 
 
 SHORT = {"send_bps": "Sent", "rtt_send_ms": "Sender RTT", "recv_bps": "Received", "rtt_recv_ms": "Receiver RTT",
@@ -226,7 +237,7 @@ def render(analyses: list[Analysis], names: list[str], figs: dict, tables: list[
            forced: bool, rule: KneeRule, out: Path) -> str:
     by_id = {t.id: t for t in tables}
     best = ranked(analyses)[0]
-    diffs = scenario_differences([a.ident["config"] for a in analyses])
+    diffs = scenario_differences([a.ident for a in analyses])
     warn = []
     if forced and diffs:
         warn.append("Compared with force although the scenarios differ: " + "; ".join(diffs))
@@ -245,8 +256,7 @@ def render(analyses: list[Analysis], names: list[str], figs: dict, tables: list[
                     + (f"knee at {a.knee.participants} participants — {html.escape(a.knee.detail)}"
                        if a.knee.participants is not None else html.escape(a.knee.detail)) + "</li>"
                     for n, a in zip(names, analyses))
-    config = analyses[0].ident["config"]
-    scenario_line = ", ".join(f"{k} {v}" for k, v in scenario(config).items()
+    scenario_line = ", ".join(f"{k} {v}" for k, v in scenario(analyses[0].ident).items()
                               if k in ("rooms", "users_per_room", "media.profile", "participants_per_browser"))
     body = [
         f"<header><h1>SFU comparison — {len(analyses)} runs</h1>"

@@ -26,13 +26,19 @@ METRICS = {
     "rtt_send_ms": -1, "rtt_recv_ms": -1, "fps": 1, "loss_pct": -1, "jitter_ms": -1, "freezes_per_min": -1,
     "brisque": -1, "vmaf": 1, "psnr": 1, "delay_ms": -1,
     "check_pass_rate": 1, "server_cpu_per_participant": -1, "client_cpu_per_participant": -1,
+    "client_bound": -1,
 }
+# what a client-bound target window would record as the SFU's: left out (client_bound says why)
+AT_TARGET = ("recv_bps", "send_bps", "recv_total_bps", "rtt_send_ms", "rtt_recv_ms", "fps", "loss_pct",
+             "jitter_ms", "freezes_per_min", "brisque", "vmaf", "psnr", "delay_ms", "check_pass_rate",
+             "server_cpu_per_participant", "client_cpu_per_participant")
 UNITS = {"coped": ("participants", 1), "knee": ("participants", 1), "participants": ("participants", 1),
          "recv_bps": ("Mbps", 1e-6), "send_bps": ("Mbps", 1e-6), "recv_total_bps": ("Mbps", 1e-6),
          "rtt_send_ms": ("ms", 1), "rtt_recv_ms": ("ms", 1), "fps": ("fps", 1), "loss_pct": ("%", 1),
          "jitter_ms": ("ms", 1), "freezes_per_min": ("per stream-minute", 1), "brisque": ("score", 1),
          "vmaf": ("score", 1), "psnr": ("dB", 1), "delay_ms": ("ms", 1), "check_pass_rate": ("%", 100),
-         "server_cpu_per_participant": ("% of one core", 100), "client_cpu_per_participant": ("% of one core", 100)}
+         "server_cpu_per_participant": ("% of one core", 100), "client_cpu_per_participant": ("% of one core", 100),
+         "client_bound": ("flag", 1)}
 MAD_TO_SIGMA = 1.4826
 RELATIVE_FLOOR = 0.02
 # smallest band half-width worth calling a change, in the metric's stored unit; matters when earlier runs
@@ -92,15 +98,24 @@ class _DB:
         self.conn.close()
 
 
-def scenario_id(config: dict) -> str:
-    """A short hash of the comparable part of the config (see compare.scenario)."""
-    canon = json.dumps(compare.scenario(config), sort_keys=True, default=str)
+def scenario_id(ident: dict) -> str:
+    """A short hash of the run's scenario (see compare.scenario)."""
+    canon = json.dumps(compare.scenario(ident), sort_keys=True, default=str)
     return hashlib.sha256(canon.encode()).hexdigest()[:12]
 
 
 def values(a: Analysis) -> dict[str, float]:
+    """The run's tracked numbers. Client-bound measurements are never recorded as the SFU's: no knee
+    or load coped with when the run was client-bound before any SFU knee, no at-target figure when
+    the target window was client-bound; `client_bound` (1 or 0) records that it happened."""
     h = dict(a.headline, coped=compare.coped(a))
-    return {k: float(h[k]) for k in METRICS if h.get(k) is not None}
+    h["client_bound"] = float(bool(a.knee.client_bound or h.get("target_client_bound")))
+    skip = set()
+    if a.knee.client_bound:
+        skip |= {"knee", "coped"}
+    if h.get("target_client_bound"):
+        skip |= set(AT_TARGET)
+    return {k: float(h[k]) for k in METRICS if h.get(k) is not None and k not in skip}
 
 
 def record(run_dir: str | Path, db: str | Path, analysis: Analysis | None = None) -> str:
@@ -120,7 +135,7 @@ def record(run_dir: str | Path, db: str | Path, analysis: Analysis | None = None
                  chrome = excluded.chrome, scenario = excluded.scenario, status = excluded.status,
                  meta = excluded.meta""",
             (i["run"], i["sfu"], i["version"], started, time.time() * 1000, i["git_sha"], i["chrome"],
-             scenario_id(i["config"]), a.headline["status"], json.dumps(a.run.meta, default=str)))
+             scenario_id(i), a.headline["status"], json.dumps(a.run.meta, default=str)))
         for name, value in values(a).items():
             conn.execute("INSERT INTO metrics (run, name, value) VALUES (?, ?, ?)", (i["run"], name, value))
     return i["run"]

@@ -17,6 +17,7 @@ class KneeRule:
     rtt_ms: float = 200.0           # mean sender RTT
     freezes_per_min: float = 1.0    # received video freezes per stream-minute
     min_pass_rate: float = 0.9      # share of video checks passing
+    max_failed_streams: float = 0.1  # share of the video streams a window should have had and lacked
 
     def text(self) -> str:
         return (
@@ -24,16 +25,25 @@ class KneeRule:
             f"the mean received video bitrate per stream is below {self.bitrate_fraction:.0%} of its plateau "
             "(the highest 3-point running median up to that count), or the mean sender RTT is above "
             f"{self.rtt_ms:g} ms, or received video freezes exceed {self.freezes_per_min:g} per stream-minute, "
-            f"or fewer than {self.min_pass_rate:.0%} of the video checks pass."
+            f"or fewer than {self.min_pass_rate:.0%} of the video checks pass, or more than "
+            f"{self.max_failed_streams:.0%} of the video streams that should flow carry nothing (a failed "
+            "participant's streams count as failed, never as absent). Only counts measured "
+            "before the first client-bound one are judged; when none of them is a knee but a client-bound "
+            "count exists, the run is \"client-bound at\" that count and names no SFU knee."
         )
 
 
 @dataclass(frozen=True)
 class Knee:
     participants: int | None = None
-    criterion: str | None = None        # bitrate | rtt | freezes | checks
+    criterion: str | None = None        # bitrate | rtt | freezes | checks | streams | client
     detail: str = "the SFU coped with every load measured"
     plateau_bps: float | None = None
+
+    @property
+    def client_bound(self) -> bool:
+        """The load generator, not the SFU, stopped the measuring here."""
+        return self.criterion == "client"
 
 
 def _points(series: list[dict], key: str) -> list[tuple[int, float]]:
@@ -59,6 +69,23 @@ def plateaus(values: list[float]) -> list[float]:
 
 
 def find_knee(series: list[dict], rule: KneeRule = KneeRule()) -> Knee:
+    """The knee over the counts measured before the first client-bound one (a row with
+    `client_bound`); if there is none there but a client-bound count, the knee is "client-bound at"
+    that count: what happened from there on describes the clients, not the SFU."""
+    bound = next((r for r in sorted(series, key=lambda r: r["participants"]) if r.get("client_bound")), None)
+    if bound is not None:
+        series = [r for r in series if r["participants"] < bound["participants"]]
+    knee = _sfu_knee(series, rule)
+    if knee.participants is None and bound is not None:
+        below = max((r["participants"] for r in series), default=None)
+        return Knee(bound["participants"], "client",
+                    f"client-bound at {bound['participants']} participants ({bound.get('client_reasons') or 'see the windows'})"
+                    + (f"; the SFU coped with every load measured below it, up to {below}" if below else
+                       "; no load below it was measured"))
+    return knee
+
+
+def _sfu_knee(series: list[dict], rule: KneeRule) -> Knee:
     found: list[Knee] = []
 
     pts = _points(series, "recv_bps")
@@ -79,6 +106,8 @@ def find_knee(series: list[dict], rule: KneeRule = KneeRule()) -> Knee:
          lambda v: f"{v:.2f} freezes per stream-minute, above {rule.freezes_per_min:g}"),
         ("check_pass_rate", "checks", lambda v: v < rule.min_pass_rate,
          lambda v: f"only {v:.1%} of video checks pass (< {rule.min_pass_rate:.0%})"),
+        ("stream_failure_rate", "streams", lambda v: v > rule.max_failed_streams,
+         lambda v: f"{v:.1%} of the video streams carried nothing (> {rule.max_failed_streams:.0%})"),
     ):
         pts = _points(series, key)
         i = _first_sustained([is_bad(v) for _, v in pts])

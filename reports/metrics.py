@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from . import runfiles
+from . import clientbound, runfiles
+from .clientbound import ClientRule
 from .knee import Knee, KneeRule, find_knee
 
 BITRATE_THRESHOLD_BPS = 1e6   # the study's "share above 1 Mbps"
@@ -67,7 +68,8 @@ def _observe(first: dict | None, last: dict, within: list[dict], phase, window) 
     get = last.get
     obs = {"phase": phase, "window": window, "participants": get("participants"), "t": get("t"),
            "room": get("room"), "user": get("user"), "peer": get("peer"), "direction": get("direction"),
-           "kind": get("kind"), "bps": None, "dt": None, "lost": None, "expected": None, "freezes": None}
+           "kind": get("kind"), "bps": None, "dt": None, "lost": None, "expected": None, "freezes": None,
+           "limit": get("qualityLimitationReason")}
     if len(within) == 1:
         rtt, jitter = get("rtt"), get("jitter")
         obs["rtt"] = [rtt * 1000.0] if rtt is not None else []
@@ -123,6 +125,86 @@ def stream_windows(samples: Iterable[dict], kinds: tuple[str, ...] | None = ("vi
 
 def _time(s: dict) -> float:
     return s.get("t") or 0
+
+
+def members(events: list[dict]) -> list[tuple[str, object]]:
+    """(user, room) of every participant started, in order."""
+    started = sorted((e for e in events if e.get("event") == "participant_started" and e.get("user")),
+                     key=_time)
+    return [(e["user"], e.get("room")) for e in started]
+
+
+def missing_streams(obs: list[dict], events: list[dict], windows: list[dict] = ()) -> list[dict]:
+    """A zero-bitrate observation for every video stream a measured window should have had and did
+    not: each of the first `participants` started sends one and receives one from every other member
+    of its room. So a failed participant, a browser given up or a stream the SFU never delivered
+    counts as a failed stream in every figure, instead of vanishing from the averages. The windows
+    are those of windows.jsonl (so one in which no sample arrived at all counts too), else those
+    the observations show."""
+    started = members(events)
+    if not started:
+        return []
+    seen: dict[tuple, set] = defaultdict(set)
+    measured: dict[tuple, dict] = {(w.get("phase"), w.get("window")): w for w in windows
+                                   if w.get("phase") in MEASURED}
+    for o in obs:
+        if o["phase"] in MEASURED and o["kind"] == "video":
+            key = (o["phase"], o["window"])
+            measured.setdefault(key, o)
+            seen[key].add((o["user"], o["peer"], o["direction"]))
+    out = []
+    for key, first in measured.items():
+        present = started[:first.get("participants") or 0]
+        rooms: dict = defaultdict(list)
+        for user, room in present:
+            rooms[room].append(user)
+        for users in rooms.values():
+            for user in users:
+                want = [(user, None, "send")] + [(user, peer, "recv") for peer in users if peer != user]
+                for u, peer, direction in want:
+                    if (u, peer, direction) not in seen[key]:
+                        out.append({**{k: first.get(k) for k in ("phase", "window", "participants", "t")},
+                                    "room": dict(present)[u], "user": u, "peer": peer,
+                                    "direction": direction, "kind": "video", "bps": 0.0, "dt": None,
+                                    "lost": None, "expected": None, "freezes": None, "limit": None,
+                                    "rtt": [], "fps": None, "jitter_ms": None, "missing": True})
+    return out
+
+
+def window_health(run: runfiles.Run, obs: list[dict], rule: ClientRule = ClientRule()) -> list[dict]:
+    """Per ramp-up and target window (windows.jsonl), whether its clients were the limit and why."""
+    edges: dict = defaultdict(lambda: defaultdict(dict))
+    for r in run.server:
+        if r.get("edge") in ("start", "end") and r.get("window") is not None:
+            edges[r["window"]][r.get("role") or "sfu"][r["edge"]] = r
+    fps: dict = defaultdict(list)
+    for o in obs:
+        if o["direction"] == "send" and o["fps"] is not None and o.get("limit") != "bandwidth":
+            fps[o["window"]].append(o["fps"])
+    source = (run.meta.get("media") or {}).get("fps")
+    interval = (run.meta.get("config") or {}).get("sample_interval")
+    out = []
+    for w in run.windows:
+        if w.get("phase") not in MEASURED:
+            continue
+        reasons = clientbound.assess(w, edges.get(w.get("window"), {}), fps.get(w.get("window"), []), source,
+                                     interval, rule)
+        out.append({"t": w.get("t"), "phase": w.get("phase"), "window": w.get("window"),
+                    "participants": w.get("participants"), "client_bound": bool(reasons), "reasons": reasons})
+    return out
+
+
+def health_series(health: list[dict]) -> list[dict]:
+    """Per participant count: client-bound if any of its windows was, with that window's reasons."""
+    rows: dict[int, dict] = {}
+    for h in health:
+        p = h["participants"]
+        if p is None:
+            continue
+        row = rows.setdefault(p, {"participants": p, "client_bound": False})
+        if h["client_bound"] and not row["client_bound"]:
+            row.update(client_bound=True, client_reasons="; ".join(h["reasons"]))
+    return [rows[p] for p in sorted(rows)]
 
 
 # ---------------------------------------------------------------- statistics
@@ -189,6 +271,10 @@ def stream_stats(obs: list[dict]) -> dict:
     if minutes:
         out["freezes_per_min"] = sum(f for f, _ in freezes) / minutes
     out["streams"] = len(send) + len(recv)
+    failed = sum(1 for o in send + recv if o.get("missing") or o["bps"] == 0)
+    if send or recv:
+        out["streams_failed"] = failed
+        out["stream_failure_rate"] = failed / (len(send) + len(recv))
     return out
 
 
@@ -305,16 +391,12 @@ def freeze_series(totals: dict[tuple, Totals]) -> list[dict]:
 
 
 def quality_stats(recs: list[dict]) -> dict:
-    """Aggregates over quality.jsonl records: mean scores, delay median and p90, share of frozen frames."""
+    """Aggregates over quality.jsonl records: mean scores and the share of frozen frames."""
     row: dict = {"scored": len(recs)}
     for key in ("brisque", "psnr", "ssim", "vmaf"):
         value = _mean(r.get(key) for r in recs)
         if value is not None:
             row[key] = value
-    delays = [r["delay_ms"] for r in recs if r.get("delay_ms") is not None]
-    if delays:
-        row["delay_ms"] = median(delays)
-        row["delay_ms_p90"] = percentile(delays, 90)
     frozen = [bool(r["frozen"]) for r in recs if r.get("frozen") is not None]
     if frozen:
         row["frozen_share"] = sum(frozen) / len(frozen)
@@ -329,22 +411,36 @@ def quality_series(quality: list[dict]) -> list[dict]:
     return [{"participants": p, **quality_stats(groups[p])} for p in sorted(groups)]
 
 
+def playback_stats(rows: list[dict]) -> dict:
+    """Over playback.jsonl records (every delivered frame's code, per video and window): frames per
+    second actually delivered, source frames skipped per second, freezes (one code for 0.5 s or
+    more) per stream-minute, and glass-to-glass delay (the median of the videos' medians, and the
+    90th percentile of their 90th percentiles)."""
+    rows = [r for r in rows if r.get("duration")]
+    seconds = sum(r["duration"] for r in rows)
+    if not seconds:
+        return {}
+    out = {"code_fps": _mean([r["effective_fps"] for r in rows]),
+           "skipped_per_s": sum(r["skipped"] for r in rows) / seconds,
+           "code_freezes_per_min": 60 * sum(r["freezes"] for r in rows) / seconds}
+    delays = [r["delay_ms"] for r in rows if r.get("delay_ms") is not None]
+    if delays:
+        out["delay_ms"] = median(delays)
+        out["delay_ms_p90"] = percentile([r.get("delay_ms_p90") or r["delay_ms"] for r in rows
+                                          if r.get("delay_ms") is not None], 90)
+    return out
+
+
 def playback_series(playback: list[dict]) -> list[dict]:
-    """Per participant count, from the frame code of every frame the receivers got during the
-    measurements: frames per second actually delivered, source frames skipped per second, and
-    freezes (one code for 0.5 s or more) per stream-minute."""
     groups: dict[int, list[dict]] = defaultdict(list)
     for r in playback:
-        if r.get("participants") is not None and r.get("duration"):
+        if r.get("participants") is not None:
             groups[r["participants"]].append(r)
     out = []
     for p in sorted(groups):
-        rows = groups[p]
-        seconds = sum(r["duration"] for r in rows)
-        out.append({"participants": p,
-                    "code_fps": _mean([r["effective_fps"] for r in rows]),
-                    "skipped_per_s": sum(r["skipped"] for r in rows) / seconds,
-                    "code_freezes_per_min": 60 * sum(r["freezes"] for r in rows) / seconds})
+        stats = playback_stats(groups[p])
+        if stats:
+            out.append({"participants": p, **stats})
     return out
 
 
@@ -523,6 +619,13 @@ def rooms_table(rooms: list[dict]) -> Table:
                  rows)
 
 
+def health_table(health: list[dict]) -> Table:
+    rows = [[h["phase"], h["window"], h["participants"], "yes" if h["client_bound"] else "no",
+             "; ".join(h["reasons"])] for h in health]
+    return Table("health", "The load generator in each measured window",
+                 ["Phase", "Window", "Participants", "Client-bound", "Why"], rows)
+
+
 SERIES_COLUMNS = [
     ("participants", "Participants", 1, 0),
     ("send_bps", "Send video (Mbps)", 1e-6, 3),
@@ -568,6 +671,8 @@ class Analysis:
     tables: list[Table]
     knee: Knee
     rule: KneeRule
+    health: list[dict] = field(default_factory=list)   # per ramp-up / target window: client-bound?
+    client_rule: ClientRule = ClientRule()
     headline: dict = field(default_factory=dict)
 
 
@@ -584,6 +689,8 @@ def headline(a: Analysis) -> dict:
     target = [o for o in a.obs if o["phase"] == "target"]
     at = stream_stats(target) if target else {}
     tq = quality_stats([q for q in run.quality if q.get("phase") == "target"])
+    tp = playback_stats([r for r in run.playback if r.get("phase") == "target"])
+    bound = [h for h in a.health if h["phase"] == "target" and h["client_bound"]]
     started = [p for _, p in a.timeline]
     target_participants = max((o["participants"] for o in target if o["participants"]), default=None)
     checks = [bool(c.get("ok")) for c in run.checks]
@@ -608,7 +715,11 @@ def headline(a: Analysis) -> dict:
         "brisque": tq.get("brisque"),
         "vmaf": tq.get("vmaf"),
         "psnr": tq.get("psnr"),
-        "delay_ms": tq.get("delay_ms"),
+        "delay_ms": tp.get("delay_ms"),
+        "code_fps": tp.get("code_fps"),
+        "stream_failure_rate": at.get("stream_failure_rate"),
+        "target_client_bound": bool(bound) if any(h["phase"] == "target" for h in a.health) else None,
+        "client_reasons": "; ".join(bound[0]["reasons"]) if bound else None,
         "check_pass_rate": sum(checks) / len(checks) if checks else None,
         "checks": len(checks),
         "server_cpu_per_participant": cpu.get("sfu_per_participant", at_target.get("sfu_cpu_per_participant")),
@@ -617,15 +728,18 @@ def headline(a: Analysis) -> dict:
     }
 
 
-def analyse(run: runfiles.Run, rule: KneeRule = KneeRule()) -> Analysis:
+def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientRule = ClientRule()) -> Analysis:
     obs, totals = [], defaultdict(Totals)
     for o in iter_stream_windows(runfiles.iter_video_samples(run)):
         totals[(o["phase"], o["window"])].add(o)
         if o["phase"] != "background":
             obs.append(o)
+    obs += missing_streams(obs, run.events, run.windows)
     tl = timeline(run.events)
+    health = window_health(run, obs, client_rule)
     series = merge_series(stream_series(obs), freeze_series(totals), quality_series(run.quality),
-                          playback_series(run.playback), check_series(run.checks, run.events))
+                          playback_series(run.playback), check_series(run.checks, run.events),
+                          health_series(health))
     a = Analysis(
         run=run,
         ident=runfiles.identity(run.meta, run.path),
@@ -639,6 +753,8 @@ def analyse(run: runfiles.Run, rule: KneeRule = KneeRule()) -> Analysis:
         tables=study_tables(obs),
         knee=find_knee(series, rule),
         rule=rule,
+        health=health,
+        client_rule=client_rule,
     )
     a.headline = headline(a)
     return a

@@ -101,3 +101,27 @@ def publish(samples: list[dict], *, sfu: str, run: str, participants: int | None
         # the grouping labels are added to every series by the Pushgateway, so the text must not repeat them
         push(exposition(samples, participants=participants), pushgateway, job, {"sfu": sfu, "run": run})
     return text
+
+
+class Pusher:
+    """A live output on the run's event bus: keeps each window's samples and pushes them when the
+    window closes (windows.jsonl's record), so the Pushgateway sees every measurement as it ends. A
+    Pushgateway that cannot be reached stops the pushing, never the run: `error` says why."""
+
+    def __init__(self, pushgateway: str, sfu: str, run: str):
+        self.pushgateway, self.sfu, self.run = pushgateway, sfu, run
+        self.pending: list[dict] = []
+        self.error: str | None = None
+
+    def __call__(self, stream: str, record: dict) -> None:
+        if self.error is not None:
+            return
+        if stream == "samples":
+            self.pending.append(record)
+        elif stream == "windows":
+            samples, self.pending = self.pending, []
+            try:
+                publish(samples, sfu=self.sfu, run=self.run, participants=record.get("participants"),
+                        pushgateway=self.pushgateway)
+            except (OSError, ValueError) as e:
+                self.error = f"{self.pushgateway}: {getattr(e, 'reason', None) or e}"

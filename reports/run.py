@@ -7,7 +7,7 @@ from pathlib import Path
 
 from matplotlib.ticker import MaxNLocator
 
-from . import export, html, metrics, plotting, runfiles
+from . import clientbound, export, html, metrics, plotting, runfiles
 from .knee import KneeRule, plateaus
 from .metrics import Analysis
 from .plotting import KNEE_COLOR, RECV_COLOR, SEND_COLOR
@@ -253,10 +253,6 @@ def _notes(a: Analysis) -> list[str]:
         what = "VMAF" if any(r.get("psnr") is not None for r in q) else "VMAF / PSNR / SSIM"
         out.append(f"{what}: not measured.")
     # values that cannot be right: say so rather than let an average hide them
-    negative = sum(1 for r in q if (r.get("delay_ms") or 0) < 0)
-    if negative:
-        out.append(f"delay_ms is negative for {negative} of {len(q)} scored frames: the delay measurement is "
-                   "not trustworthy for this run.")
     scored = [r["brisque"] for r in q if r.get("brisque") is not None]
     zeros = sum(1 for b in scored if b == 0)
     if zeros > len(scored) / 10:
@@ -278,7 +274,9 @@ def _cards(a: Analysis) -> str:
          f"target measured at {target}" if target else "target load not reached", ""),
         ("Knee", str(k.participants) if k.participants is not None else "none",
          {"bitrate": "receive bitrate fell", "rtt": "RTT climbed", "freezes": "freezes climbed",
-          "checks": "video checks failed"}.get(k.criterion, "coped with every load measured"),
+          "checks": "video checks failed", "streams": "streams failed",
+          "client": "client-bound: the load generator, not the SFU"}.get(k.criterion,
+                                                                          "coped with every load measured"),
          "knee" if k.participants is not None else ""),
         ("Received video at target", html.fmt_bps(h["recv_bps"]),
          f"per stream · sent {html.fmt_bps(h['send_bps'])}" if h["send_bps"] is not None else "", ""),
@@ -342,13 +340,20 @@ def render(a: Analysis, figs: dict[str, str | None], tables: dict[str, metrics.T
     def fig(fid: str, alt: str, caption: str = "", missing: str = "") -> str:
         return html.figure(fid, figs.get(fid), alt, caption, missing)
 
-    knee_text = (f"<b>Knee: {k.participants} participants</b> — {html.escape(k.detail)}."
-                 if k.participants is not None else f"<b>No knee</b>: {html.escape(k.detail)}.")
+    if k.client_bound:
+        knee_text = f"<b>Client-bound at {k.participants} participants</b> — {html.escape(k.detail)}."
+    elif k.participants is not None:
+        knee_text = f"<b>Knee: {k.participants} participants</b> — {html.escape(k.detail)}."
+    else:
+        knee_text = f"<b>No knee</b>: {html.escape(k.detail)}."
     cpu_names = {"sfu_cores": "SFU, cores", "sfu_per_participant": "SFU, cores per participant",
                  "clients_cores": "browsers, cores", "clients_per_participant": "browsers, cores per participant"}
     cpu_rows = [(cpu_names.get(key, key), v) for key, v in html.flatten(a.ident["cpu"])]
     body = [
         _header(a), _cards(a), html.notes(_notes(a)),
+        f'<div class="rule" id="clients"><b>{html.escape(clientbound.sentence(a.health))}</b><br>'
+        f'<span class="small">Rule: {html.escape(a.client_rule.text())}</span></div>',
+        _collapsed(tables["health"], f"Show the load generator's health in the {len(a.health)} windows", 0),
         "<h2>Load</h2>",
         fig("fig-timeline", "The run over time",
             "Participants started (from the events); mean video bitrate and sender RTT of every measurement "
@@ -365,7 +370,9 @@ def render(a: Analysis, figs: dict[str, str | None], tables: dict[str, metrics.T
         fig("fig-quality", "Quality vs participants", "Scores of captured received frames (quality.jsonl).",
             "Quality: not measured (no quality.jsonl records)."),
         fig("fig-delay", "Delay and freezes vs participants",
-            "Delay from the frame code of captured frames; freezes from getStats freezeCount.",
+            "Glass-to-glass delay: from the sender's camera capturing a frame code to the receiver "
+            "rendering it, for every frame of the measurements (playback.jsonl); freezes from getStats "
+            "freezeCount.",
             "Delay and freezes: not measured."),
         fig("fig-stream", "Received stream health vs participants", "",
             "Frame rate, loss and jitter: not measured (no samples)."),
@@ -408,8 +415,10 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     tables = {t.id: t for t in a.tables}
     tables["checks"] = metrics.rooms_table(a.rooms)
     tables["series"] = metrics.series_table(a.series)
+    tables["health"] = metrics.health_table(a.health)
     export.write_tables(list(tables.values()), run_dir,
-                        {"headline": a.headline, "knee": vars(a.knee), "knee_rule": a.rule.text()})
+                        {"headline": a.headline, "knee": vars(a.knee), "knee_rule": a.rule.text(),
+                         "client_rule": a.client_rule.text(), "clients": clientbound.sentence(a.health)})
     path = run_dir / "report.html"
     path.write_text(render(a, figs, tables), encoding="utf-8")
     return path

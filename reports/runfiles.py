@@ -6,11 +6,14 @@ cut short) is skipped and counted rather than failing the report.
 Keys of meta.json the reports read (all optional):
   sfu       {"name", "version", "installed", "options"} or just the name
   chrome    {"version"} or the version string
-  git_sha, machine (dict), media (dict), config (dict: the run's settings), status, error
+  git_sha, machine (dict), media (dict), config (dict: the run's settings), scenario (dict: those of
+  them that define the scenario, as the settings schema says), status, error
   cpu       CPU at target load in cores: sfu_cores, sfu_per_participant, clients_cores,
             clients_per_participant
-`server.jsonl` (optional, from the CPU probes): {t, role ("sfu" | "clients"), cpu_s (cumulative CPU
-seconds of the role's process trees), rss (bytes), phase, window, edge, participants}.
+`server.jsonl` (optional, from the CPU probes): {t, role ("sfu" | "clients" | "machine" | "engine"),
+cpu_s (cumulative CPU seconds), cores (what the role may use), throttled_s, rss (bytes), phase, window,
+edge, participants}. `windows.jsonl` (optional): one record per closed measurement window with the
+clients' health in it (see reports/clientbound.py).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from pathlib import Path
 
 import orjson
 
-RECORD_FILES = ("checks", "events", "quality", "server", "playback")   # samples.jsonl is streamed: iter_video_samples
+RECORD_FILES = ("checks", "events", "quality", "server", "playback", "windows")   # samples.jsonl is streamed: iter_video_samples
 # a sample of the unreported kind, recognised without parsing it, as the engine and json.dumps write it
 AUDIO_MARKS = (b'"kind":"audio"', b'"kind": "audio"')
 
@@ -35,6 +38,7 @@ class Run:
     quality: list[dict] = field(default_factory=list)
     server: list[dict] = field(default_factory=list)
     playback: list[dict] = field(default_factory=list)
+    windows: list[dict] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)   # file names not present
     damaged: dict[str, int] = field(default_factory=dict)  # file name -> unreadable lines
 
@@ -132,6 +136,7 @@ def identity(meta: dict, run_dir: Path) -> dict:
         "git_sha": meta.get("git_sha"),
         "machine": meta.get("machine") or {},
         "config": meta.get("config") or {},
+        "scenario": meta.get("scenario") if isinstance(meta.get("scenario"), dict) else None,
         "media": meta.get("media") or {},
         "cpu": meta.get("cpu") or {},
     }

@@ -4,7 +4,9 @@ The load follows the study's ramp: rooms added one by one, each validated by vid
 with `ramp_samples` getStats samples of its participants one second apart; at target load every participant
 is sampled `target_samples` times; background ticks sample everyone once. Counters are cumulative per
 stream, so bitrates computed from them come out as modelled. Past `knee` participants the SFU degrades:
-bitrates fall, RTT, jitter, loss and freezes climb, checks fail and quality drops.
+bitrates fall, RTT, jitter, loss and freezes climb, checks fail and quality drops. Past
+`client_bound_after` participants the clients are starved instead: their windows record slow getStats
+rounds and a lagging main thread (windows.jsonl), and the machine's cores are saturated.
 """
 from __future__ import annotations
 
@@ -71,9 +73,10 @@ def _advance(st: dict, t: float, p: int, m: _Model) -> None:
     st["t"] = t if st["t"] is None else max(t, st["t"])
 
 
-PROBE_FIELDS = ("availableOutgoingBitrate", "bytes", "connection", "direction", "frameHeight", "frameWidth",
-                "framesDecoded", "framesEncoded", "framesPerSecond", "freezeCount", "jitter", "kind", "nackCount",
-                "packets", "packetsLost", "peer", "pliCount", "qpSum", "rtt", "ssrc", "t", "targetBitrate",
+PROBE_FIELDS = ("availableOutgoingBitrate", "bytes", "direction", "frameHeight", "frameWidth", "framesDecoded",
+                "framesDropped", "framesEncoded", "framesPerSecond", "freezeCount", "jitter", "kind", "nackCount",
+                "packets", "packetsLost", "peer", "pliCount", "qpSum", "qualityLimitationBandwidth",
+                "qualityLimitationCpu", "qualityLimitationReason", "rtt", "ssrc", "t", "targetBitrate",
                 "totalFreezesDuration")
 
 
@@ -83,7 +86,7 @@ def _sample(st: dict, t: float, phase: str, window: int, p: int, room: int, m: _
     d = m.degradation(p)
     send, video = st["direction"] == "send", st["kind"] == "video"
     s = dict.fromkeys(PROBE_FIELDS)
-    s.update({"t": round(st["t"], 3), "connection": st["direction"], "direction": st["direction"],
+    s.update({"t": round(st["t"], 3), "direction": st["direction"],
               "kind": st["kind"], "peer": st["peer"], "ssrc": st["ssrc"], "bytes": st["bytes"],
               "packets": st["packets"], "packetsLost": int(st["lost"]),
               "jitter": round((0.002 + 0.03 * d) * m.noise(0.3), 5), "rtt": round(m.rtt(p), 5)})
@@ -96,6 +99,9 @@ def _sample(st: dict, t: float, phase: str, window: int, p: int, room: int, m: _
     if send:
         rate = m.rate(p, "send", st["kind"])
         s.update({"availableOutgoingBitrate": round(rate * 1.3), "targetBitrate": round(rate)})
+        if video:
+            s.update({"qualityLimitationReason": "bandwidth" if d else "none", "qualityLimitationCpu": 0.0,
+                      "qualityLimitationBandwidth": 0.0})
     s.update({"phase": phase, "window": window, "participants": p, "room": room, "user": st["user"]})
     return s
 
@@ -105,7 +111,7 @@ def make_run(parent: str | Path, *, sfu: str = "janus", version: str = "1.1.2", 
              background_interval_s: float = 30.0, ramp_samples: int = 2, target_samples: int = 8,
              crash_after_room: int | None = None, quality: bool = True, reference: bool = True,
              server: bool = True, start_ms: int = 1_760_000_000_000, config: dict | None = None,
-             name: str | None = None) -> Path:
+             name: str | None = None, client_bound_after: int | None = None) -> Path:
     """Write a run folder under `parent` and return its path. The records follow the engine's own
     (sfubench/runner.py, loadtest.py, probes.py): int window ids, participant_started events, probe rows
     per role with cumulative CPU seconds, the probe's full sample fields with nulls.
@@ -165,7 +171,8 @@ def make_run(parent: str | Path, *, sfu: str = "janus", version: str = "1.1.2", 
                                "ok": ok, "verdict": verdict, "elapsed": round(8 + rng.uniform(0, 2), 2)})
         events.append({"t": rt + 11000, "event": "room_validated" if failed <= 0.2 * len(users[r]) ** 2
                        else "room_timeout", "room": r, "participants": p})
-        measurements.append((rt + 12000, "ramp", users[r], ramp_samples))
+        measurements.append((rt + 12000, "ramp", [u for rr in users if rr <= r for u in users[rr]],
+                             ramp_samples))
         if quality:
             for _ in range(3):
                 u, peer = rng.sample(users[r], 2)
@@ -193,7 +200,8 @@ def make_run(parent: str | Path, *, sfu: str = "janus", version: str = "1.1.2", 
             t += background_interval_s * 1000
 
     measurements.sort(key=lambda x: x[0])
-    probe = _Probe(m, started)
+    probe = _Probe(m, started, client_bound_after)
+    windows = []
     with open(run_dir / "samples.jsonl", "w") as f:
         for window, (mt, phase, members, n) in enumerate(measurements, 1):
             edges = ("tick",) if phase == "background" else ("start", "end")
@@ -205,6 +213,14 @@ def make_run(parent: str | Path, *, sfu: str = "janus", version: str = "1.1.2", 
                                   for u in members for st in streams[u]) + "\n")
             if len(edges) == 2:
                 probe.read(mt + (n - 1) * 1000 + 100, phase, window, "end")
+            p = started(mt)
+            starved = client_bound_after is not None and p > client_bound_after
+            windows.append({"t": int(mt + (n - 1) * 1000 + 700), "phase": phase, "window": window,
+                            "participants": p, "opened": int(mt), "closed": int(mt + (n - 1) * 1000 + 700),
+                            "samples": n, "expected": len(members), "missing_samples": 0,
+                            "duration_s": round((n - 1) * (3.0 if starved else 1.0) + 0.1, 3),
+                            "stats_ms_p50": 1400.0 if starved else 25.0, "stats_ms_max": 2900.0 if starved else 80.0,
+                            "lag_ms_max": 1800.0 if starved else 60.0, "lag_ms_mean": 90.0 if starved else 3.0})
         if crashed:
             f.write('{"t": %d, "phase": "backgr' % end_t)
 
@@ -216,6 +232,7 @@ def make_run(parent: str | Path, *, sfu: str = "janus", version: str = "1.1.2", 
         _write_jsonl(run_dir / "playback.jsonl", sorted(playback_recs, key=lambda q: q["t"]))
     if server and not crashed:
         _write_jsonl(run_dir / "server.jsonl", probe.rows)
+    _write_jsonl(run_dir / "windows.jsonl", windows)
 
     settings = {"sfu": sfu, "rooms": rooms, "users_per_room": users_per_room, "participants_per_browser": 7,
                 "media": "paper", "video_timeout": 60.0, "ramp_samples": ramp_samples,
@@ -224,9 +241,13 @@ def make_run(parent: str | Path, *, sfu: str = "janus", version: str = "1.1.2", 
                 "out": "runs", "cache": "~/.cache/sfubench", "grid_url": "", "lab_prefix": "sfub",
                 "lab_subnet": "127.0.1"}
     settings.update(config or {})
+    # the engine's schema marks these as not defining the scenario (sfubench/config.py)
+    scenario = {k: v for k, v in settings.items() if k not in (
+        "sfu", "sfu_options", "out", "cache", "grid_url", "lab_prefix", "lab_subnet", "participants_per_browser")}
     ok = sum(1 for c in checks if c["ok"])
     meta = {
         "config": settings,
+        "scenario": scenario,
         "sfu": {"name": sfu, "version": version, "installed": f"{sfu} {version}", "options": {"bitrate": 0}},
         "chrome": {"version": "156.0.8078.79"},
         "media": {"profile": "paper", "width": 540, "height": 360, "fps": 30, "loop_frames": 300},
@@ -244,21 +265,25 @@ def make_run(parent: str | Path, *, sfu: str = "janus", version: str = "1.1.2", 
 
 
 class _Probe:
-    """The engine's CPU probes: cumulative CPU seconds and RSS of the SFU and of the browsers."""
+    """The engine's CPU probes: cumulative CPU seconds and RSS of the SFU, the browsers and the machine."""
+    CORES = 2
 
-    def __init__(self, m: _Model, started):
-        self.m, self.started = m, started
+    def __init__(self, m: _Model, started, client_bound_after: int | None = None):
+        self.m, self.started, self.client_bound_after = m, started, client_bound_after
         self.rows: list[dict] = []
-        self.state = {"sfu": (None, 0.0), "clients": (None, 0.0)}   # role -> (last t, cpu_s)
+        self.state = {"sfu": (None, 0.0), "clients": (None, 0.0), "machine": (None, 0.0)}  # role -> (t, cpu_s)
 
     def cores(self, role: str, p: int) -> float:
+        if role == "machine":
+            starved = self.client_bound_after is not None and p > self.client_bound_after
+            return self.CORES * (0.99 if starved else 0.5)
         return (0.05 + 0.0035 * p if role == "sfu" else 0.3 * p) * self.m.noise(0.05)
 
     def read(self, t: float, phase: str, window: int, edge: str) -> None:
         p = self.started(t)
         for role, (last, cpu_s) in self.state.items():
             row = {"t": int(t), "role": role, "rss": int((40 + 1.5 * p if role == "sfu" else 45 * p) * 1e6),
-                   "phase": phase, "window": window, "edge": edge, "participants": p}
+                   "cores": self.CORES, "phase": phase, "window": window, "edge": edge, "participants": p}
             if last is not None:
                 dt = (t - last) / 1000
                 cpu_s += self.cores(role, p) * dt
@@ -289,7 +314,7 @@ def _quality(rng, m: _Model, t, phase, p, room, user, peer, reference: bool) -> 
             "psnr": round((38 - 12 * d) * m.noise(0.05), 2) if reference else None,
             "ssim": round((0.97 - 0.2 * d) * m.noise(0.01), 4) if reference else None,
             "vmaf": round(min(100.0, (92 - 50 * d) * m.noise(0.04)), 2) if reference else None,
-            "delay_ms": round((80 + 400 * d) * m.noise(0.2), 1), "frozen": frozen}
+            "frozen": frozen}
 
 
 def _playback(rng, m: _Model, t, phase, p, room, user, peer, duration: float) -> dict:
@@ -300,7 +325,9 @@ def _playback(rng, m: _Model, t, phase, p, room, user, peer, duration: float) ->
             "frames": int(fps * duration), "decoded": int(fps * duration), "duration": duration,
             "shown": int(fps * duration), "effective_fps": round(fps, 2),
             "skipped": int((15 - fps) * duration), "backwards": 0, "freezes": freezes,
-            "freeze_s": round(freezes * (0.5 + rng.random()), 3), "longest_freeze_s": 0.0}
+            "freeze_s": round(freezes * (0.5 + rng.random()), 3), "longest_freeze_s": 0.0,
+            "delay_ms": round((80 + 400 * d) * m.noise(0.2), 1),
+            "delay_ms_p90": round((120 + 600 * d) * m.noise(0.2), 1), "delays": int(fps * duration)}
 
 
 def _write_jsonl(path: Path, records: list[dict]) -> None:

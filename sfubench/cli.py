@@ -77,10 +77,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sfubench: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as e:  # the engine's own errors carry their context in one line
+        from .cgroups import CgroupError
         from .grid import GridError
         from .lab import LabError
         from .media import MediaError
         from .sfu import AdapterError
+        if isinstance(e, CgroupError):
+            print(f"sfubench: error: {e}", file=sys.stderr)
+            return EXIT_USAGE
         if isinstance(e, (GridError, LabError, MediaError, AdapterError)):
             print(f"sfubench: error: {e}", file=sys.stderr)
             return EXIT_FAILED
@@ -188,6 +192,27 @@ def _print_summary(run_dir: Path) -> None:
         print(f"at target ({t['participants']} participants): video sent per participant {mbps(t['send_video_bps'])}, "
               f"received per participant {mbps(t['recv_video_bps'])}")
     meta = json.loads((run_dir / "meta.json").read_text())
+    try:
+        tables = json.loads((run_dir / "tables.json").read_text())
+    except (OSError, ValueError):
+        tables = {}
+    h = tables.get("headline") or {}
+    if h.get("code_fps") is not None or h.get("rtt_send_ms") is not None:
+        parts = []
+        if h.get("code_fps") is not None:
+            parts.append(f"received video delivered {h['code_fps']:.1f} fps of the source's "
+                         f"{meta.get('media', {}).get('fps', '?')}")
+        if h.get("rtt_send_ms") is not None:
+            parts.append(f"sender RTT {h['rtt_send_ms']:.0f} ms")
+        if h.get("delay_ms") is not None:
+            parts.append(f"glass-to-glass delay {h['delay_ms']:.0f} ms (median)")
+        print("at target: " + ", ".join(parts))
+    knee = tables.get("knee") or {}
+    if knee.get("participants") is not None:
+        what = "client-bound at" if knee.get("criterion") == "client" else "knee at"
+        print(f"{what} {knee['participants']} participants: {knee.get('detail')}")
+    if tables.get("clients"):
+        print(tables["clients"])
     if meta.get("report"):
         print(f"report: {meta['report']}")
     cpu = meta.get("cpu", {})

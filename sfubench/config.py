@@ -19,9 +19,12 @@ class ConfigError(ValueError):
     """A setting is wrong; the message is one line meant for the user."""
 
 
-def opt(default, help, *, min=None, max=None, choices=None, metavar=None):
+def opt(default, help, *, min=None, max=None, choices=None, metavar=None, scenario=True):
+    """A setting. `scenario`: whether it shapes what the SFU is put through, so that runs differing in
+    it are not comparable (compare refuses them, trends keep them apart); where results go, how the
+    lab is named and what the clients may spend are not."""
     return field(default=default, metadata=dict(help=help, min=min, max=max, choices=choices,
-                                                metavar=metavar))
+                                                metavar=metavar, scenario=scenario))
 
 
 def cache_root() -> Path:
@@ -37,12 +40,12 @@ def available_sfus() -> list[str]:
 
 @dataclass(frozen=True)
 class Config:
-    sfu: str = opt("janus", "SFU adapter to test: a folder of sfu-configs/")
+    sfu: str = opt("janus", "SFU adapter to test: a folder of sfu-configs/", scenario=False)
     rooms: int = opt(1, "rooms to ramp up to, added one by one", min=1, max=1000)
     users_per_room: int = opt(7, "participants per room (the study used 7)", min=2, max=64)
     participants_per_browser: int = opt(
         7, "participants hosted by one browser tab, each in its own iframe; 1 is the study's "
-        "one browser per participant", min=1, max=64)
+        "one browser per participant", min=1, max=64, scenario=False)
     media: str = opt("local", "fake camera profile: local (320x180@15, light) or paper "
                      "(540x360@30, the study's)", choices=("local", "paper"))
     video_timeout: float = opt(60.0, "seconds a video has to be verified playing before its check "
@@ -53,23 +56,37 @@ class Config:
                                  max=60)
     background_interval: float = opt(5.0, "seconds between background samples through the whole "
                                      "run; 0 turns them off", min=0, max=3600)
-    quality_frames: int = opt(2, "frames captured and scored per received video at each "
-                              "measurement (BRISQUE, frame code, delay); 0 turns scoring off",
-                              min=0, max=100)
+    quality_frames: int = opt(2, "frames of each received video captured after each measurement "
+                              "and scored after the run (BRISQUE, PSNR, SSIM, VMAF); 0 turns "
+                              "scoring off", min=0, max=100)
+    play_audio: bool = opt(False, "play received audio out (costs the clients CPU; received audio "
+                           "is measured either way)", scenario=False)
+    render_video: bool = opt(False, "render received video in the page (costs the clients CPU; "
+                             "every frame is measured either way)", scenario=False)
+    audio_processing: bool = opt(False, "keep the microphone's echo canceller, noise suppressor "
+                                 "and gain control on")
+    sfu_cpus: float = opt(0.0, "CPU quota of the SFU, in cores (a cgroup CFS quota); 0: none",
+                          min=0, max=1024)
+    client_cpus: float = opt(0.0, "CPU quota of the clients (grid and browsers), in cores; 0: "
+                             "none. A run whose clients have headroom under a quota also has it "
+                             "on a slower machine", min=0, max=1024, scenario=False)
+    sfu_cpuset: str = opt("", "CPUs the SFU is pinned to, e.g. 0 or 0-1 (a cpuset); empty: any",
+                          metavar="LIST")
+    client_cpuset: str = opt("", "CPUs the clients are pinned to; empty: any", metavar="LIST", scenario=False)
     sfu_options: str = opt("", "adapter options as key=value[,key=value], e.g. bitrate=5000000 "
-                           "(recorded in the run's metadata)", metavar="K=V,...")
-    out: str = opt("runs", "folder that receives one run folder per run", metavar="DIR")
+                           "(recorded in the run's metadata)", metavar="K=V,...", scenario=False)
+    out: str = opt("runs", "folder that receives one run folder per run", metavar="DIR", scenario=False)
     cache: str = opt("~/.cache/sfubench", "cache for slow builds (media, grid jars, SFU builds), "
-                     "keyed by version", metavar="DIR")
+                     "keyed by version", metavar="DIR", scenario=False)
     results_db: str = opt("", "results database every run is recorded in: a SQLite path or a "
-                          "postgresql:// URL; empty means <out>/results.sqlite", metavar="PATH|URL")
+                          "postgresql:// URL; empty means <out>/results.sqlite", metavar="PATH|URL", scenario=False)
     pushgateway: str = opt("", "Prometheus Pushgateway URL that receives live samples during the "
-                           "run; empty pushes nothing", metavar="URL")
+                           "run; empty pushes nothing", metavar="URL", scenario=False)
     grid_url: str = opt("", "Selenium Grid to use; empty starts a local standalone grid in the "
-                        "lab's client namespace", metavar="URL")
-    lab_prefix: str = opt("sfub", "name prefix of the lab's network namespaces and links")
+                        "lab's client namespace", metavar="URL", scenario=False)
+    lab_prefix: str = opt("sfub", "name prefix of the lab's network namespaces and links", scenario=False)
     lab_subnet: str = opt("127.0.1", "first three octets of the lab's /24 inside 127.0.0.0/8",
-                          metavar="A.B.C")
+                          metavar="A.B.C", scenario=False)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -85,10 +102,19 @@ class Config:
         if self.sfu not in sfus:
             raise ConfigError(f"unknown SFU {self.sfu!r}; available: {', '.join(sfus)}")
         octets = self.lab_subnet.split(".")
-        if (len(octets) != 3 or octets[0] != "127"
+        if (len(octets) != 3 or octets[0] != "127" or self.lab_subnet == "127.0.0"
                 or not all(o.isdigit() and 0 <= int(o) <= 255 for o in octets)):
-            raise ConfigError(f"--lab-subnet must be three octets inside 127.0.0.0/8, got "
-                              f"{self.lab_subnet!r}")
+            raise ConfigError(f"--lab-subnet must be three octets inside 127.0.0.0/8 other than "
+                              f"127.0.0 (the clients' own sites), got {self.lab_subnet!r}")
+        for name in ("sfu_cpuset", "client_cpuset"):
+            try:
+                cpus = cpu_list(getattr(self, name))
+            except ValueError:
+                cpus = None
+            if cpus is None or any(c >= (os.cpu_count() or 1) for c in cpus):
+                raise ConfigError(f"--{name.replace('_', '-')} must list CPUs of this machine "
+                                  f"(0-{(os.cpu_count() or 1) - 1}) as e.g. 0 or 0-1 or 0,2, got "
+                                  f"{getattr(self, name)!r}")
         self.sfu_option_map()  # validates the syntax early
 
     @property
@@ -113,13 +139,39 @@ class Config:
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def scenario(self) -> dict:
+        """The settings that define the scenario (see opt), recorded in every run's metadata."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata["scenario"]}
+
 
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+
+
+def cpu_list(spec: str) -> list[int]:
+    """CPU numbers of a cpuset list such as "0-1,3"; ValueError if malformed."""
+    out = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        lo, dash, hi = part.partition("-")
+        first, last = int(lo), int(hi) if dash else int(lo)
+        if first < 0 or last < first:
+            raise ValueError(spec)
+        out.extend(range(first, last + 1))
+    return out
+
+
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def _coerce(name: str, raw, source: str):
     kind = FIELDS[name].type
     flag = "--" + name.replace("_", "-")
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        word = str(raw).strip().lower()
+        if word in TRUE or word in FALSE:
+            return word in TRUE
+        raise ConfigError(f"{flag} ({source}) wants true or false, got {raw!r}")
     try:
         if kind == "int":
             if isinstance(raw, float) or isinstance(raw, bool):
@@ -166,22 +218,26 @@ def add_arguments(parser) -> None:
     parser.add_argument("--config", metavar="FILE", help="TOML file with settings (keys as below)")
     for name, f in FIELDS.items():
         meta = f.metadata
+        extra = dict(nargs="?", const="true", metavar="BOOL") if f.type == "bool" else \
+            dict(metavar=meta["metavar"] or name.upper())
         parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
-                            metavar=meta["metavar"] or name.upper(),
-                            help=f"{meta['help']} (default: {f.default!r}; env {ENV_PREFIX}{name.upper()})")
+                            help=f"{meta['help']} (default: {f.default!r}; env {ENV_PREFIX}{name.upper()})",
+                            **extra)
 
 
 def markdown() -> str:
     lines = ["# Settings", "",
              "Generated from `sfubench/config.py` by `sfubench config --markdown`; do not edit by hand.",
              "", "Each setting is a flag, an environment variable and a key of the `--config` TOML file.",
-             "Precedence, lowest first: default, file, environment, flag.", "",
-             "| flag | env | default | meaning |", "|---|---|---|---|"]
+             "Precedence, lowest first: default, file, environment, flag. Settings marked *scenario* "
+             "shape what the SFU is put through: `compare` refuses runs that differ in them, and trends "
+             "keep such runs apart.", "",
+             "| flag | env | default | scenario | meaning |", "|---|---|---|---|---|"]
     for name, f in FIELDS.items():
         meta = f.metadata
         rng = ""
         if meta["min"] is not None:
             rng = f" ({meta['min']}–{meta['max']})"
         lines.append(f"| `--{name.replace('_', '-')}` | `{ENV_PREFIX}{name.upper()}` | "
-                     f"`{f.default!r}` | {meta['help']}{rng} |")
+                     f"`{f.default!r}` | {'yes' if meta['scenario'] else ''} | {meta['help']}{rng} |")
     return "\n".join(lines) + "\n"

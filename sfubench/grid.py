@@ -107,6 +107,7 @@ class LocalGrid:
         session_timeout: int = 3600,
         session_request_timeout: int = 100,
         start_timeout: float = 60,
+        wrap=lambda argv: argv,
     ):
         self.lib = Path(cache_dir) / "lib"
         self.work_dir = Path(work_dir)
@@ -116,6 +117,7 @@ class LocalGrid:
         self.session_timeout = session_timeout
         self.session_request_timeout = session_request_timeout
         self.start_timeout = start_timeout
+        self.wrap = wrap   # argv -> argv that first joins the clients' cgroup
         self.config = self.work_dir / "grid.toml"
         self.log = self.work_dir / "grid.log"
         self._proc: subprocess.Popen | None = None
@@ -148,8 +150,8 @@ class LocalGrid:
                 chromium=CHROMIUM,
             )
         )
-        cmd = [java, "-cp", f"{self.lib}/*", "org.openqa.selenium.grid.Bootstrap",
-               "standalone", "--config", str(self.config)]
+        cmd = self.wrap([java, "-cp", f"{self.lib}/*", "org.openqa.selenium.grid.Bootstrap",
+                         "standalone", "--config", str(self.config)])
         # chromedriver's profiles and Chromium's singleton-socket folders go to TMPDIR, and a killed browser
         # leaves them behind; a private TMPDIR lets stop() remove them all. It lives in /tmp rather than in
         # work_dir because the singleton socket's path must stay under the 108-byte Unix socket limit.

@@ -5,6 +5,7 @@ quality and reports are the same code on both paths.
 """
 from __future__ import annotations
 
+import json
 import os
 import platform
 import signal
@@ -16,16 +17,22 @@ from pathlib import Path
 from reports import history, prometheus
 from reports import run as run_report
 
+from quality import framecode
+
+from . import cgroups
 from . import grid as grid_mod
 from . import media as media_mod
+from .cgroups import CpuGroup
+from .collector import Collector
 from .config import ROOT, Config
+from .events import Bus
 from .lab import LocalLab
 from .pages import PageServer
-from .probes import CpuProbe
+from .probes import EngineProbe, GroupProbe, MachineProbe, TreeProbe
 from .progress import Progress
-from .rundir import RunDir, read
+from .rundir import STREAMS, RunDir, read
 from .runner import Runner
-from .scoring import Scorer, score_frames
+from .scoring import score_frames
 from .sfu import Adapter
 from .shape import RoomRamp
 
@@ -73,14 +80,24 @@ def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
         grid_mod.install(grid_mod.grid_cache_dir(cache))
 
     run_dir = RunDir.create(Path(cfg.out), cfg.sfu)
+    bus = Bus()
+    bus.subscribe(run_dir.append, STREAMS)
+    bus.subscribe(lambda _, r: progress.say(r["message"], r.get("transient", False)), ["progress"])
     progress.say(f"run folder: {run_dir.path}")
+    lab = LocalLab(cfg.lab_prefix, cfg.lab_subnet)
+    groups = _groups(cfg)
     meta = {
         "config": cfg.as_dict(),
+        "scenario": cfg.scenario(),
         "sfu": {"name": adapter.name, "version": adapter.version,
                 "installed": adapter.installed_version(cache), "options": adapter.options},
         "media": {"profile": media.profile, "width": media.width, "height": media.height,
                   "fps": media.fps, "loop_frames": media.frames, "y4m": str(media.y4m),
                   "wav": str(media.wav)},
+        "clients": {"play_audio": cfg.play_audio, "render_video": cfg.render_video,
+                    "audio_processing": cfg.audio_processing,
+                    "participants_per_browser": cfg.participants_per_browser},
+        "cgroups": {role: g.describe() for role, g in groups.items()},
         "git_sha": _git_sha(),
         "machine": _machine(),
         "started": time.time(),
@@ -88,16 +105,17 @@ def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
     }
     run_dir.write_meta(meta)
 
-    lab = LocalLab(cfg.lab_prefix, cfg.lab_subnet)
     status, error = "failed", None
-    run_dir.append("events", {"event": "run_started", "participants": 0, "room": None})
+    bus.event("run_started", 0)
     try:
         lab.up()
+        for g in groups.values():
+            g.create()
         with lab.inside_clients():
             progress.say(f"sfu: starting {adapter.name} at {lab.sfu.address} ({lab.sfu.netns})")
-            server = adapter.start(lab.sfu, run_dir.path, cache)
+            server = adapter.start(lab.sfu, run_dir.path, cache, **_wrap(groups, "sfu"))
             try:
-                _drive(cfg, adapter, server, media, run_dir, meta, progress)
+                _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress)
                 status = "ok"
             finally:
                 server.stop()
@@ -110,19 +128,38 @@ def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
         raise
     finally:
         lab.down()
-        _finish(run_dir, meta, status, error, progress, cfg.results_db_path(), media)
+        for g in groups.values():
+            g.remove()
+        _finish(run_dir, bus, meta, status, error, progress, cfg.results_db_path(), media)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return run_dir.path, status
 
 
-def _finish(run_dir: RunDir, meta: dict, status: str, error: str | None, progress: Progress,
+def _groups(cfg: Config) -> dict[str, CpuGroup]:
+    """A cgroup per local role, so its CPU is exact and can be capped; none where the host has no
+    cgroup cpu controller (then the probes walk process trees and quotas are refused)."""
+    if cgroups.version() is None:
+        if cfg.sfu_cpus or cfg.client_cpus or cfg.sfu_cpuset or cfg.client_cpuset:
+            raise cgroups.CgroupError("CPU quotas and pinning need a cgroup cpu controller, and this "
+                                      "host has none")
+        return {}
+    out = {"sfu": CpuGroup(f"{cfg.lab_prefix}-sfu", cfg.sfu_cpus, cfg.sfu_cpuset)}
+    if not cfg.grid_url:
+        out["clients"] = CpuGroup(f"{cfg.lab_prefix}-clients", cfg.client_cpus, cfg.client_cpuset)
+    return out
+
+
+def _wrap(groups: dict[str, CpuGroup], role: str) -> dict:
+    return {"wrap": groups[role].wrap} if role in groups else {}
+
+
+def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | None, progress: Progress,
             results_db: str, media) -> None:
     """Closes the run folder the same way whatever happened, scores the captured frames and builds
     the report from it."""
     checks = read(run_dir.path, "checks")
     participants = max((e.get("participants") or 0 for e in read(run_dir.path, "events")), default=0)
-    run_dir.append("events", {"event": "run_finished", "status": status,
-                              "participants": participants, "room": None})
+    bus.event("run_finished", participants, status=status)
     ok = sum(1 for c in checks if c["ok"])
     meta.update(status=status, error=error, finished=time.time(), cpu=_cpu_summary(run_dir.path),
                 checks={"passed": ok, "failed": len(checks) - ok})
@@ -144,50 +181,61 @@ def _finish(run_dir: RunDir, meta: dict, status: str, error: str | None, progres
         progress.say(f"history: run not recorded in {results_db} ({type(e).__name__}: {e})")
 
 
-def _drive(cfg, adapter, server, media, run_dir, meta, progress):
+def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress):
     sessions = -(-cfg.participants // cfg.participants_per_browser)
-    grid = None
-    if cfg.grid_url:
-        grid_url = cfg.grid_url
-    else:
-        grid = grid_mod.LocalGrid(grid_mod.grid_cache_dir(cfg.cache_dir()), run_dir.path / "grid",
-                                  grid_mod.free_port(), max_sessions=sessions)
-        progress.say(f"grid: starting Selenium Grid standalone for {sessions} browser session(s)")
-        grid.start()
-        grid_url = grid.url
-    try:
-        with PageServer() as pages:
+    collector = Collector(bus, media, run_dir.path / "frames")
+    with PageServer(collector=collector) as pages:
+        grid = None
+        if cfg.grid_url:
+            grid_url = cfg.grid_url
+        else:
+            grid = grid_mod.LocalGrid(grid_mod.grid_cache_dir(cfg.cache_dir()), run_dir.path / "grid",
+                                      grid_mod.free_port(), max_sessions=sessions, **_wrap(groups, "clients"))
+            progress.say(f"grid: starting Selenium Grid standalone for {sessions} browser session(s)")
+            grid.start()
+            grid_url = grid.url
+        try:
             def open_browser():
                 options = grid_mod.chrome_options(media.y4m, media.wav)
                 driver = grid_mod.open_session(grid_url, options)
                 driver.set_script_timeout(30)
-                driver.get(pages.url + "/host.html")
+                driver.get(pages.url() + "/host.html")
                 # What the grid's node runs, which on a remote grid is not this machine's Chromium.
                 if "chrome" not in meta:
                     meta["chrome"] = {"version": driver.capabilities.get("browserVersion")}
                     run_dir.write_meta(meta)
                 return driver
 
-            probes = [CpuProbe("sfu", server.pids)]
-            if grid is not None:
-                probes.append(CpuProbe("clients", grid.pids))
-            outputs = []
+            lay = media.layout
+            probe = json.dumps({"code": {"width": lay.width, "height": lay.height, "cell": lay.cell,
+                                         "cells": framecode.CELLS, "rows": framecode.ROWS},
+                                "play_audio": cfg.play_audio, "render": cfg.render_video,
+                                "audio_processing": cfg.audio_processing}, separators=(",", ":"))
+
+            def client_url(room, user):
+                return adapter.client_url(pages.url(), room, user, server.values, probe)
+
+            probes = [GroupProbe("sfu", groups["sfu"]) if "sfu" in groups else TreeProbe("sfu", server.pids)]
+            if "clients" in groups:
+                probes.append(GroupProbe("clients", groups["clients"]))
+            elif grid is not None:
+                probes.append(TreeProbe("clients", grid.pids))
+            probes += [MachineProbe(), EngineProbe()]
+            pusher = None
             if cfg.pushgateway:
-                outputs.append(lambda samples, n: prometheus.publish(
-                    samples, sfu=adapter.name, run=run_dir.path.name, participants=n,
-                    pushgateway=cfg.pushgateway))
-            runner = Runner(cfg, RoomRamp(cfg.rooms, cfg.users_per_room), run_dir, open_browser,
-                            lambda room, user: adapter.client_url(pages.url, room, user, server.values),
-                            media, probes=probes, progress=progress, outputs=outputs,
-                            scorer=Scorer(media, run_dir.path / "frames", cfg.quality_frames)
-                            if cfg.quality_frames else None)
+                pusher = prometheus.Pusher(cfg.pushgateway, adapter.name, run_dir.path.name)
+                bus.subscribe(pusher, ["samples", "windows"])
+            runner = Runner(cfg, RoomRamp(cfg.rooms, cfg.users_per_room), bus, collector, open_browser,
+                            client_url, probes=probes)
             try:
                 runner.run_scenario()
             finally:
                 runner.close()
-    finally:
-        if grid is not None:
-            grid.stop()
+                if pusher is not None and pusher.error:
+                    progress.say(f"pushgateway: live samples stopped: {pusher.error}")
+        finally:
+            if grid is not None:
+                grid.stop()
 
 
 def _cpu_summary(run_path: Path) -> dict:

@@ -1,23 +1,35 @@
-"""Serves what the browsers load: the host page and the shared probe (sfubench/web), each adapter's
-client page folder (/sfu/<name>/), and Debian's packaged JavaScript (/javascript/, Debian's own
-convention, where janus.js lives)."""
+"""The engine's web server, the one address browsers talk to: it serves the host page, the shared
+probe and sampler (sfubench/web), each adapter's client page folder (/sfu/<name>/) and Debian's
+packaged JavaScript (/javascript/, Debian's own convention, where janus.js lives); and it carries the
+page contract's traffic, handed to the collector: /collect (a record a page posts; the answer holds
+the commands waiting for the page) and /frame (a captured frame). Connections are kept alive:
+pages post several times a second.
+"""
 from __future__ import annotations
 
 import functools
+import json
+import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from .config import ROOT
 
 WEB = Path(__file__).resolve().parent / "web"
 MOUNTS = {"/sfu/": ROOT / "sfu-configs", "/javascript/": Path("/usr/share/javascript"), "/": WEB}
+MAX_BODY = 16 << 20          # a captured PNG is tens of KB; anything this large is not ours
 
 
 class _Handler(SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    collector = None   # set per server
+    mounts = MOUNTS
+
     def translate_path(self, path):
         path = path.split("?", 1)[0].split("#", 1)[0]
-        for prefix, folder in MOUNTS.items():
+        for prefix, folder in self.mounts.items():
             if path.startswith(prefix):
                 # SimpleHTTPRequestHandler drops '..' and absolute parts relative to `directory`.
                 self.directory = str(folder)
@@ -31,14 +43,59 @@ class _Handler(SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def _query(self) -> dict[str, str]:
+        return {k: v[0] for k, v in parse_qs(urlsplit(self.path).query).items()}
+
+    def do_POST(self):
+        route = urlsplit(self.path).path
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if self.collector is None or route not in ("/collect", "/frame") or not 0 <= length <= MAX_BODY:
+            self.send_error(404 if length >= 0 else 400)
+            return
+        body = self.rfile.read(length)
+        try:
+            if route == "/collect":
+                msg = json.loads(body)
+                if not isinstance(msg, dict):
+                    raise ValueError("not an object")
+                answer = json.dumps(self.collector.collect(msg)).encode()
+            else:
+                self.collector.frame(self._query(), body)
+                answer = b"[]"
+        except ValueError:
+            self.send_error(400)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A page closed mid-request (its browser quit): nothing to report.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class PageServer:
-    def __init__(self, host: str = "127.0.0.1", port: int = 0):
-        self.httpd = ThreadingHTTPServer((host, port), functools.partial(_Handler, directory=str(WEB)))
-        self.httpd.daemon_threads = True
+    """`mounts` adds URL prefixes served from other folders (e.g. an adapter's bundled client
+    library); they take precedence over the standard ones."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, collector=None,
+                 mounts: dict[str, Path] | None = None):
+        extra = dict(mounts or {})   # first: the catch-all "/" must come last
+        handler = type("Handler", (_Handler,), {"collector": collector, "mounts": {
+            **extra, **{k: v for k, v in MOUNTS.items() if k not in extra}}})
+        self.httpd = _Server((host, port), functools.partial(handler, directory=str(WEB)))
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="pages", daemon=True)
 
-    @property
     def url(self) -> str:
         host, port = self.httpd.server_address[:2]
         return f"http://{host}:{port}"

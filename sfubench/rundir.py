@@ -9,7 +9,8 @@ from pathlib import Path
 
 from reports.runfiles import read_jsonl
 
-STREAMS = ("samples", "checks", "events", "quality", "server", "playback")
+STREAMS = ("samples", "checks", "events", "quality", "server", "playback", "windows", "frames")
+FILES = {"frames": "frames/index.jsonl"}   # stream -> file, where it is not <stream>.jsonl
 
 
 class RunDir:
@@ -29,12 +30,15 @@ class RunDir:
         return cls(path)
 
     def append(self, stream: str, record: dict) -> None:
+        """Appends one record; also the run folder's subscription to the event bus."""
         if stream not in STREAMS:
             raise ValueError(f"unknown stream {stream}")
         record.setdefault("t", int(time.time() * 1000))
         f = self._files.get(stream)
         if f is None:
-            f = self._files[stream] = open(self.path / f"{stream}.jsonl", "a", buffering=1)
+            path = self.path / FILES.get(stream, f"{stream}.jsonl")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            f = self._files[stream] = open(path, "a", buffering=1)
         f.write(json.dumps(record, separators=(",", ":")) + "\n")
 
     def write_meta(self, meta: dict) -> None:

@@ -12,6 +12,7 @@ import tomllib
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlencode
 
 from .config import ROOT
 
@@ -95,14 +96,18 @@ class Adapter:
             return None
         return (r.stdout + r.stderr).strip().splitlines()[0] if (r.stdout + r.stderr).strip() else None
 
-    def client_url(self, base: str, room: int, user: str, values: dict[str, str]) -> str:
-        from urllib.parse import urlencode
+    def client_url(self, base: str, room: int, user: str, values: dict[str, str], probe: str) -> str:
+        """The participant page: `room` and `user`, the adapter's client_params, and `probe` (the
+        probe's settings, JSON)."""
         params = {"room": room, "user": user}
         for key, tmpl in self.data.get("client_params", {}).items():
             params[key] = render(str(tmpl), values, f"{self.name} client_params.{key}")
+        params["probe"] = probe
         return f"{base}/sfu/{self.name}/{self.data['client']}?{urlencode(params)}"
 
-    def start(self, host, run_dir: Path, cache_root: Path) -> "Server":
+    def start(self, host, run_dir: Path, cache_root: Path, wrap=lambda argv: argv) -> "Server":
+        """Starts the server on `host`; `wrap` turns its argv into one that first joins the SFU's
+        cgroup."""
         confdir = run_dir / "sfu-conf"
         confdir.mkdir(parents=True, exist_ok=True)
         values = self.values(host, confdir, cache_root, run_dir)
@@ -111,7 +116,7 @@ class Adapter:
             (confdir / name).write_text(render(text, values, f"{self.name}/{name}"))
         argv = [render(a, values, f"{self.name} start") for a in self.data["start"]]
         log = open(run_dir / "sfu.log", "ab")
-        proc = subprocess.Popen(host.command(argv), stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(wrap(host.command(argv)), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         server = Server(self, proc, run_dir / "sfu.log",
                         render(self.data["health"], values, f"{self.name} health"), values)

@@ -34,6 +34,11 @@ def test_precedence_default_file_env_flag(tmp_path):
     ({"media": "4k"}, "--media must be one of local, paper"),
     ({"sfu_options": "bitrate"}, "key=value"),
     ({"lab_subnet": "10.0.0"}, "inside 127.0.0.0/8"),
+    ({"lab_subnet": "127.0.0"}, "other than 127.0.0"),
+    ({"client_cpus": "-1"}, "--client-cpus must be at least 0"),
+    ({"sfu_cpuset": "1-0"}, "--sfu-cpuset must list CPUs of this machine"),
+    ({"client_cpuset": "999"}, "--client-cpuset must list CPUs of this machine"),
+    ({"play_audio": "maybe"}, "--play-audio (on the command line) wants true or false"),
     ({"video_timeout": "-1"}, "--video-timeout must be at least 1"),
 ])
 def test_bad_values_are_one_line_errors(cli, message):
@@ -41,6 +46,26 @@ def test_bad_values_are_one_line_errors(cli, message):
         load(cli=cli, env={})
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_switches_from_every_source(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text("play-audio = true\nrender-video = false\n")
+    c = load(env={"SFUBENCH_AUDIO_PROCESSING": "yes"}, file=f)
+    assert (c.play_audio, c.render_video, c.audio_processing) == (True, False, True)
+    assert load(cli={"play_audio": "off"}, env={}, file=f).play_audio is False
+    # A bare flag turns a switch on.
+    import argparse
+    parser = argparse.ArgumentParser()
+    config.add_arguments(parser)
+    args = parser.parse_args(["--render-video", "--client-cpus", "1.4"])
+    assert load(cli={k: getattr(args, k) for k in config.FIELDS}, env={}).render_video is True
+
+
+def test_cpu_lists():
+    assert config.cpu_list("0-1,3") == [0, 1, 3] and config.cpu_list("") == []
+    with pytest.raises(ValueError):
+        config.cpu_list("a")
 
 
 def test_file_errors(tmp_path):

@@ -1,18 +1,24 @@
 """The whole path, for real: the CLI provisions the lab, starts the SFU and a Selenium Grid, drives
-Chromium with fake media through a room of 7, and writes the run folder and report."""
+Chromium with fake media through a room of 7, and writes the run folder and report.
+
+The runs confine the clients to 1.4 of the machine's 2 cores (a cgroup CPU quota), so a pass proves
+the load generator has headroom, not that this machine happened to be quiet or fast: the figures
+asserted are the SFU's (issue: measure the SFU, not the load generator)."""
 import json
 import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+from statistics import median
 
 import pytest
 
-from reports import metrics
+from reports import metrics, runfiles
 from sfubench.rundir import read
 
 ROOT = Path(__file__).resolve().parent.parent
 USERS = 7
+CLIENT_CPUS = "1.4"
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +27,7 @@ def loadtest(sfu: str, out: Path, *args: str) -> subprocess.CompletedProcess:
     # Own lab names, so a developer's run beside the suite does not collide with it.
     cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", sfu, "--rooms", "1",
            "--out", str(out), "--lab-prefix", "sfube", "--lab-subnet", "127.0.8",
-           "--background-interval", "3", *args]
+           "--background-interval", "3", "--client-cpus", CLIENT_CPUS, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
 
 
@@ -59,6 +65,29 @@ def test_every_video_of_a_room_of_seven_is_verified_playing(sfu_run):
     assert "checks: 49/49 videos verified playing" in r.stdout
 
 
+def test_the_clients_had_headroom_and_the_figures_are_the_sfus(sfu_run):
+    """Not client-bound; received video decoded at >= 90 % of the source's frame rate; sender RTT
+    under 20 ms; the target window no longer than twice its configured length."""
+    run, r = sfu_run
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["cgroups"]["clients"]["cores"] == float(CLIENT_CPUS)
+    a = metrics.analyse(runfiles.load(run))
+    assert a.health and not any(h["client_bound"] for h in a.health), a.health
+    assert "The clients had headroom" in r.stdout
+    source = meta["media"]["fps"]
+    target = [s for s in read(run, "samples") if s["phase"] == "target" and s["kind"] == "video"]
+    decoded = [s["framesPerSecond"] for s in target if s["direction"] == "recv" and s["framesPerSecond"]]
+    assert len(decoded) >= 0.9 * USERS * (USERS - 1) * meta["config"]["target_samples"]
+    assert median(decoded) >= 0.9 * source, median(decoded)
+    playback = [p["effective_fps"] for p in read(run, "playback") if p["phase"] == "target"]
+    assert median(playback) >= 0.9 * source, median(playback)
+    rtt = [s["rtt"] for s in target if s["direction"] == "send" and s["rtt"] is not None]
+    assert rtt and median(rtt) < 0.020, median(rtt)
+    (window,) = [w for w in read(run, "windows") if w["phase"] == "target"]
+    configured = (window["samples"] - 1) * meta["config"]["sample_interval"]
+    assert window["missing_samples"] == 0 and window["duration_s"] <= 2 * configured, window
+
+
 def test_every_participant_sends_and_receives_at_target(sfu_run):
     run, _ = sfu_run
     target = [s for s in read(run, "samples") if s["phase"] == "target"]
@@ -89,15 +118,15 @@ def test_run_folder_records_versions_events_and_quality(sfu_run):
     assert phases == {"ramp", "target", "background"}
     quality = read(run, "quality")
     decoded = [q for q in quality if q["code"] is not None]
+    assert len(quality) == 2 * USERS * (USERS - 1) * 2       # 2 frames per video, ramp and target
     assert len(decoded) >= 0.9 * len(quality) > 0
     assert all(q["brisque"] is not None and q["psnr"] > 20 and q["vmaf"] is not None for q in decoded)
-    delays = [q["delay_ms"] for q in decoded if q["delay_ms"] is not None]
-    assert delays and 0 < sorted(delays)[len(delays) // 2] < 2000, delays
     assert (run / "report.html").exists() and "report:" in r.stdout
     playback = [p for p in read(run, "playback") if p["phase"] == "target"]
     assert len(playback) == USERS * (USERS - 1)
     assert sum(p["decoded"] for p in playback) >= 0.95 * sum(p["frames"] for p in playback) > 0
-    assert sorted(p["effective_fps"] for p in playback)[len(playback) // 2] > 5
+    delays = [p["delay_ms"] for p in playback if p["delay_ms"] is not None]
+    assert len(delays) == len(playback) and 0 < median(delays) < 1000, delays
 
 
 def test_the_lab_is_gone_after_the_run(sfu_run):
@@ -177,7 +206,7 @@ def test_compare_refuses_different_scenarios(runs, tmp_path):
     import shutil
     shutil.copytree(a, other)
     meta = json.loads((other / "meta.json").read_text())
-    meta["config"]["users_per_room"] = 5
+    meta["scenario"]["users_per_room"] = 5
     (other / "meta.json").write_text(json.dumps(meta))
     r = subprocess.run([sys.executable, "-m", "sfubench.cli", "compare", str(runs["inhouse"][0]),
                         str(other), "--out", str(tmp_path / "cmp")], capture_output=True, text=True,

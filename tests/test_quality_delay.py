@@ -13,19 +13,37 @@ def test_frame_distance_wraps_around_the_loop():
     assert delay.frames_between(0, LOOP // 2, LOOP) == LOOP // 2
 
 
-def test_glass_to_glass_delay():
-    assert delay.delay_ms(sent=20, received=14, loop=LOOP, fps=FPS) == pytest.approx(200)
-    assert delay.delay_ms(sent=3, received=258, loop=LOOP, fps=FPS) == pytest.approx(7000 / 30)
-    assert delay.delay_ms(sent=7, received=7, loop=LOOP, fps=FPS) == 0
+def test_glass_to_glass_delay_matches_each_code_to_its_capture():
+    sent = [(i / FPS, i % LOOP) for i in range(400)]              # captured at i / FPS
+    received = [(t + 0.2, c) for t, c in sent[100:300]]           # each rendered 200 ms later
+    delays = delay.delays_ms(received, sent, LOOP, FPS)
+    assert len(delays) == 200 and delays == pytest.approx([200] * 200)
+
+
+def test_delay_across_the_loop_takes_the_latest_capture_before_receipt():
+    # Code 5 was captured at 5/30 s and again one loop later; a receipt just after the second
+    # capture is matched to it, not to the first one a loop earlier.
+    sent = [(i / FPS, i % LOOP) for i in range(LOOP + 20)]
+    second = (LOOP + 5) / FPS
+    assert delay.delays_ms([(second + 0.1, 5)], sent, LOOP, FPS) == pytest.approx([100])
+
+
+def test_frames_without_a_capture_or_a_code_are_left_out():
+    sent = [(i / FPS, i) for i in range(10)]
+    received = [(1.0, None), (1.0, 200), (0.05, 9), (1.0, 3)]   # 9 rendered 0.25 s before its capture
+    assert delay.delays_ms(received, sent, LOOP, FPS) == pytest.approx([900])
+    # A render time estimated a little before the capture still matches it.
+    assert delay.delays_ms([(0.29, 9)], sent, LOOP, FPS) == pytest.approx([-10])
 
 
 def test_delay_from_decoded_frames(paper_media, vp8):
+    lay = paper_media.layout
     received = vp8(paper_media, 300)
-    # The receiver shows frame i - 6 while the sender's preview shows frame i.
-    for i in range(20, 90, 10):
-        sent = framecode.decode(paper_media.frame(i), paper_media.layout)
-        got = framecode.decode(received[i - 6], paper_media.layout)
-        assert delay.delay_ms(sent, got, paper_media.frames, paper_media.fps) == pytest.approx(200)
+    sent = [(i / paper_media.fps, framecode.decode(paper_media.frame(i), lay)) for i in range(90)]
+    # The receiver renders frame i at the time the sender captures frame i + 6.
+    got = [((i + 6) / paper_media.fps, framecode.decode(received[i], lay)) for i in range(20, 80)]
+    delays = delay.delays_ms(got, sent, paper_media.frames, paper_media.fps)
+    assert len(delays) >= 58 and delays == pytest.approx([200] * len(delays))
 
 
 def _series(codes, fps=FPS, t0=0.0):
@@ -50,13 +68,11 @@ def test_freeze_skip_and_reorder():
     assert stats.skipped == 8 + 1  # 10 -> 19, and 20 -> 22 after the reorder
     assert stats.backwards == 1
     assert stats.shown == 15
-    assert delay.is_frozen_at(series, 15) and not delay.is_frozen_at(series, 3)
 
 
 def test_undecoded_samples_are_ignored_and_short_holds_are_not_freezes():
     series = [(0.0, 5), (0.1, None), (0.2, 5), (0.3, 6), (0.45, 6), (0.5, None), (0.7, 7)]
     stats = delay.playback(series, LOOP)
     assert stats.freezes == 0 and stats.shown == 3 and stats.duration == pytest.approx(0.7)
-    assert not delay.is_frozen_at(series, 1)
     assert delay.playback(series, LOOP, freeze_s=0.3).freezes == 2
     assert delay.playback([], LOOP).shown == 0

@@ -87,19 +87,15 @@ def test_encode_refuses_frames_it_cannot_code(paper_media):
         framecode.encode(np.zeros((360, 540, 3), np.uint8), layout.frames, layout)
 
 
-def test_levels_from_the_y_plane_decode_like_the_page_sampler(local_media, vp8):
-    """The page sends the mean Y of each cell's central half (probe.js); decode_levels must read
-    those as decode() reads RGB, including after a real VP8 round trip."""
-    from quality.framecode import CELLS, ROWS, decode_levels
+@pytest.mark.parametrize("profile", ["local", "paper"])
+def test_levels_the_page_sampler_reads_decode_after_vp8(request, vp8, profile):
+    """The page sends the mean Y of each cell's centre (sampler.js, mirrored by tests/pagesampler.py);
+    decode_levels must read those as decode() reads RGB, after a real VP8 round trip."""
+    from pagesampler import levels
 
-    lay = local_media.layout
-    frames = vp8(local_media, 300, frames=40)
+    media = request.getfixturevalue(f"{profile}_media")
+    frames = vp8(media, 300, frames=40)
     assert len(frames) == 40
     for number, rgb in enumerate(frames):
-        y = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2YUV_I420)[:rgb.shape[0]]
-        sy, sx = rgb.shape[0] / lay.height, rgb.shape[1] / lay.width
-        cw, ch = lay.cell * sx, lay.cell * sy
-        levels = [y[int((r + 0.25) * ch):int(np.ceil((r + 0.75) * ch)),
-                    int((k + 0.25) * cw):int(np.ceil((k + 0.75) * cw))].mean()
-                  for r in range(ROWS) for k in range(CELLS)]
-        assert decode_levels(levels, lay) == number
+        cells, _ = levels(rgb, media.layout)
+        assert framecode.decode_levels(cells, media.layout) == number

@@ -77,14 +77,24 @@ def test_refuses_runs_without_recorded_config(runs, tmp_path):
         compare.build([runs["janus"], bare], tmp_path / "cmp")
 
 
-def test_scenario_ignores_what_legitimately_differs():
-    a = {"sfu": "janus", "rooms": 70, "out": "runs", "sfu_options": "bitrate=1", "media": "paper",
-         "lab_subnet": "127.0.1"}
-    b = {"sfu": "medooze", "rooms": 70, "out": "x", "sfu_options": "", "media": "paper", "lab_subnet": "127.0.2"}
+def test_the_recorded_scenario_decides_what_must_match():
+    a = {"config": {"sfu": "janus", "rooms": 70, "out": "runs"}, "scenario": {"rooms": 70, "media": "paper"}}
+    b = {"config": {"sfu": "medooze", "rooms": 70, "out": "x"}, "scenario": {"rooms": 70, "media": "paper"}}
     assert compare.scenario(a) == {"rooms": 70, "media": "paper"}
     assert compare.scenario_differences([a, b]) == []
-    assert compare.scenario_differences([a, dict(b, participants_per_browser=4)]) == \
-        ["participants_per_browser: (unset) / 4"]
+    c = dict(b, scenario={"rooms": 70, "media": "paper", "users_per_room": 4})
+    assert compare.scenario_differences([a, c]) == ["users_per_room: (unset) / 4"]
+    # A run that recorded no scenario must match on its whole config.
+    assert compare.scenario({"config": {"rooms": 1, "out": "runs"}, "scenario": None}) == {"rooms": 1,
+                                                                                           "out": "runs"}
+
+
+def test_the_engine_records_only_scenario_settings_as_the_scenario():
+    from sfubench import config
+
+    cfg = config.load(cli={"sfu": "inhouse", "out": "elsewhere", "client_cpus": 1.4, "rooms": 3}, env={})
+    assert cfg.scenario()["rooms"] == 3
+    assert not {"sfu", "out", "client_cpus", "cache", "lab_prefix"} & set(cfg.scenario())
 
 
 def test_same_sfu_twice_gets_distinct_labels(runs, tmp_path):

@@ -189,13 +189,25 @@ def test_room_checks():
 
 
 def test_quality_series():
-    q = [{"participants": 7, "brisque": 20, "vmaf": None, "delay_ms": 100, "frozen": False},
-         {"participants": 7, "brisque": 30, "vmaf": None, "delay_ms": 300, "frozen": True},
-         {"participants": 7, "brisque": None, "vmaf": None, "delay_ms": 200, "frozen": False}]
+    q = [{"participants": 7, "brisque": 20, "vmaf": None, "frozen": False},
+         {"participants": 7, "brisque": 30, "vmaf": None, "frozen": True},
+         {"participants": 7, "brisque": None, "vmaf": None, "frozen": False}]
     (row,) = metrics.quality_series(q)
     assert row["brisque"] == 25 and "vmaf" not in row
-    assert row["delay_ms"] == 200 and row["delay_ms_p90"] == pytest.approx(280)
     assert row["frozen_share"] == pytest.approx(1 / 3)
+
+
+def test_playback_series_pools_every_video_of_a_count():
+    common = {"participants": 7, "duration": 10.0, "skipped": 0, "freezes": 0}
+    rows = [dict(common, effective_fps=15.0, delay_ms=100, delay_ms_p90=150),
+            dict(common, effective_fps=13.0, delay_ms=300, delay_ms_p90=400, freezes=1),
+            dict(common, effective_fps=14.0, delay_ms=200, delay_ms_p90=250),
+            dict(common, participants=14, effective_fps=5.0, delay_ms=None, delay_ms_p90=None)]
+    seven, fourteen = metrics.playback_series(rows)
+    assert seven["code_fps"] == pytest.approx(14) and seven["delay_ms"] == 200
+    assert seven["delay_ms_p90"] == pytest.approx(370)
+    assert seven["code_freezes_per_min"] == pytest.approx(2.0)
+    assert fourteen["participants"] == 14 and "delay_ms" not in fourteen
 
 
 def test_server_series_per_role_from_cumulative_cpu_seconds():

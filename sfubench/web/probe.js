@@ -1,48 +1,109 @@
-// The shared probe: every SFU client page includes it first. The page reports what it opens
-// (peer connections, videos, state); the engine reads stats and frames through the same object,
-// so no SFU-specific code ever runs in the engine. Contract: docs/contracts.md.
+// The shared probe: every SFU client page includes it first. It measures whatever the page does —
+// every RTCPeerConnection the page (or its SFU library) opens is wrapped at construction — and talks
+// to the engine over the page's own origin: it posts its records to /collect, and the answer to its
+// twice-a-second health record carries the engine's commands, so no connection stays open (a browser
+// allows only six per host, and a tab holds many participants). Nothing SFU-specific runs in the
+// engine. Contract: docs/contracts.md.
+//
+// A load generator must not spend its CPU on what nobody measures: remote audio is received and
+// counted but not played, videos are not rendered, and the microphone's echo canceller, noise
+// suppressor and gain control stay off, unless the engine's settings (the `probe` URL parameter)
+// ask for them. Frame codes are read off the decoded frames in a worker (sampler.js).
 (function () {
   'use strict';
   const params = Object.freeze(Object.fromEntries(new URLSearchParams(location.search)));
-  const conns = [];          // {pc, peer, direction}
-  const trackUsers = {};     // receiving track id -> remote user
-  const videos = {};         // user -> <video>
+  const settings = JSON.parse(params.probe || '{}');
+  const self = params.user;
+  const conns = [];                 // every RTCPeerConnection opened in this page
+  const owners = new Map();         // MediaStreamTrack id -> the user it shows (self for local)
+  const HEARTBEAT_MS = 100;         // main-thread lag is this timer's lateness
+  const HEALTH_EVERY = 5;           // heartbeats per health record (and per look for commands)
 
   const api = {
     params,
     state: 'joining',
     reason: null,
-    videos,
     setState(state, reason) {
       // A failure is final: a late 'joined' must not hide why a participant broke.
-      if (api.state === 'failed') return;
+      if (api.state === 'failed' || (api.state === state && !reason)) return;
       api.state = state;
       api.reason = reason || null;
+      post('state', {state, reason: api.reason});
     },
-    addPeerConnection(pc, {peer = null, direction = 'sendrecv'} = {}) {
-      conns.push({pc, peer, direction});
+    // The page names the participant each track shows: a local track with the page's own user,
+    // a received one with its sender. That is all the probe needs to attribute stats and frames.
+    addTrack(user, track) {
+      if (owners.has(track.id)) return;
+      owners.set(track.id, String(user));
+      if (track.kind === 'video') {
+        sampler.follow(String(user), track);
+        if (settings.render) show(track, 'video');
+      } else if (user !== self && settings.play_audio) {
+        show(track, 'audio');
+      }
     },
-    mapTrack(trackId, user) { trackUsers[trackId] = user; },
-    addVideo(user, el) {
-      el.dataset.user = user;
-      videos[user] = el;
-    },
-    stats,
-    snapshot,
-    capture,
-    follow,
-    drain,
+    // Set by a page that can leave and rejoin on command (the adapter conformance suite uses it).
+    onleave: null,
+    onrejoin: null,
   };
   window.sfubench = api;
   window.addEventListener('error', (e) => api.setState('failed', 'page error: ' + e.message));
-  window.addEventListener('unhandledrejection', (e) => api.setState('failed', 'unhandled rejection: ' + (e.reason && e.reason.message || e.reason)));
+  window.addEventListener('unhandledrejection', (e) => api.setState('failed',
+    'unhandled rejection: ' + (e.reason && e.reason.message || e.reason)));
 
+  const Native = window.RTCPeerConnection;
+  window.RTCPeerConnection = class extends Native {
+    constructor(...args) {
+      super(...args);
+      conns.push(this);
+    }
+  };
+
+  const gum = navigator.mediaDevices.getUserMedia.bind(navigator.mediaDevices);
+  navigator.mediaDevices.getUserMedia = (constraints) => {
+    if (constraints && constraints.audio && !settings.audio_processing) {
+      const audio = typeof constraints.audio === 'object' ? {...constraints.audio} : {};
+      Object.assign(audio, {echoCancellation: false, noiseSuppression: false, autoGainControl: false});
+      constraints = {...constraints, audio};
+    }
+    return gum(constraints);
+  };
+
+  function show(track, tag) {
+    const el = document.createElement(tag);
+    el.autoplay = true;
+    el.muted = tag === 'video';
+    el.srcObject = new MediaStream([track]);
+    el.dataset.user = owners.get(track.id);
+    document.body.appendChild(el);
+  }
+
+  function post(type, body) {
+    return fetch('/collect', {method: 'POST', body: JSON.stringify({type, user: self, ...body})})
+      .catch(() => null);
+  }
+
+  // -- frames: one worker reads every video track's frames -----------------------------------
+  const sampler = (() => {
+    const worker = new Worker('/sampler.js');
+    worker.postMessage({config: {user: self, code: settings.code}});
+    return {
+      follow(user, track) {
+        if (typeof MediaStreamTrackProcessor === 'undefined') return;
+        const readable = new MediaStreamTrackProcessor({track: track.clone()}).readable;
+        worker.postMessage({user, readable}, [readable]);
+      },
+      capture(cmd) { worker.postMessage({capture: cmd}); },
+      setFollow(on) { worker.postMessage({follow: on}); },
+    };
+  })();
+
+  // -- stats: one sample per RTP stream, normalised to the schema in docs/contracts.md ---------
   function num(v) { return typeof v === 'number' && isFinite(v) ? v : null; }
 
-  // One sample per RTP stream, normalised to the schema in docs/contracts.md.
   async function stats() {
     const out = [];
-    for (const {pc, peer, direction} of conns) {
+    for (const pc of conns) {
       if (pc.connectionState === 'closed') continue;
       const report = await pc.getStats();
       const byId = new Map();
@@ -57,11 +118,12 @@
         if (s.type !== 'outbound-rtp' && s.type !== 'inbound-rtp') return;
         const send = s.type === 'outbound-rtp';
         const remote = send && s.remoteId ? byId.get(s.remoteId) : null;
+        const limits = s.qualityLimitationDurations;
         out.push({
           t: s.timestamp,
           direction: send ? 'send' : 'recv',
           kind: s.kind,
-          peer: send ? null : (peer !== null ? peer : (trackUsers[s.trackIdentifier] || null)),
+          peer: send ? null : (owners.get(s.trackIdentifier) || null),
           ssrc: s.ssrc,
           bytes: num(send ? s.bytesSent : s.bytesReceived),
           packets: num(send ? s.packetsSent : s.packetsReceived),
@@ -69,6 +131,7 @@
           jitter: send ? (remote ? num(remote.jitter) : null) : num(s.jitter),
           framesEncoded: num(s.framesEncoded),
           framesDecoded: num(s.framesDecoded),
+          framesDropped: num(s.framesDropped),
           framesPerSecond: num(s.framesPerSecond),
           frameWidth: num(s.frameWidth),
           frameHeight: num(s.frameHeight),
@@ -80,93 +143,59 @@
           rtt: remote && num(remote.roundTripTime) !== null ? remote.roundTripTime : pairRtt,
           availableOutgoingBitrate: pair ? num(pair.availableOutgoingBitrate) : null,
           targetBitrate: num(s.targetBitrate),
-          connection: direction,
+          qualityLimitationReason: s.qualityLimitationReason || null,
+          qualityLimitationCpu: limits ? num(limits.cpu) : null,
+          qualityLimitationBandwidth: limits ? num(limits.bandwidth) : null,
         });
       });
     }
     return out;
   }
 
-  // The frame at the video's native size, RGB: a canvas left at its default 300x150 (KITE's bug)
-  // would rescale the picture and make a still image of a moving one.
-  function snapshot(user) {
-    const v = videos[user];
-    if (!v || !v.videoWidth || !v.videoHeight) return null;
-    const c = document.createElement('canvas');
-    c.width = v.videoWidth;
-    c.height = v.videoHeight;
-    c.getContext('2d', {alpha: false}).drawImage(v, 0, 0, c.width, c.height);
-    return c;
-  }
-
-  // Per-frame code sampling while a measurement runs: for every frame a received track delivers
-  // (MediaStreamTrackProcessor on a clone of the track), the mean luma of each code cell's centre,
-  // copied straight from the decoded frame's Y plane: no canvas, no RGB conversion, a few KB per
-  // frame, so sampling does not cost the page the frames it measures. Only these levels leave the
-  // page; quality/framecode.py decides the number, so there is one decoder. Frames counted here
-  // are those delivered and decoded; what a headless compositor then shows is not the SFU's doing.
-  // A processor takes about a second to deliver its first frame, longer than a ramp measurement,
-  // so readers keep running once started; each drain() hands over what came since the last one.
-  // Each sample: [read time, ms since the epoch; the frame's own timestamp, ms; cell levels]. Reads
-  // wait whenever the main thread is busy (getStats, captures), so frames are timed by their own
-  // timestamps, set as they arrive off the main thread; the engine puts them on the epoch.
-  const series = {};   // user -> {reader, samples: [[read ms, frame ms, [levels]]]}
-
-  async function pump(s, code) {
-    for (;;) {
-      const {value: frame, done} = await s.reader.read();
-      if (done) return;
+  // A measurement: n samples `interval` s apart from the epoch time `at`, each posted as soon as it
+  // is taken with the time the getStats round itself took (a slow round is a sign of a starved
+  // client). Every page starts at the same instant, whenever it got the command; a sample whose
+  // time passed while the page was held up is not taken late, it is missing.
+  async function measure(cmd) {
+    for (let i = 0; i < cmd.n; i++) {
+      const wait = cmd.at + i * cmd.interval * 1000 - Date.now();
+      if (wait < -cmd.interval * 500) continue;
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      const started = performance.now();
+      let samples = [];
       try {
-        const sx = frame.codedWidth / code.width, sy = frame.codedHeight / code.height;
-        const w = Math.min(frame.codedWidth, 2 * Math.ceil(code.cells * code.cell * sx / 2));
-        const h = Math.min(frame.codedHeight, 2 * Math.ceil(code.rows * code.cell * sy / 2));
-        const buf = new Uint8Array(frame.allocationSize({rect: {x: 0, y: 0, width: w, height: h}}));
-        const planes = await frame.copyTo(buf, {rect: {x: 0, y: 0, width: w, height: h}});
-        const {offset, stride} = planes[0];   // Y comes first in I420 and NV12
-        const cw = code.cell * sx, ch = code.cell * sy;
-        const levels = [];
-        for (let r = 0; r < code.rows; r++) {
-          for (let k = 0; k < code.cells; k++) {
-            let sum = 0, n = 0;
-            for (let y = Math.floor((r + 0.25) * ch); y < Math.ceil((r + 0.75) * ch); y++) {
-              for (let x = Math.floor((k + 0.25) * cw); x < Math.ceil((k + 0.75) * cw); x++) {
-                sum += buf[offset + y * stride + x];
-                n++;
-              }
-            }
-            levels.push(Math.round(sum / n));
-          }
-        }
-        s.samples.push([performance.timeOrigin + performance.now(), frame.timestamp / 1000, levels]);
-      } finally {
-        frame.close();
+        samples = await stats();
+      } catch (e) {
+        api.setState('failed', 'getStats: ' + (e && e.message || e));
       }
+      post('samples', {phase: cmd.phase, window: cmd.window, i, took_ms: performance.now() - started,
+                       samples});
     }
   }
 
-  function follow(code) {
-    if (typeof MediaStreamTrackProcessor === 'undefined') return;
-    for (const [user, v] of Object.entries(videos)) {
-      const track = user !== params.user && !series[user] && v.srcObject && v.srcObject.getVideoTracks()[0];
-      if (!track) continue;
-      const clone = track.clone();
-      const s = series[user] = {clone, samples: [],
-        reader: new MediaStreamTrackProcessor({track: clone, maxBufferSize: 30}).readable.getReader()};
-      pump(s, code).catch(() => {});
-    }
+  function obey(cmd) {
+    if (cmd.cmd === 'measure') measure(cmd);
+    else if (cmd.cmd === 'capture') sampler.capture(cmd);
+    else if (cmd.cmd === 'follow') sampler.setFollow(Boolean(cmd.on));
+    else if (cmd.cmd === 'leave' && api.onleave) api.onleave();
+    else if (cmd.cmd === 'rejoin' && api.onrejoin) api.onrejoin();
   }
 
-  function drain() {
-    const out = {};
-    for (const [user, s] of Object.entries(series)) {
-      out[user] = s.samples;
-      s.samples = [];
+  // -- health: the main thread's lag, measured by a timer's lateness; the answer holds commands ---
+  let lags = [];
+  let last = performance.now();
+  setInterval(() => {
+    const now = performance.now();
+    lags.push(Math.max(0, now - last - HEARTBEAT_MS));
+    last = now;
+    if (lags.length >= HEALTH_EVERY) {
+      post('health', {state: api.state, lag_max_ms: Math.max(...lags),
+                      lag_mean_ms: lags.reduce((a, b) => a + b, 0) / lags.length})
+        .then((r) => r && r.ok ? r.json() : [])
+        .then((cmds) => { for (const cmd of cmds) obey(cmd); })
+        .catch(() => {});
+      lags = [];
     }
-    return out;
-  }
-
-  function capture(user) {
-    const c = snapshot(user);
-    return c && c.toDataURL('image/png');
-  }
+  }, HEARTBEAT_MS);
+  post('state', {state: api.state, reason: null});
 })();

@@ -1,0 +1,113 @@
+"""Was the load generator, not the SFU, the limit? Judged per measurement window from what the
+clients themselves show: how long their CPU quota held them back, how busy the machine was, their
+encoders' frame rate against the source's, their pages' main-thread lag, how long a getStats round
+took, and whether the window's samples came in on time. (Their CPU against their quota alone says
+little: a group at its quota for a second is only as starved as its throttling shows. And CPU shares
+are judged only over windows long enough to average out a second's burst, such as the one every
+room's freshly joined participants cause.) A window that crosses any threshold is client-bound:
+its figures describe the clients, so the knee rule, comparisons and trends never blame the SFU for it.
+
+Inputs per window (docs/contracts.md): the window's record in windows.jsonl, the probe rows at its
+edges in server.jsonl, and the sent video streams' frame rates in samples.jsonl.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+
+
+@dataclass(frozen=True)
+class ClientRule:
+    resource_window_s: float = 3.0  # CPU shares are judged over windows at least this long
+    throttled: float = 0.25        # share of the window the clients' CPU quota held them back
+    machine_cpu: float = 0.95      # share of all the machine's cores busy: everything starves
+    encode_fps: float = 0.8        # sent video frame rate (not bandwidth-limited) vs the source's
+    lag_ms: float = 1000.0         # a page's main thread held up this long at once
+    lag_mean_ms: float = 50.0      # or this long on average
+    stats_ms: float = 500.0        # median getStats round
+    overrun: float = 2.0           # the window lasted this many times its configured length (+ 1 s)
+
+    def text(self) -> str:
+        return (
+            "A measurement window is client-bound when the clients' CPU quota held them back "
+            f"{self.throttled:.0%} of the time, or the machine's cores were {self.machine_cpu:.0%} busy "
+            f"(the SFU and the clients share them; both judged over windows of {self.resource_window_s:g} s "
+            "or more), or "
+            f"the median sent frame rate (streams not limited by bandwidth) fell below "
+            f"{self.encode_fps:.0%} of the source's, or a page's main thread was held up "
+            f"{self.lag_ms:g} ms at once or {self.lag_mean_ms:g} ms on average, or the median getStats "
+            f"round took {self.stats_ms:g} ms, or samples never arrived, or the window lasted over "
+            f"{self.overrun:g} times its configured length."
+        )
+
+
+def _span(edges: dict, role: str) -> float | None:
+    e = edges.get(role, {})
+    if not e.get("start") or not e.get("end"):
+        return None
+    return (e["end"]["t"] - e["start"]["t"]) / 1000.0
+
+
+def _share(edges: dict, role: str, key: str = "cpu_s") -> tuple[float, float] | None:
+    """(`key` used per second of the window, the cores the role may use) from the probe rows at the
+    window's edges."""
+    e = edges.get(role, {})
+    start, end = e.get("start"), e.get("end")
+    if not start or not end or start.get(key) is None or end.get(key) is None:
+        return None
+    dt = (end["t"] - start["t"]) / 1000.0
+    if dt <= 0:
+        return None
+    return (end[key] - start[key]) / dt, float(end.get("cores") or 0)
+
+
+def assess(window: dict, edges: dict[str, dict[str, dict]], send_fps: list[float], source_fps: float | None,
+           interval: float | None, rule: ClientRule = ClientRule()) -> list[str]:
+    """Why `window` (a windows.jsonl record) was client-bound; empty when its clients had headroom.
+    `edges`: role -> {"start"/"end": server.jsonl row}; `send_fps`: the frame rates of its sent video
+    streams that bandwidth did not limit."""
+    reasons = []
+    span = _span(edges, "clients") or _span(edges, "machine") or 0.0
+    throttled = _share(edges, "clients", "throttled_s")
+    if span >= rule.resource_window_s and throttled and throttled[0] >= rule.throttled:
+        reasons.append(f"their CPU quota held them back {throttled[0]:.0%} of the time")
+    machine = _share(edges, "machine")
+    if span >= rule.resource_window_s and machine and machine[1] and machine[0] >= rule.machine_cpu * machine[1]:
+        reasons.append(f"the machine's {machine[1]:g} cores were {machine[0] / machine[1]:.0%} busy "
+                       "(the SFU and the clients share them)")
+    if send_fps and source_fps:
+        fps = median(send_fps)
+        if fps < rule.encode_fps * source_fps:
+            reasons.append(f"the senders encoded {fps:.1f} of the source's {source_fps:g} fps")
+    lag = window.get("lag_ms_max")
+    if lag is not None and lag >= rule.lag_ms:
+        reasons.append(f"a page's main thread was held up {lag / 1000:.1f} s")
+    lag_mean = window.get("lag_ms_mean")
+    if lag_mean is not None and lag_mean >= rule.lag_mean_ms:
+        reasons.append(f"pages' main threads were {lag_mean:.0f} ms late on average")
+    stats = window.get("stats_ms_p50")
+    if stats is not None and stats >= rule.stats_ms:
+        reasons.append(f"a getStats round took {stats:.0f} ms (median)")
+    missing = window.get("missing_samples") or 0
+    if missing:
+        reasons.append(f"{missing} of {(window.get('samples') or 0) * (window.get('expected') or 0)} "
+                       f"samples never arrived")
+    configured = ((window.get("samples") or 1) - 1) * (interval or 0)
+    duration = window.get("duration_s")
+    if duration is not None and duration > rule.overrun * configured + 1.0:
+        reasons.append(f"the window took {duration:.1f} s for {configured:g} s of samples")
+    return reasons
+
+
+def sentence(health: list[dict]) -> str:
+    """One plain sentence on whether the load generator limited the run (health: metrics.window_health)."""
+    if not health:
+        return "The clients' health was not recorded (no windows.jsonl): whether they limited the run is unknown."
+    bound = [h for h in health if h["client_bound"]]
+    if not bound:
+        return (f"The clients had headroom in all {len(health)} measured windows: the figures describe the "
+                "SFU, not the load generator.")
+    first = min(bound, key=lambda h: (h["participants"] or 0, h["window"] or 0))
+    return (f"The load generator was the limit in {len(bound)} of {len(health)} measured windows, first at "
+            f"{first['participants']} participants ({'; '.join(first['reasons'])}): figures from there on "
+            "describe the clients, not the SFU.")

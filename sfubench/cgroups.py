@@ -1,0 +1,151 @@
+"""CPU control groups for the lab's roles (the SFU; the clients: grid and browsers), so each role's
+CPU is counted exactly, whatever processes it forks, and can be capped (a CFS quota, in cores) or
+pinned (a cpuset). cgroup v2 where the host has its cpu controller there, else the v1 `cpu`,
+`cpuacct` and `cpuset` hierarchies (Debian 12 kernels booted with v1 mount those).
+
+A process joins its group before it execs (`wrap`), so nothing it starts escapes the count.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import time
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+PARENT = "sfubench"
+PERIOD_US = 100_000
+
+
+class CgroupError(RuntimeError):
+    pass
+
+
+def version() -> int | None:
+    """2 or 1, whichever hierarchy carries the cpu controller here; None without one."""
+    controllers = ROOT / "cgroup.controllers"
+    if controllers.exists() and "cpu" in controllers.read_text().split():
+        return 2
+    if (ROOT / "cpu" / "cgroup.procs").exists() and (ROOT / "cpuacct" / "cgroup.procs").exists():
+        return 1
+    return None
+
+
+def _write(path: Path, value: str) -> None:
+    try:
+        path.write_text(value)
+    except OSError as e:
+        raise CgroupError(f"cannot write {value!r} to {path}: {e.strerror}") from None
+
+
+class CpuGroup:
+    """One role's group. `cores` > 0 caps it at that many cores' worth of CPU time; `cpus` (a list
+    such as "0" or "0-1") pins it."""
+
+    def __init__(self, name: str, cores: float = 0.0, cpus: str = ""):
+        self.name = name
+        self.cores = cores
+        self.cpus = cpus
+        self.version = version()
+        if self.version is None:
+            raise CgroupError("no cgroup cpu controller on this host (neither v2 nor v1 is mounted)")
+
+    # -- where it lives --------------------------------------------------------------------
+    def _dirs(self) -> dict[str, Path]:
+        """controller -> the group's folder in it."""
+        if self.version == 2:
+            d = ROOT / PARENT / self.name
+            return {"cpu": d, "cpuacct": d, **({"cpuset": d} if self.cpus else {})}
+        out = {c: ROOT / c / PARENT / self.name for c in ("cpu", "cpuacct")}
+        if self.cpus:
+            out["cpuset"] = ROOT / "cpuset" / PARENT / self.name
+        return out
+
+    def procs_files(self) -> list[Path]:
+        return sorted({d / "cgroup.procs" for d in self._dirs().values()})
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def create(self) -> "CpuGroup":
+        self.remove()   # a stale group of a crashed run with the same name
+        if self.version == 2:
+            parent = ROOT / PARENT
+            parent.mkdir(exist_ok=True)
+            wanted = "+cpu" + (" +cpuset" if self.cpus else "")
+            _write(ROOT / "cgroup.subtree_control", wanted)
+            _write(parent / "cgroup.subtree_control", wanted)
+        for controller, d in self._dirs().items():
+            d.mkdir(parents=True, exist_ok=True)
+            if controller == "cpuset" and self.version == 1:
+                # v1 cpuset groups start empty, parents included: a task cannot join until set.
+                for level in (d.parent, d):
+                    for key in ("cpuset.mems", "cpuset.cpus"):
+                        if not (level / key).read_text().strip():
+                            _write(level / key, (level.parent / key).read_text().strip())
+        dirs = self._dirs()
+        if self.cpus:
+            _write(dirs["cpuset"] / "cpuset.cpus", self.cpus)
+        if self.cores > 0:
+            quota = max(1000, round(self.cores * PERIOD_US))
+            if self.version == 2:
+                _write(dirs["cpu"] / "cpu.max", f"{quota} {PERIOD_US}")
+            else:
+                _write(dirs["cpu"] / "cpu.cfs_period_us", str(PERIOD_US))
+                _write(dirs["cpu"] / "cpu.cfs_quota_us", str(quota))
+        return self
+
+    def remove(self) -> None:
+        """Ends whatever still runs in the group, then deletes it."""
+        dirs = [d for d in self._dirs().values() if d.exists()]
+        for d in dirs:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                pids = self._read_pids(d)
+                for pid in pids:
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
+                deadline = time.monotonic() + 3
+                while self._read_pids(d) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+        for d in dirs:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+
+    @staticmethod
+    def _read_pids(d: Path) -> list[int]:
+        try:
+            return [int(p) for p in (d / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """argv that joins this group, then execs `argv`."""
+        joins = " && ".join(f"echo $$ > {shlex.quote(str(f))}" for f in self.procs_files())
+        return ["sh", "-c", f'{joins} && exec "$@"', "sfubench-cgroup", *argv]
+
+    # -- readings -------------------------------------------------------------------------
+    def pids(self) -> list[int]:
+        return self._read_pids(self._dirs()["cpuacct"])
+
+    def usage_s(self) -> float:
+        """CPU seconds used by the group since it was created."""
+        d = self._dirs()["cpuacct"]
+        if self.version == 2:
+            stat = dict(line.split() for line in (d / "cpu.stat").read_text().splitlines())
+            return int(stat["usage_usec"]) / 1e6
+        return int((d / "cpuacct.usage").read_text()) / 1e9
+
+    def throttled_s(self) -> float:
+        """Seconds the quota held the group back (0 without a quota)."""
+        stat = dict(line.split() for line in (self._dirs()["cpu"] / "cpu.stat").read_text().splitlines())
+        if self.version == 2:
+            return int(stat.get("throttled_usec", 0)) / 1e6
+        return int(stat.get("throttled_time", 0)) / 1e9
+
+    def describe(self) -> dict:
+        """What the run's metadata records about the group."""
+        return {"cgroup": f"v{self.version}:{PARENT}/{self.name}", "cores": self.cores or None,
+                "cpus": self.cpus or None}

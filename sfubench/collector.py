@@ -1,0 +1,295 @@
+"""The engine's side of the page contract (docs/contracts.md): what participant pages post becomes run
+records on the bus, and commands wait for each page's next health record, whose answer carries them.
+
+Pages talk to the engine directly, over HTTP on their own origin (sfubench/pages.py routes the
+requests here), not through WebDriver round trips: a measurement is one command to every page, to
+start at one instant, and each page posts its samples as it takes them, so a window lasts what the
+settings say however many browsers there are, and a slow browser shows up as late samples, not as a
+longer run.
+
+Frame times. The sampler (web/sampler.js) sends each frame's own timestamp — a camera frame's
+capture time, a received frame's render time, both on the browser machine's monotonic clock — and
+the epoch time it read the frame. The smallest (read − timestamp) over a page's own camera frames
+is that clock's offset to the epoch (a camera frame is read the moment it is captured), so every
+frame of the page is put on the epoch with it. The offset only settles once the page's worker is
+warm, so frames are kept on their own clock and put on the epoch when used. Glass-to-glass delay is
+then the receiver's render time minus the sender's capture time of the same code: one clock
+locally, NTP-synchronised clocks across machines.
+
+Everything here runs on the page server's threads as well as the runner's: one lock guards it.
+"""
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import median
+
+import numpy as np
+from PIL import Image
+
+from quality import check, delay, framecode
+
+from .events import Bus
+
+RETAIN_S = 30.0    # recent frames kept per video, for checks and for delays of captured frames
+LOOKBACK_S = 5.0   # a window's delays match captures up to this long before it opened
+
+
+@dataclass(eq=False)
+class Page:
+    user: str
+    room: int
+    browser: int
+    state: str = "joining"
+    reason: str | None = None
+    seen: float | None = None          # monotonic time of the page's last message
+    commands: list[dict] = field(default_factory=list)   # for the page's next health record
+    offset: float | None = None        # ms, epoch minus the page's frame clock
+    fallback: dict[str, float] = field(default_factory=dict)  # the same per video, until it is known
+    frames: dict[str, deque] = field(default_factory=dict)  # video user -> (frame ms, code, points)
+
+    def epoch(self, video: str, frames) -> list[tuple[float, int | None, list | None]]:
+        """`frames` of one of this page's videos as (epoch s, code, points)."""
+        offset = self.offset if self.offset is not None else self.fallback.get(video, 0.0)
+        return [((ts + offset) / 1000.0, code, points) for ts, code, points in frames]
+
+
+@dataclass(eq=False)
+class Window:
+    phase: str
+    id: int
+    n: int
+    interval: float                     # s between samples
+    participants: int
+    opened: float                       # epoch s: the first samples are due
+    expected: frozenset[str]
+    closed: float | None = None
+    last_sample: float | None = None    # epoch s the last expected sample arrived
+    got: Counter = field(default_factory=Counter)
+    took: list[float] = field(default_factory=list)
+    lag_max: dict[str, float] = field(default_factory=dict)
+    lag_mean: list[float] = field(default_factory=list)
+    frames: dict[tuple[str, str], list] = field(default_factory=dict)   # (user, video) -> page frames
+
+    @property
+    def complete(self) -> bool:
+        return all(self.got[u] >= self.n for u in self.expected)
+
+    @property
+    def end(self) -> float:
+        """When its last samples are due (epoch s): playback is counted up to here, so every page's
+        frames up to it have arrived when the window closes (pages post them twice a second)."""
+        return self.opened + (self.n - 1) * self.interval
+
+
+class Collector:
+    def __init__(self, bus: Bus, media, frames_dir: Path):
+        self.bus = bus
+        self.media = media
+        self.layout = media.layout
+        self.frames_dir = frames_dir
+        self.pages: dict[str, Page] = {}
+        self.windows: dict[int, Window] = {}
+        self.captured = Counter()       # window -> PNGs received
+        self.lock = threading.RLock()
+
+    # -- participants -----------------------------------------------------------------------
+    def add_page(self, user: str, room: int, browser: int) -> Page:
+        with self.lock:
+            page = self.pages[user] = Page(user, room, browser)
+            return page
+
+    def send(self, cmd: dict, users=None) -> None:
+        with self.lock:
+            for page in (self.pages.values() if users is None else (self.pages[u] for u in users)):
+                page.commands.append(cmd)
+
+    # -- what pages post --------------------------------------------------------------------
+    def collect(self, msg: dict) -> list[dict]:
+        """Takes one record a page posted; returns the commands waiting for it."""
+        with self.lock:
+            page = self.pages.get(str(msg.get("user")))
+            if page is None:
+                return []
+            page.seen = time.monotonic()
+            kind = msg.get("type")
+            if kind == "state":
+                self._state(page, msg)
+            elif kind == "samples":
+                self._samples(page, msg)
+            elif kind == "frames":
+                self._frames(page, msg.get("series") or {})
+            elif kind == "health":
+                self._health(page, msg)
+                commands, page.commands = page.commands, []
+                return commands
+            return []
+
+    def _state(self, page: Page, msg: dict) -> None:
+        state, reason = msg.get("state"), msg.get("reason")
+        if page.state == "failed" or state == page.state:
+            return
+        page.state, page.reason = state, reason
+        if state == "joined":
+            self.bus.event("participant_joined", self._participants(), room=page.room, user=page.user)
+        elif state == "failed":
+            self.bus.event("participant_failed", self._participants(), room=page.room, user=page.user,
+                           reason=reason or "unknown")
+            self.bus.say(f"{page.user} failed: {reason}")
+
+    def _participants(self) -> int:
+        return len(self.pages)
+
+    def _samples(self, page: Page, msg: dict) -> None:
+        w = self.windows.get(msg.get("window"))
+        if w is None or w.closed is not None:
+            return   # a window already closed: counted as missing there
+        took = msg.get("took_ms")
+        if isinstance(took, (int, float)):
+            w.took.append(float(took))
+        w.got[page.user] += 1
+        for s in msg.get("samples") or []:
+            if isinstance(s, dict):
+                s.update(phase=w.phase, window=w.id, participants=w.participants, room=page.room,
+                         user=page.user)
+                self.bus.emit("samples", s)
+        if w.complete and w.last_sample is None:
+            w.last_sample = time.time()
+
+    def _health(self, page: Page, msg: dict) -> None:
+        lag_max, lag_mean = msg.get("lag_max_ms"), msg.get("lag_mean_ms")
+        for w in self.windows.values():
+            if w.closed is None and isinstance(lag_max, (int, float)):
+                w.lag_max[page.user] = max(w.lag_max.get(page.user, 0.0), float(lag_max))
+                if isinstance(lag_mean, (int, float)):
+                    w.lag_mean.append(float(lag_mean))
+
+    def _frames(self, page: Page, series: dict) -> None:
+        own = page.user
+        open_windows = [w for w in self.windows.values() if w.closed is None and w.phase != "background"]
+        for video, samples in series.items():
+            recent = page.frames.setdefault(video, deque())
+            for sample in samples:
+                try:
+                    read, ts, cells, points = sample
+                    lag = float(read) - float(ts)
+                except (TypeError, ValueError):
+                    continue
+                if video == own:
+                    page.offset = lag if page.offset is None else min(page.offset, lag)
+                else:
+                    page.fallback[video] = min(page.fallback.get(video, lag), lag)
+                code = None
+                if cells:
+                    try:
+                        code = framecode.decode_levels(cells, self.layout)
+                    except ValueError:
+                        code = None
+                entry = (float(ts), code, points)
+                recent.append(entry)
+                t = (ts + (page.offset if page.offset is not None else lag)) / 1000.0
+                for w in open_windows:
+                    # a page's own camera counts from before the window: it was captured earlier than
+                    # the window's received frames that show it
+                    if t >= w.opened or (video == own and t >= w.opened - LOOKBACK_S):
+                        w.frames.setdefault((page.user, video), []).append(entry)
+            while recent and recent[0][0] < recent[-1][0] - RETAIN_S * 1000:
+                recent.popleft()
+
+    # -- checks -----------------------------------------------------------------------------
+    def verdict(self, user: str, video: str, now: float | None = None) -> str:
+        """What `user` sees of `video`'s stream (its own camera when video == user) right now."""
+        with self.lock:
+            page = self.pages.get(user)
+            frames = page.epoch(video, page.frames.get(video, ())) if page else []
+        return check.classify(frames, time.time() if now is None else now)
+
+    # -- measurement windows ------------------------------------------------------------------
+    def open_window(self, phase: str, window: int, n: int, interval: float, participants: int, users,
+                    at: float) -> Window:
+        """A window of n samples `interval` s apart, the first due at `at` (epoch s)."""
+        with self.lock:
+            w = self.windows[window] = Window(phase, window, n, interval, participants, at, frozenset(users))
+            if phase != "background":
+                # Captures already received that frames to come may show.
+                for page in self.pages.values():
+                    own = page.frames.get(page.user, ())
+                    w.frames[(page.user, page.user)] = [
+                        e for e, (t, _, _) in zip(own, page.epoch(page.user, own)) if t >= w.opened - LOOKBACK_S]
+            return w
+
+    def close_window(self, w: Window) -> dict:
+        """Closes a window: its playback records and its health record (windows.jsonl)."""
+        with self.lock:
+            w.closed = time.time()
+            if w.phase != "background":
+                self._playback(w)
+            took = sorted(w.took)
+            missing = sum(max(0, w.n - w.got[u]) for u in w.expected)
+            record = {
+                "phase": w.phase, "window": w.id, "participants": w.participants,
+                "opened": round(w.opened * 1000), "closed": round(w.closed * 1000),
+                "samples": w.n, "expected": len(w.expected),
+                "missing_samples": missing,
+                "duration_s": round((w.last_sample or w.closed) - w.opened, 3),
+                "stats_ms_p50": round(median(took), 1) if took else None,
+                "stats_ms_max": round(took[-1], 1) if took else None,
+                "lag_ms_max": round(max(w.lag_max.values()), 1) if w.lag_max else None,
+                "lag_ms_mean": round(sum(w.lag_mean) / len(w.lag_mean), 1) if w.lag_mean else None,
+            }
+            self.windows.pop(w.id, None)
+            self.bus.emit("windows", record)
+            return record
+
+    def _playback(self, w: Window) -> None:
+        loop, fps = self.media.frames, self.media.fps
+        for (user, video), frames in sorted(w.frames.items()):
+            if user == video:
+                continue
+            codes = [(t, c) for t, c, _ in self.pages[user].epoch(video, frames) if w.opened <= t <= w.end]
+            pb = delay.playback(codes, loop)
+            sender = self.pages.get(video)
+            sent = sender.epoch(video, w.frames.get((video, video), [])) if sender else []
+            delays = sorted(delay.delays_ms(codes, [(t, c) for t, c, _ in sent], loop, fps))
+            self.bus.emit("playback", {
+                "phase": w.phase, "window": w.id, "participants": w.participants,
+                "room": self.pages[user].room, "user": user, "peer": video, "frames": len(codes),
+                "decoded": sum(c is not None for _, c in codes),
+                "duration": round(pb.duration, 3), "shown": pb.shown,
+                "effective_fps": round(pb.effective_fps, 2), "skipped": pb.skipped,
+                "backwards": pb.backwards, "freezes": pb.freezes, "freeze_s": round(pb.freeze_s, 3),
+                "longest_freeze_s": round(pb.longest_freeze_s, 3),
+                "delay_ms": round(median(delays), 1) if delays else None,
+                "delay_ms_p90": round(float(np.percentile(delays, 90)), 1) if delays else None,
+                "delays": len(delays)})
+
+    # -- captured frames (after the window, for the after-run scores) -------------------------
+    def frame(self, query: dict, png: bytes) -> None:
+        """A received frame as PNG: saved in frames/ and listed in frames/index.jsonl."""
+        with self.lock:
+            page = self.pages.get(query.get("user", ""))
+            if page is None:
+                return
+            page.seen = time.monotonic()
+            peer, window, i = query.get("peer", ""), query.get("window", ""), query.get("i", "0")
+            try:
+                rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+                ts = float(query.get("ts", "nan"))
+            except (OSError, ValueError):
+                return
+            name = f"w{window}-{page.user}-{peer}-{i}.png"
+            ((t, _, _),) = page.epoch(peer, [(ts, None, None)])
+            w = int(window) if window.isdigit() else None
+            self.captured[w] += 1
+        self.frames_dir.mkdir(parents=True, exist_ok=True)
+        (self.frames_dir / name).write_bytes(png)
+        self.bus.emit("frames", {
+            "t": round(t * 1000), "phase": query.get("phase"), "window": w,
+            "participants": int(query["participants"]) if query.get("participants", "").isdigit() else None,
+            "room": page.room, "user": page.user, "peer": peer,
+            "code": framecode.decode(rgb, self.layout),
+            "frozen": self.verdict(page.user, peer) == "frozen", "frame": name})

@@ -1,0 +1,119 @@
+"""Client-bound windows: the rule on hand-made window records, and what it does to the knee, the
+comparison's ranking and the trend on synthetic runs whose clients starve; failed streams count."""
+import json
+import sqlite3
+
+import pytest
+
+from reports import clientbound, compare, history, metrics, runfiles, synthetic
+from reports.clientbound import ClientRule
+
+HEALTHY = {"phase": "target", "window": 3, "participants": 7, "samples": 8, "expected": 7,
+           "missing_samples": 0, "duration_s": 7.1, "stats_ms_p50": 25.0, "lag_ms_max": 80.0,
+           "lag_ms_mean": 3.0}
+
+
+def edges(clients_cpu=8.0, throttled=0.1, machine=11.0, span_s=7.0, quota=1.4):
+    """Probe rows at a window's edges: CPU seconds used over `span_s`."""
+    def pair(role, key, used, cores):
+        return {"start": {"t": 0, key: 100.0, "cores": cores}, "end": {"t": span_s * 1000, key: 100.0 + used,
+                                                                       "cores": cores}}
+    clients = pair("clients", "cpu_s", clients_cpu, quota)
+    clients["start"]["throttled_s"], clients["end"]["throttled_s"] = 5.0, 5.0 + throttled
+    return {"clients": clients, "machine": pair("machine", "cpu_s", machine, 2)}
+
+
+def assess(window=None, e=None, fps=(15.0,) * 7, **kw):
+    return clientbound.assess(dict(HEALTHY, **(window or {})), edges(**kw) if e is None else e, list(fps), 15,
+                              1.0)
+
+
+def test_a_window_with_headroom_is_not_client_bound():
+    assert assess() == []
+
+
+@pytest.mark.parametrize("change,expect", [
+    (dict(throttled=2.0), "quota held them back 29%"),
+    (dict(machine=13.5), "2 cores were 96% busy"),
+    (dict(fps=(9.0,) * 7), "encoded 9.0 of the source's 15 fps"),
+    (dict(window={"lag_ms_max": 1500.0}), "held up 1.5 s"),
+    (dict(window={"lag_ms_mean": 60.0}), "60 ms late on average"),
+    (dict(window={"stats_ms_p50": 900.0}), "getStats round took 900 ms"),
+    (dict(window={"missing_samples": 4}), "4 of 56 samples never arrived"),
+    (dict(window={"duration_s": 16.0}), "took 16.0 s for 7 s of samples"),
+])
+def test_each_sign_of_a_starved_client(change, expect):
+    reasons = assess(**change)
+    assert len(reasons) == 1 and expect in reasons[0], reasons
+
+
+def test_cpu_is_not_judged_over_a_one_second_window():
+    """A room's freshly joined participants burst for a second: short windows are judged by what
+    the clients did, not by their CPU share."""
+    assert assess(window={"samples": 2, "duration_s": 1.1}, throttled=0.9, machine=1.98, span_s=1.0) == []
+    assert assess(window={"samples": 2, "duration_s": 1.1}, throttled=0.9, machine=1.98, span_s=3.5) != []
+
+
+def test_bandwidth_limited_senders_are_the_network_not_the_client():
+    run = runfiles.Run(path=runfiles.Path("/x/r"), meta={"media": {"fps": 15}, "config": {"sample_interval": 1.0}},
+                       windows=[HEALTHY])
+    obs = [{"direction": "send", "kind": "video", "fps": 5.0, "limit": "bandwidth", "window": 3}] * 7
+    assert metrics.window_health(run, obs)[0]["client_bound"] is False
+    obs = [dict(o, limit="none") for o in obs]
+    assert metrics.window_health(run, obs)[0]["reasons"] == ["the senders encoded 5.0 of the source's 15 fps"]
+
+
+def test_the_rule_says_what_it_checks():
+    text = ClientRule().text()
+    assert "25%" in text and "95%" in text and "getStats" in text and "3 s" in text
+
+
+@pytest.fixture(scope="module")
+def starved(tmp_path_factory):
+    """A run whose clients starve past 14 participants, though the SFU model would only degrade at 35,
+    and a healthy run of another SFU."""
+    parent = tmp_path_factory.mktemp("runs")
+    return (synthetic.make_run(parent, sfu="janus", rooms=6, knee=35, client_bound_after=14, seed=1),
+            synthetic.make_run(parent, sfu="mediasoup", rooms=6, seed=2, start_ms=1_760_000_100_000))
+
+
+def test_the_knee_is_client_bound_not_the_sfus(starved):
+    a = metrics.analyse(runfiles.load(starved[0]))
+    assert a.knee.client_bound and a.knee.participants == 21
+    assert "client-bound at 21" in a.knee.detail and "up to 14" in a.knee.detail
+    assert a.headline["target_client_bound"] is True
+    assert "the clients, not the SFU" in clientbound.sentence(a.health)
+
+
+def test_compare_ranks_only_what_the_sfu_did(starved, tmp_path):
+    path = compare.build(list(starved), tmp_path / "cmp")
+    doc = json.loads((tmp_path / "cmp" / "tables.json").read_text())
+    rows = doc["tables"]["ranking"]["rows"]
+    assert [r[1] for r in rows] == ["mediasoup 1.1.2", "janus 1.1.2"]
+    assert rows[1][2] == "client-bound at 21"
+    assert all(v is None or str(v).startswith("(") for v in rows[1][4:])
+    assert "client-bound at 21" in path.read_text()
+
+
+def test_trend_never_records_client_bound_figures_as_the_sfus(starved, tmp_path):
+    db = tmp_path / "results.sqlite"
+    history.record(starved[0], db)
+    with sqlite3.connect(db) as conn:
+        names = {r[0]: r[1] for r in conn.execute("SELECT name, value FROM metrics")}
+    assert names["client_bound"] == 1.0
+    assert not {"knee", "coped", "recv_bps", "rtt_send_ms", "delay_ms"} & set(names)
+
+
+def test_a_failed_participants_streams_count_as_failed(tmp_path):
+    d = synthetic.make_run(tmp_path, rooms=2, seed=3)
+    lines = (d / "samples.jsonl").read_text().splitlines()
+    gone = [line for line in lines if '"r2u3"' in line and '"phase": "target"' in line]
+    assert gone
+    (d / "samples.jsonl").write_text("\n".join(x for x in lines if x not in gone) + "\n")
+    a = metrics.analyse(runfiles.load(d))
+    target = [o for o in a.obs if o["phase"] == "target"]
+    # r2u3 sends 1 and receives 6; the other 6 of room 2 each miss its stream.
+    assert sum(1 for o in target if o.get("missing")) == 1 + 6 + 6
+    assert a.headline["stream_failure_rate"] == pytest.approx(13 / (14 + 14 * 6))
+    healthy = metrics.analyse(runfiles.load(synthetic.make_run(tmp_path / "b", rooms=2, seed=3)))
+    assert a.headline["recv_bps"] == pytest.approx(healthy.headline["recv_bps"] * (84 - 12) / 84, rel=0.02)
