@@ -38,6 +38,7 @@ test: deps
 bench: deps
 	@$(PY) bench/quality.py
 	@$(PY) bench/report.py
+	@$(PY) bench/clients.py
 	@$(PY) bench/forwarding.py
 
 compare: deps

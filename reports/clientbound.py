@@ -2,9 +2,9 @@
 clients themselves show: how long their CPU quota held them back, how busy the machine was, their
 encoders' frame rate against the source's, their pages' main-thread lag, how long a getStats round
 took, and whether the window's samples came in on time. (Their CPU against their quota alone says
-little: a group at its quota for a second is only as starved as its throttling shows. And CPU shares
-are judged only over windows long enough to average out a second's burst, such as the one every
-room's freshly joined participants cause.) A window that crosses any threshold is client-bound:
+little: a group at its quota for a second is only as starved as its throttling shows. And averages —
+CPU shares, mean lag, median getStats time — over a window of a second or two also reflect the burst
+a room's freshly joined participants cause: there they count only at several times their thresholds.) A window that crosses any threshold is client-bound:
 its figures describe the clients, so the knee rule, comparisons and trends never blame the SFU for it.
 
 Inputs per window (docs/contracts.md): the window's record in windows.jsonl, the probe rows at its
@@ -18,26 +18,28 @@ from statistics import median
 
 @dataclass(frozen=True)
 class ClientRule:
-    resource_window_s: float = 3.0  # CPU shares are judged over windows at least this long
-    throttled: float = 0.25        # share of the window the clients' CPU quota held them back
+    averaged_s: float = 3.0        # averages over shorter windows count only at `short` times their
+    short: float = 3.0             # thresholds (the machine's CPU share not at all)
+    throttled: float = 0.10        # share of the window the clients' CPU quota held them back
     machine_cpu: float = 0.95      # share of all the machine's cores busy: everything starves
     encode_fps: float = 0.8        # sent video frame rate (not bandwidth-limited) vs the source's
     lag_ms: float = 1000.0         # a page's main thread held up this long at once
-    lag_mean_ms: float = 50.0      # or this long on average
-    stats_ms: float = 500.0        # median getStats round
+    lag_mean_ms: float = 10.0      # or this long on average
+    stats_ms: float = 100.0        # median getStats round
     overrun: float = 2.0           # the window lasted this many times its configured length (+ 1 s)
 
     def text(self) -> str:
         return (
-            "A measurement window is client-bound when the clients' CPU quota held them back "
-            f"{self.throttled:.0%} of the time, or the machine's cores were {self.machine_cpu:.0%} busy "
-            f"(the SFU and the clients share them; both judged over windows of {self.resource_window_s:g} s "
-            "or more), or "
-            f"the median sent frame rate (streams not limited by bandwidth) fell below "
-            f"{self.encode_fps:.0%} of the source's, or a page's main thread was held up "
-            f"{self.lag_ms:g} ms at once or {self.lag_mean_ms:g} ms on average, or the median getStats "
-            f"round took {self.stats_ms:g} ms, or samples never arrived, or the window lasted over "
-            f"{self.overrun:g} times its configured length."
+            "A measurement window is client-bound when the median sent frame rate (streams not "
+            f"limited by bandwidth) fell below {self.encode_fps:.0%} of the source's, or a page's main "
+            f"thread was held up {self.lag_ms:g} ms at once, or samples never arrived, or the window "
+            f"lasted over {self.overrun:g} times its configured length; or when the clients' CPU quota "
+            f"held them back {self.throttled:.0%} of the time, or the machine's cores were "
+            f"{self.machine_cpu:.0%} busy (the SFU and the clients share them), or pages' main threads "
+            f"were {self.lag_mean_ms:g} ms late on average, or the median getStats round took "
+            f"{self.stats_ms:g} ms — over windows shorter than {self.averaged_s:g} s, which a room's "
+            f"joining burst colours, these count only at {self.short:g} times those figures (the "
+            "machine's share not at all)."
         )
 
 
@@ -67,12 +69,14 @@ def assess(window: dict, edges: dict[str, dict[str, dict]], send_fps: list[float
     `edges`: role -> {"start"/"end": server.jsonl row}; `send_fps`: the frame rates of its sent video
     streams that bandwidth did not limit."""
     reasons = []
-    span = _span(edges, "clients") or _span(edges, "machine") or 0.0
+    span = _span(edges, "clients") or _span(edges, "machine") or window.get("duration_s") or 0.0
+    averaged = span >= rule.averaged_s
+    k = 1.0 if averaged else rule.short
     throttled = _share(edges, "clients", "throttled_s")
-    if span >= rule.resource_window_s and throttled and throttled[0] >= rule.throttled:
+    if throttled and throttled[0] >= k * rule.throttled:
         reasons.append(f"their CPU quota held them back {throttled[0]:.0%} of the time")
     machine = _share(edges, "machine")
-    if span >= rule.resource_window_s and machine and machine[1] and machine[0] >= rule.machine_cpu * machine[1]:
+    if averaged and machine and machine[1] and machine[0] >= rule.machine_cpu * machine[1]:
         reasons.append(f"the machine's {machine[1]:g} cores were {machine[0] / machine[1]:.0%} busy "
                        "(the SFU and the clients share them)")
     if send_fps and source_fps:
@@ -83,10 +87,10 @@ def assess(window: dict, edges: dict[str, dict[str, dict]], send_fps: list[float
     if lag is not None and lag >= rule.lag_ms:
         reasons.append(f"a page's main thread was held up {lag / 1000:.1f} s")
     lag_mean = window.get("lag_ms_mean")
-    if lag_mean is not None and lag_mean >= rule.lag_mean_ms:
+    if lag_mean is not None and lag_mean >= k * rule.lag_mean_ms:
         reasons.append(f"pages' main threads were {lag_mean:.0f} ms late on average")
     stats = window.get("stats_ms_p50")
-    if stats is not None and stats >= rule.stats_ms:
+    if stats is not None and stats >= k * rule.stats_ms:
         reasons.append(f"a getStats round took {stats:.0f} ms (median)")
     missing = window.get("missing_samples") or 0
     if missing:

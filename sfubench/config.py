@@ -42,7 +42,9 @@ def available_sfus() -> list[str]:
 class Config:
     sfu: str = opt("janus", "SFU adapter to test: a folder of sfu-configs/", scenario=False)
     rooms: int = opt(1, "rooms to ramp up to, added one by one", min=1, max=1000)
-    users_per_room: int = opt(7, "participants per room (the study used 7)", min=2, max=64)
+    users_per_room: int = opt(5, "participants per room: 5 leaves the clients of a 2-core machine "
+                              "headroom; the study used 7, which needs about 1.4 cores of clients "
+                              "(the client-bound rule says when they cannot keep up)", min=2, max=64)
     participants_per_browser: int = opt(
         7, "participants hosted by one browser tab, each in its own iframe; 1 is the study's "
         "one browser per participant", min=1, max=64, scenario=False)

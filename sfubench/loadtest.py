@@ -65,9 +65,10 @@ def _on_sigterm(signum, frame):
     raise _Terminated()
 
 
-def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
+def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scenario) -> tuple[Path, str]:
     """Runs one load test; returns (run folder, status). Status is 'ok' when the scenario ran to
-    its end (failed video checks are results, not errors)."""
+    its end (failed video checks are results, not errors). `scenario(runner)` drives the load once
+    the SFU, the grid and the collector are up (the benchmarks bring their own)."""
     progress = progress or Progress()
     signal.signal(signal.SIGTERM, _on_sigterm)
     cache = cfg.cache_dir()
@@ -115,7 +116,7 @@ def run(cfg: Config, progress: Progress | None = None) -> tuple[Path, str]:
             progress.say(f"sfu: starting {adapter.name} at {lab.sfu.address} ({lab.sfu.netns})")
             server = adapter.start(lab.sfu, run_dir.path, cache, **_wrap(groups, "sfu"))
             try:
-                _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress)
+                _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario)
                 status = "ok"
             finally:
                 server.stop()
@@ -181,7 +182,7 @@ def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | Non
         progress.say(f"history: run not recorded in {results_db} ({type(e).__name__}: {e})")
 
 
-def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress):
+def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario):
     sessions = -(-cfg.participants // cfg.participants_per_browser)
     collector = Collector(bus, media, run_dir.path / "frames")
     with PageServer(collector=collector) as pages:
@@ -228,7 +229,7 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress):
             runner = Runner(cfg, RoomRamp(cfg.rooms, cfg.users_per_room), bus, collector, open_browser,
                             client_url, probes=probes)
             try:
-                runner.run_scenario()
+                scenario(runner)
             finally:
                 runner.close()
                 if pusher is not None and pusher.error:

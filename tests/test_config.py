@@ -10,9 +10,9 @@ from sfubench.config import ConfigError, load
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_defaults_are_the_study_room_size():
+def test_defaults_are_a_room_the_clients_of_two_cores_carry():
     c = load(env={})
-    assert (c.sfu, c.rooms, c.users_per_room, c.ramp_samples, c.target_samples) == ("janus", 1, 7, 2, 8)
+    assert (c.sfu, c.rooms, c.users_per_room, c.ramp_samples, c.target_samples) == ("janus", 1, 5, 2, 8)
 
 
 def test_precedence_default_file_env_flag(tmp_path):

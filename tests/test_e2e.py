@@ -1,5 +1,5 @@
 """The whole path, for real: the CLI provisions the lab, starts the SFU and a Selenium Grid, drives
-Chromium with fake media through a room of 7, and writes the run folder and report.
+Chromium with fake media through a room of the default size, and writes the run folder and report.
 
 The runs confine the clients to 1.4 of the machine's 2 cores (a cgroup CPU quota), so a pass proves
 the load generator has headroom, not that this machine happened to be quiet or fast: the figures
@@ -14,10 +14,11 @@ from statistics import median
 import pytest
 
 from reports import metrics, runfiles
+from sfubench import config
 from sfubench.rundir import read
 
 ROOT = Path(__file__).resolve().parent.parent
-USERS = 7
+USERS = config.load(env={}).users_per_room
 CLIENT_CPUS = "1.4"
 
 pytestmark = pytest.mark.e2e
@@ -62,7 +63,7 @@ def test_every_video_of_a_room_of_seven_is_verified_playing(sfu_run):
     assert not failed, failed
     assert {(c["user"], c["peer"]) for c in checks} == {
         (f"r1u{a}", f"r1u{b}") for a in range(1, USERS + 1) for b in range(1, USERS + 1)}
-    assert "checks: 49/49 videos verified playing" in r.stdout
+    assert f"checks: {USERS ** 2}/{USERS ** 2} videos verified playing" in r.stdout
 
 
 def test_the_clients_had_headroom_and_the_figures_are_the_sfus(sfu_run):
@@ -131,6 +132,21 @@ def test_run_folder_records_versions_events_and_quality(sfu_run):
 
 def test_the_lab_is_gone_after_the_run(sfu_run):
     assert not Path("/run/netns/sfube-sfu").exists() and not Path("/run/netns/sfube-cli").exists()
+
+
+def test_an_overloaded_load_generator_is_flagged_not_blamed_on_the_sfu(tmp_path):
+    """Two rooms of 7 with the clients confined to 0.8 cores: far more than they can carry. The run
+    finishes, its windows are flagged client-bound, and the knee names the clients, not Janus."""
+    r = loadtest("janus", tmp_path, "--rooms", "2", "--users-per-room", "7", "--client-cpus", "0.8",
+                 "--video-timeout", "30", "--target-samples", "4", "--quality-frames", "0")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    a = metrics.analyse(runfiles.load(run))
+    bound = [h for h in a.health if h["client_bound"]]
+    assert bound and bound[-1]["phase"] == "target", a.health
+    assert a.knee.client_bound and a.knee.criterion == "client", a.knee
+    assert "The load generator was the limit" in r.stdout and "client-bound at" in r.stdout
+    assert "Client-bound at" in (run / "report.html").read_text()
 
 
 def test_ctrl_c_tears_everything_down_and_keeps_what_was_collected(tmp_path):
@@ -206,7 +222,7 @@ def test_compare_refuses_different_scenarios(runs, tmp_path):
     import shutil
     shutil.copytree(a, other)
     meta = json.loads((other / "meta.json").read_text())
-    meta["scenario"]["users_per_room"] = 5
+    meta["scenario"]["users_per_room"] = USERS + 1
     (other / "meta.json").write_text(json.dumps(meta))
     r = subprocess.run([sys.executable, "-m", "sfubench.cli", "compare", str(runs["inhouse"][0]),
                         str(other), "--out", str(tmp_path / "cmp")], capture_output=True, text=True,

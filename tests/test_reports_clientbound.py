@@ -33,12 +33,12 @@ def test_a_window_with_headroom_is_not_client_bound():
 
 
 @pytest.mark.parametrize("change,expect", [
-    (dict(throttled=2.0), "quota held them back 29%"),
+    (dict(throttled=0.9), "quota held them back 13%"),
     (dict(machine=13.5), "2 cores were 96% busy"),
     (dict(fps=(9.0,) * 7), "encoded 9.0 of the source's 15 fps"),
     (dict(window={"lag_ms_max": 1500.0}), "held up 1.5 s"),
-    (dict(window={"lag_ms_mean": 60.0}), "60 ms late on average"),
-    (dict(window={"stats_ms_p50": 900.0}), "getStats round took 900 ms"),
+    (dict(window={"lag_ms_mean": 12.0}), "12 ms late on average"),
+    (dict(window={"stats_ms_p50": 150.0}), "getStats round took 150 ms"),
     (dict(window={"missing_samples": 4}), "4 of 56 samples never arrived"),
     (dict(window={"duration_s": 16.0}), "took 16.0 s for 7 s of samples"),
 ])
@@ -47,11 +47,14 @@ def test_each_sign_of_a_starved_client(change, expect):
     assert len(reasons) == 1 and expect in reasons[0], reasons
 
 
-def test_cpu_is_not_judged_over_a_one_second_window():
-    """A room's freshly joined participants burst for a second: short windows are judged by what
-    the clients did, not by their CPU share."""
-    assert assess(window={"samples": 2, "duration_s": 1.1}, throttled=0.9, machine=1.98, span_s=1.0) == []
-    assert assess(window={"samples": 2, "duration_s": 1.1}, throttled=0.9, machine=1.98, span_s=3.5) != []
+def test_averages_over_a_one_second_window_count_only_when_far_past_the_thresholds():
+    """A room's freshly joined participants burst for a second: a short window's averages count
+    only at three times their thresholds, and the machine's CPU share not at all."""
+    burst = {"samples": 2, "duration_s": 1.1, "lag_ms_mean": 13.0, "stats_ms_p50": 93.0}
+    assert assess(window=burst, throttled=0.2, machine=1.97, span_s=1.0) == []
+    assert len(assess(window=burst, throttled=0.2 * 3.5, machine=1.97 * 3.5, span_s=3.5)) == 3
+    starved = {"samples": 2, "duration_s": 2.4, "lag_ms_mean": 82.0, "stats_ms_p50": 946.0}
+    assert len(assess(window=starved, throttled=0.95, span_s=1.0)) == 3
 
 
 def test_bandwidth_limited_senders_are_the_network_not_the_client():
@@ -65,7 +68,7 @@ def test_bandwidth_limited_senders_are_the_network_not_the_client():
 
 def test_the_rule_says_what_it_checks():
     text = ClientRule().text()
-    assert "25%" in text and "95%" in text and "getStats" in text and "3 s" in text
+    assert "10%" in text and "95%" in text and "getStats" in text and "3 s" in text
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,96 @@
+"""What the load generator costs: cores per real Chromium participant, and what measuring adds.
+
+    .venv/bin/python bench/clients.py [--sfu janus] [--seconds 10]
+
+One room against a real SFU in the lab, at the local profile (7 participants, 320x180@15) and at the
+paper profile (3 participants, 540x360@30: 7 would need more than this machine's 2 cores). Once the
+room is validated, the clients' cgroup CPU is read over three spans of the same length: idle (no
+frame codes read, no getStats), following (every frame's code read, as during checks and windows),
+and measuring (frame codes and a getStats round every second: a measurement window). Not a test:
+the figures depend on the machine, printed beside them. Exit codes: 0 ok, 1 a run failed, 2 bad
+input, 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# runnable as a plain script from a checkout, without installing the package
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sfubench import config, loadtest  # noqa: E402
+from sfubench.progress import Progress  # noqa: E402
+from sfubench.rundir import read  # noqa: E402
+
+PROFILES = (("local", 7), ("paper", 3))   # media profile, participants in the room
+
+
+def spans(seconds: float, found: dict):
+    """A scenario: one room, validated, then idle / following / measuring spans of `seconds`."""
+    def scenario(runner) -> None:
+        want = runner.shape.tick(runner.status)
+        runner.status.rooms = 1
+        while runner.status.participants < want:
+            runner.start_participant(1)
+        runner.validate(1)
+        for phase, follow in (("idle", False), ("following", True)):
+            runner.follow(follow)
+            time.sleep(2)   # pages pick commands up twice a second; let the change settle
+            runner.window += 1
+            found[phase] = runner.window
+            runner.read_probes(phase, runner.window, "start")
+            time.sleep(seconds)
+            runner.read_probes(phase, runner.window, "end")
+        runner.measure("target", int(seconds) + 1)
+        found["measuring"] = runner.window
+    return scenario
+
+
+def cores(run_dir: Path, window: int, role: str = "clients") -> float | None:
+    edge = {r["edge"]: r for r in read(run_dir, "server") if r.get("window") == window and r["role"] == role}
+    if "start" not in edge or "end" not in edge:
+        return None
+    return (edge["end"]["cpu_s"] - edge["start"]["cpu_s"]) / ((edge["end"]["t"] - edge["start"]["t"]) / 1000)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sfu", default="janus")
+    ap.add_argument("--seconds", type=float, default=10.0, help="length of each span")
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("bench/clients.py: the lab needs root", file=sys.stderr)
+        return 2
+    out = Path(tempfile.mkdtemp(prefix="sfubench-bench-clients-"))
+    rows = []
+    for profile, users in PROFILES:
+        cfg = config.load(cli={"sfu": args.sfu, "media": profile, "users_per_room": users, "out": str(out),
+                               "quality_frames": 0, "background_interval": 0, "lab_prefix": "sfubc",
+                               "lab_subnet": "127.0.5", "results_db": str(out / "results.sqlite")}, env={})
+        found: dict[str, int] = {}
+        try:
+            run_dir, status = loadtest.run(cfg, Progress(open(os.devnull, "w")), spans(args.seconds, found))
+        except KeyboardInterrupt:
+            return 130
+        if status != "ok" or len(found) != 3:
+            print(f"bench/clients.py: the {profile} run did not complete ({status}); see {out}", file=sys.stderr)
+            return 1
+        c = {phase: cores(run_dir, w) for phase, w in found.items()}
+        rows.append((profile, users, c, cores(run_dir, found["measuring"], "sfu")))
+    print(f"client cost, {args.sfu}, one room, clients' cgroup CPU over {args.seconds:g}-s spans "
+          f"({os.cpu_count()} cores):")
+    for profile, users, c, sfu in rows:
+        print(f"  {profile:6} {users} participants: {c['measuring'] / users:.3f} cores per participant "
+              f"measuring ({c['measuring']:.2f} in all; SFU {sfu:.2f})")
+        print(f"         measurement overhead: following frame codes +{c['following'] - c['idle']:.2f} cores, "
+              f"getStats every second +{c['measuring'] - c['following']:.2f} cores over idle "
+              f"{c['idle']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
