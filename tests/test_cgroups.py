@@ -1,0 +1,79 @@
+"""CPU control groups for real (needs root, as runs do): a busy process confined by a quota uses what
+the quota allows and no more, its CPU is counted exactly, and removing the group ends it."""
+import subprocess
+import time
+
+import psutil
+import pytest
+
+from sfubench import cgroups
+from sfubench.cgroups import CpuGroup
+from sfubench.probes import GroupProbe, MachineProbe
+
+BUSY = ["python3", "-c", "while True: pass"]
+
+
+@pytest.fixture
+def group():
+    g = CpuGroup("sfubench-test", cores=0.25).create()
+    yield g
+    g.remove()
+
+
+def test_this_host_has_a_cpu_controller():
+    assert cgroups.version() in (1, 2)
+
+
+def test_a_quota_caps_a_busy_process_and_its_cpu_is_counted(group):
+    proc = subprocess.Popen(group.wrap(BUSY))
+    try:
+        time.sleep(0.5)
+        assert proc.pid in group.pids()
+        probe = GroupProbe("clients", group)
+        first = probe.sample(phase="x", window=1, edge="start")
+        time.sleep(3)
+        second = probe.sample(phase="x", window=1, edge="end")
+    finally:
+        proc.kill()
+        proc.wait()
+    cores = (second["cpu_s"] - first["cpu_s"]) / ((second["t"] - first["t"]) / 1000)
+    assert 0.18 < cores < 0.3, cores                  # the quota, not the core the loop would take
+    assert second["cores"] == 0.25
+    throttled = (second["throttled_s"] - first["throttled_s"]) / ((second["t"] - first["t"]) / 1000)
+    assert throttled > 0.5, throttled                 # held back most of the time
+
+
+def test_children_stay_in_the_group_and_removal_ends_them(group):
+    parent = subprocess.Popen(group.wrap(["sh", "-c", "sleep 300 & sleep 300 & wait"]))
+    time.sleep(0.5)
+    assert len(group.pids()) == 3
+    group.remove()
+    parent.wait(5)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "300"]]
+
+
+def test_a_pinned_group_runs_on_its_cpus_only():
+    g = CpuGroup("sfubench-test-pin", cpus="0").create()
+    try:
+        proc = subprocess.Popen(g.wrap(["python3", "-c", "import os, time; time.sleep(0.3); "
+                                        "print(sorted(os.sched_getaffinity(0)))"]),
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.communicate(timeout=10)[0].strip() == "[0]"
+        assert g.describe() == {"cgroup": f"v{g.version}:sfubench/sfubench-test-pin", "cores": None, "cpus": "0"}
+    finally:
+        g.remove()
+
+
+def test_the_machine_probe_counts_every_core():
+    probe = MachineProbe()
+    a = probe.sample()
+    procs = [subprocess.Popen(BUSY) for _ in range(2)]
+    try:
+        time.sleep(2)
+        b = probe.sample()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert b["cores"] == psutil.cpu_count()
+    assert b["cpu"] > 0.8 * min(2, psutil.cpu_count())
