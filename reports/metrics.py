@@ -27,20 +27,25 @@ def stream_key(s: dict) -> tuple:
     return s.get("user"), s.get("peer"), s.get("direction"), s.get("kind"), s.get("ssrc")
 
 
+def _n(v) -> float | None:
+    """v if it is a finite number, else None: a browser's getStats (or a damaged file) may hold
+    nulls, strings or NaN, and none of them may turn into a figure. (v - v is 0 only for finite v.)"""
+    return v if type(v) in (int, float) and v - v == 0 else None
+
+
 def bitrate(first: dict, last: dict) -> float | None:
     """The study's bitrate: Δbytes × 8000 / Δt (t in ms) → bit/s; None when it cannot be known."""
-    try:
-        dt = last["t"] - first["t"]
-        db = last["bytes"] - first["bytes"]
-    except (KeyError, TypeError):
+    t0, t1, b0, b1 = _n(first.get("t")), _n(last.get("t")), _n(first.get("bytes")), _n(last.get("bytes"))
+    if t0 is None or t1 is None or b0 is None or b1 is None:
         return None
+    dt, db = t1 - t0, b1 - b0
     if dt <= 0 or db < 0:   # db < 0: the counter restarted (new connection)
         return None
     return db * 8000.0 / dt
 
 
 def _delta(first: dict, last: dict, key: str) -> float | None:
-    a, b = first.get(key), last.get(key)
+    a, b = _n(first.get(key)), _n(last.get(key))
     if a is None or b is None or b < a:
         return None
     return b - a
@@ -55,7 +60,7 @@ def _avg(samples: list[dict], key: str) -> float | None:
     """Mean of one field over a window's samples; a plain loop because it runs for every stream window."""
     total, n = 0.0, 0
     for s in samples:
-        v = s.get(key)
+        v = _n(s.get(key))
         if v is not None:
             total += v
             n += 1
@@ -66,22 +71,22 @@ def _observe(first: dict | None, last: dict, within: list[dict], phase, window) 
     """One stream in one window. `first` is None when there is nothing to take differences from.
     Written for speed: it runs once per stream and window (~200k times for 500 participants)."""
     get = last.get
-    obs = {"phase": phase, "window": window, "participants": get("participants"), "t": get("t"),
+    obs = {"phase": phase, "window": window, "participants": get("participants"), "t": _n(get("t")),
            "room": get("room"), "user": get("user"), "peer": get("peer"), "direction": get("direction"),
            "kind": get("kind"), "bps": None, "dt": None, "lost": None, "expected": None, "freezes": None,
            "limit": get("qualityLimitationReason")}
     if len(within) == 1:
-        rtt, jitter = get("rtt"), get("jitter")
+        rtt, jitter = _n(get("rtt")), _n(get("jitter"))
         obs["rtt"] = [rtt * 1000.0] if rtt is not None else []
-        obs["fps"] = get("framesPerSecond")
+        obs["fps"] = _n(get("framesPerSecond"))
     else:
-        obs["rtt"] = [s["rtt"] * 1000.0 for s in within if s.get("rtt") is not None]
+        obs["rtt"] = [r * 1000.0 for s in within if (r := _n(s.get("rtt"))) is not None]
         jitter = _avg(within, "jitter")
         obs["fps"] = _avg(within, "framesPerSecond")
     obs["jitter_ms"] = jitter * 1000.0 if jitter is not None else None
     if first is not None and first is not last:
         obs["bps"] = bitrate(first, last)
-        t0, t1 = first.get("t"), get("t")
+        t0, t1 = _n(first.get("t")), obs["t"]
         if t0 is not None and t1 is not None:
             obs["dt"] = (t1 - t0) / 1000.0
         lost, packets = _delta(first, last, "packetsLost"), _delta(first, last, "packets")

@@ -37,7 +37,8 @@ def plot_timeline(a: Analysis, out: Path) -> str | None:
     y = [p for _, p in tl] + [tl[-1][1]]
     ax.step(x, y, where="post", color=SEND_COLOR, linewidth=1.8, label="participants started")
     for event, marker, color, label in (("room_timeout", "x", "#d62728", "room timed out"),
-                                        ("participant_failed", "o", "#ff7f0e", "participant failed")):
+                                        ("participant_failed", "o", "#ff7f0e", "participant failed"),
+                                        ("sfu_exited", "X", "#000000", "SFU exited / stopped answering")):
         pts = [(_minutes(e["t"], t0), e.get("participants") or 0) for e in run.events
                if e.get("event") == event and e.get("t")]
         if pts:

@@ -81,14 +81,20 @@ def main(argv: list[str] | None = None) -> int:
         from .grid import GridError
         from .lab import LabError
         from .media import MediaError
+        from .rundir import RunDirError
+        from .runner import ClientFailure
         from .sfu import AdapterError
         if isinstance(e, CgroupError):
             print(f"sfubench: error: {e}", file=sys.stderr)
             return EXIT_USAGE
-        if isinstance(e, (GridError, LabError, MediaError, AdapterError)):
-            print(f"sfubench: error: {e}", file=sys.stderr)
+        if isinstance(e, (GridError, LabError, MediaError, AdapterError, RunDirError, ClientFailure)):
+            print(f"sfubench: error: {_one_line(e)}", file=sys.stderr)
             return EXIT_FAILED
         raise
+
+
+def _one_line(e: Exception) -> str:
+    return " | ".join(line.strip() for line in str(e).strip().splitlines() if line.strip()) or type(e).__name__
 
 
 def _dispatch(args) -> int:

@@ -21,6 +21,7 @@ Everything here runs on the page server's threads as well as the runner's: one l
 from __future__ import annotations
 
 import io
+import math
 import threading
 import time
 from collections import Counter, deque
@@ -36,6 +37,11 @@ from quality import check, delay, framecode
 from .events import Bus
 
 RETAIN_S = 30.0    # recent frames kept per video, for checks and for delays of captured frames
+
+
+def _number(v) -> float | None:
+    return float(v) if type(v) in (int, float) and math.isfinite(v) else None
+
 LOOKBACK_S = 5.0   # a window's delays match captures up to this long before it opened
 
 
@@ -110,9 +116,10 @@ class Collector:
 
     # -- what pages post --------------------------------------------------------------------
     def collect(self, msg: dict) -> list[dict]:
-        """Takes one record a page posted; returns the commands waiting for it."""
+        """Takes one record a page posted; returns the commands waiting for it. Whatever a page
+        posts, anything malformed is dropped, never raised: a broken page is its own result."""
         with self.lock:
-            page = self.pages.get(str(msg.get("user")))
+            page = self.pages.get(msg.get("user")) if isinstance(msg.get("user"), str) else None
             if page is None:
                 return []
             page.seen = time.monotonic()
@@ -121,8 +128,8 @@ class Collector:
                 self._state(page, msg)
             elif kind == "samples":
                 self._samples(page, msg)
-            elif kind == "frames":
-                self._frames(page, msg.get("series") or {})
+            elif kind == "frames" and isinstance(msg.get("series"), dict):
+                self._frames(page, msg["series"])
             elif kind == "health":
                 self._health(page, msg)
                 commands, page.commands = page.commands, []
@@ -131,7 +138,8 @@ class Collector:
 
     def _state(self, page: Page, msg: dict) -> None:
         state, reason = msg.get("state"), msg.get("reason")
-        if page.state == "failed" or state == page.state:
+        reason = None if reason is None else str(reason)
+        if page.state == "failed" or state == page.state or state not in ("joining", "joined", "failed"):
             return
         page.state, page.reason = state, reason
         if state == "joined":
@@ -145,14 +153,16 @@ class Collector:
         return len(self.pages)
 
     def _samples(self, page: Page, msg: dict) -> None:
-        w = self.windows.get(msg.get("window"))
+        window = msg.get("window")
+        w = self.windows.get(window) if isinstance(window, int) else None
         if w is None or w.closed is not None:
             return   # a window already closed: counted as missing there
-        took = msg.get("took_ms")
-        if isinstance(took, (int, float)):
-            w.took.append(float(took))
+        took = _number(msg.get("took_ms"))
+        if took is not None:
+            w.took.append(took)
         w.got[page.user] += 1
-        for s in msg.get("samples") or []:
+        samples = msg.get("samples")
+        for s in samples if isinstance(samples, list) else []:
             if isinstance(s, dict):
                 s.update(phase=w.phase, window=w.id, participants=w.participants, room=page.room,
                          user=page.user)
@@ -161,35 +171,44 @@ class Collector:
             w.last_sample = time.time()
 
     def _health(self, page: Page, msg: dict) -> None:
-        lag_max, lag_mean = msg.get("lag_max_ms"), msg.get("lag_mean_ms")
+        lag_max, lag_mean = _number(msg.get("lag_max_ms")), _number(msg.get("lag_mean_ms"))
+        if lag_max is None:
+            return
         for w in self.windows.values():
-            if w.closed is None and isinstance(lag_max, (int, float)):
-                w.lag_max[page.user] = max(w.lag_max.get(page.user, 0.0), float(lag_max))
-                if isinstance(lag_mean, (int, float)):
-                    w.lag_mean.append(float(lag_mean))
+            if w.closed is None:
+                w.lag_max[page.user] = max(w.lag_max.get(page.user, 0.0), lag_max)
+                if lag_mean is not None:
+                    w.lag_mean.append(lag_mean)
 
     def _frames(self, page: Page, series: dict) -> None:
         own = page.user
         open_windows = [w for w in self.windows.values() if w.closed is None and w.phase != "background"]
         for video, samples in series.items():
+            if not isinstance(samples, list):
+                continue
             recent = page.frames.setdefault(video, deque())
             for sample in samples:
                 try:
                     read, ts, cells, points = sample
-                    lag = float(read) - float(ts)
+                    ts = float(ts)
+                    lag = float(read) - ts
                 except (TypeError, ValueError):
+                    continue
+                if not math.isfinite(lag):
                     continue
                 if video == own:
                     page.offset = lag if page.offset is None else min(page.offset, lag)
                 else:
                     page.fallback[video] = min(page.fallback.get(video, lag), lag)
                 code = None
-                if cells:
+                if isinstance(cells, list) and all(_number(c) is not None for c in cells):
                     try:
                         code = framecode.decode_levels(cells, self.layout)
                     except ValueError:
                         code = None
-                entry = (float(ts), code, points)
+                if not isinstance(points, list) or not all(_number(p) is not None for p in points):
+                    points = None
+                entry = (ts, code, points)
                 recent.append(entry)
                 t = (ts + (page.offset if page.offset is not None else lag)) / 1000.0
                 for w in open_windows:

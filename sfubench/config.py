@@ -50,6 +50,9 @@ class Config:
         "one browser per participant", min=1, max=64, scenario=False)
     media: str = opt("local", "fake camera profile: local (320x180@15, light) or paper "
                      "(540x360@30, the study's)", choices=("local", "paper"))
+    on_client_failure: str = opt("continue", "what a failed participant or a browser given up does to "
+                                 "the run: continue (it counts as failed streams) or abort",
+                                 choices=("continue", "abort"), scenario=False)
     video_timeout: float = opt(60.0, "seconds a video has to be verified playing before its check "
                                "times out", min=1, max=3600)
     ramp_samples: int = opt(2, "getStats samples taken after each room validates", min=2, max=1000)

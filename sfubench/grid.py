@@ -247,6 +247,18 @@ class LocalGrid:
         self.stop()
 
 
+def check_reachable(url: str, timeout: float = 10) -> None:
+    """Raises GridError unless a Selenium Grid answers at `url` and says it is ready."""
+    try:
+        with _direct.open(f"{url.rstrip('/')}/status", timeout=timeout) as r:
+            status = json.load(r)["value"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        reason = getattr(e, "reason", None) or e
+        raise GridError(f"no Selenium Grid answers at {url}: {reason}") from None
+    if not status.get("ready"):
+        raise GridError(f"the Selenium Grid at {url} is not ready: {status.get('message') or 'no reason given'}")
+
+
 def chrome_options(
     video: Path, audio: Path, user_data_dir: str | None = None, extra: Sequence[str] = ()
 ) -> ChromeOptions:

@@ -5,12 +5,14 @@ quality and reports are the same code on both paths.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -108,11 +110,14 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
 
     status, error = "failed", None
     bus.event("run_started", 0)
+    server = None
     try:
         lab.up()
         for g in groups.values():
             g.create()
         with lab.inside_clients():
+            if cfg.grid_url:
+                grid_mod.check_reachable(cfg.grid_url)
             progress.say(f"sfu: starting {adapter.name} at {lab.sfu.address} ({lab.sfu.netns})")
             server = adapter.start(lab.sfu, run_dir.path, cache, **_wrap(groups, "sfu"))
             try:
@@ -122,18 +127,81 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                 server.stop()
     except KeyboardInterrupt:
         status = "interrupted"
-        progress.say("interrupted: cleaning up")
+        for sig in (signal.SIGINT, signal.SIGTERM):   # until _Cleanup takes over, below
+            signal.signal(sig, signal.SIG_IGN)
         raise
     except Exception as e:
-        error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        error = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise
     finally:
-        lab.down()
-        for g in groups.values():
-            g.remove()
-        _finish(run_dir, bus, meta, status, error, progress, cfg.results_db_path(), media)
+        with _Cleanup(status == "interrupted", lambda: _leftovers(lab, groups, server)) as cleanup:
+            if status == "interrupted":
+                progress.say("interrupted: cleaning up (Ctrl-C again stops at once)")
+            lab.down()
+            for g in groups.values():
+                g.remove()
+            status = _finish(run_dir, bus, meta, status, error, progress, cfg.results_db_path(), media,
+                             cleanup)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if cleanup.count and not sys.exc_info()[0]:
+            raise KeyboardInterrupt
     return run_dir.path, status
+
+
+class _Cleanup:
+    """Signals while the run is wound up. Tearing the lab down is never cut short by one Ctrl-C (it
+    is only noted); scoring frames is (the report is then built without the scores); a second Ctrl-C
+    or SIGTERM ends the process at once, saying what it leaves behind."""
+
+    def __init__(self, interrupted: bool, leftovers):
+        self.count = 1 if interrupted else 0
+        self.raising = False
+        self.leftovers = leftovers
+        self.saved = {}
+
+    def _signal(self, signum, frame):
+        self.count += 1
+        if self.count >= 2:
+            left = self.leftovers()
+            sys.stderr.write("sfubench: interrupted again: stopping now; "
+                             + (f"left behind: {'; '.join(left)}\n" if left else "nothing left behind\n"))
+            sys.stderr.flush()
+            os._exit(130)
+        if self.raising:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def interruptible(self):
+        self.raising = True
+        try:
+            yield
+        finally:
+            self.raising = False
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.saved[sig] = signal.signal(sig, self._signal)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+
+
+def _leftovers(lab: LocalLab, groups: dict[str, CpuGroup], server) -> list[str]:
+    """What a run stopped mid-teardown leaves, and how to remove it."""
+    out = []
+    if lab.exists():
+        out.append(f"network namespaces {lab.sfu.netns} and {lab.clients.netns} "
+                   f"(ip netns del {lab.sfu.netns}; ip netns del {lab.clients.netns})")
+    for role, g in groups.items():
+        pids = g.pids()
+        if pids:
+            out.append(f"{role} processes {' '.join(map(str, pids))} in cgroup {g.describe()['cgroup']} "
+                       f"(kill {' '.join(map(str, pids))})")
+    if server is not None and server.proc.poll() is None:
+        out.append(f"SFU process {server.proc.pid}")
+    return out
 
 
 def _groups(cfg: Config) -> dict[str, CpuGroup]:
@@ -155,31 +223,40 @@ def _wrap(groups: dict[str, CpuGroup], role: str) -> dict:
 
 
 def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | None, progress: Progress,
-            results_db: str, media) -> None:
+            results_db: str, media, cleanup: _Cleanup) -> str:
     """Closes the run folder the same way whatever happened, scores the captured frames and builds
-    the report from it."""
+    the report from it; returns the final status. Each step runs whatever the previous one did: a
+    full disk or a report bug must not cost the others."""
+    def attempt(what: str, fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:   # reported, never raised: the run's own outcome matters more
+            progress.say(f"{what}: failed ({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''})")
+            return None
+
     checks = read(run_dir.path, "checks")
     participants = max((e.get("participants") or 0 for e in read(run_dir.path, "events")), default=0)
-    bus.event("run_finished", participants, status=status)
+    attempt("run folder", bus.event, "run_finished", participants, status=status)
     ok = sum(1 for c in checks if c["ok"])
     meta.update(status=status, error=error, finished=time.time(), cpu=_cpu_summary(run_dir.path),
                 checks={"passed": ok, "failed": len(checks) - ok})
-    run_dir.write_meta(meta)
+    attempt("run folder", run_dir.write_meta, meta)
     run_dir.close()
     try:
-        score_frames(run_dir.path, media, progress)
+        with cleanup.interruptible():
+            score_frames(run_dir.path, media, progress)
+    except KeyboardInterrupt:
+        progress.say("quality: scoring interrupted; `sfubench report` scores the frames later")
+        status = "interrupted"
     except Exception as e:  # the frames stay in frames/: `sfubench report` can score them again
         progress.say(f"quality: scoring failed ({type(e).__name__}: {e})")
-    try:
-        meta["report"] = str(run_report.build(run_dir.path))
-        run_dir.write_meta(meta)
-    except Exception as e:  # the records are the result; a report bug must not hide the run's own error
-        progress.say(f"report: could not be built ({type(e).__name__}: {e}); the records are in "
-                     f"{run_dir.path}")
-    try:
-        history.record(run_dir.path, results_db)
-    except Exception as e:
-        progress.say(f"history: run not recorded in {results_db} ({type(e).__name__}: {e})")
+    meta.update(status=status)
+    report = attempt("report", run_report.build, run_dir.path)
+    if report is not None:
+        meta["report"] = str(report)
+    attempt("run folder", run_dir.write_meta, meta)
+    attempt(f"history ({results_db})", history.record, run_dir.path, results_db)
+    return status
 
 
 def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario):
@@ -227,7 +304,7 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, sc
                 pusher = prometheus.Pusher(cfg.pushgateway, adapter.name, run_dir.path.name)
                 bus.subscribe(pusher, ["samples", "windows"])
             runner = Runner(cfg, RoomRamp(cfg.rooms, cfg.users_per_room), bus, collector, open_browser,
-                            client_url, probes=probes)
+                            client_url, probes=probes, watches=[server.check, run_dir.check])
             try:
                 scenario(runner)
             finally:

@@ -22,6 +22,10 @@ MOUNTS = {"/sfu/": ROOT / "sfu-configs", "/javascript/": Path("/usr/share/javasc
 MAX_BODY = 16 << 20          # a captured PNG is tens of KB; anything this large is not ours
 
 
+def _not_json(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
 class _Handler(SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     collector = None   # set per server
@@ -58,7 +62,7 @@ class _Handler(SimpleHTTPRequestHandler):
         body = self.rfile.read(length)
         try:
             if route == "/collect":
-                msg = json.loads(body)
+                msg = json.loads(body, parse_constant=_not_json)
                 if not isinstance(msg, dict):
                     raise ValueError("not an object")
                 answer = json.dumps(self.collector.collect(msg)).encode()
@@ -67,6 +71,9 @@ class _Handler(SimpleHTTPRequestHandler):
                 answer = b"[]"
         except ValueError:
             self.send_error(400)
+            return
+        except Exception:   # e.g. the run folder's disk is full: the run reports it, not the page
+            self.send_error(500)
             return
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

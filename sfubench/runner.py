@@ -11,6 +11,7 @@ start at the same instant: the window lasts what the settings say however many b
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ from selenium.common.exceptions import WebDriverException
 
 from .collector import Collector, Window
 from .events import Bus
+from .sfu import SfuFailed
 from .shape import LoadShape, Status
 
 LOST_AFTER = 3        # consecutive failed WebDriver calls after which a browser is given up
@@ -28,6 +30,12 @@ LEAD_S = 1.0          # how far ahead a window starts: pages look for commands t
 FRAME_FLUSH_S = 0.6   # pages post frame codes every 0.5 s: wait this long for a window's last ones
 CAPTURE_GAP_S = 0.5   # between two captured frames of one video
 POLL_S = 0.25
+WATCH_S = 1.0         # how often the SFU and the run folder are checked
+QUIT_S = 10.0         # how long closing the browser sessions may take
+
+
+class ClientFailure(RuntimeError):
+    """A participant failed and the policy (--on-client-failure abort) ends the run."""
 
 
 @dataclass(eq=False)
@@ -54,10 +62,11 @@ class Browser:
 class Runner:
     """Runs one scenario. `open_browser()` returns a WebDriver already showing the host page;
     `client_url(room, user)` gives a participant's page; `probes` are read at both edges of every
-    measurement and at every background tick."""
+    measurement and at every background tick; `watches` (the SFU's health, the run folder's) are
+    called about once a second and raise when the run cannot go on."""
 
     def __init__(self, cfg, shape: LoadShape, bus: Bus, collector: Collector, open_browser, client_url,
-                 probes=()):
+                 probes=(), watches=()):
         self.cfg = cfg
         self.shape = shape
         self.bus = bus
@@ -65,6 +74,8 @@ class Runner:
         self.open_browser = open_browser
         self.client_url = client_url
         self.probes = list(probes)
+        self.watches = list(watches)   # callables that raise when the run cannot go on
+        self.next_watch = 0.0
         self.browsers: list[Browser] = []
         self.participants: list[Participant] = []
         self.status = Status()
@@ -160,13 +171,29 @@ class Runner:
             return
         p.failed = reason
         page = self.collector.pages.get(p.id)
-        if page is not None and page.state == "failed":
-            return   # the page said so itself; the collector recorded it
-        self.event("participant_failed", room=p.room, user=p.id, reason=reason)
-        self.say(f"{p.id} failed: {reason}")
+        if page is None or page.state != "failed":   # else the page said so and it is recorded
+            self.event("participant_failed", room=p.room, user=p.id, reason=reason)
+            self.say(f"{p.id} failed: {reason}")
+        if self.cfg.on_client_failure == "abort":
+            raise ClientFailure(f"{p.id} failed ({reason}) and --on-client-failure is abort")
+
+    def check(self) -> None:
+        """Runs the watches, at most once per WATCH_S. An SFU that died or hung is recorded (with its
+        exit code and the end of its log) before the run stops on it."""
+        now = time.monotonic()
+        if now < self.next_watch:
+            return
+        self.next_watch = now + WATCH_S
+        for watch in self.watches:
+            try:
+                watch()
+            except SfuFailed as e:
+                self.event("sfu_exited", code=e.code, reason=str(e), log=e.log)
+                raise
 
     def note_failures(self) -> None:
         """Marks participants whose page failed, never loaded, or went silent."""
+        self.check()
         now = time.monotonic()
         for p in self.participants:
             if p.failed:
@@ -212,9 +239,13 @@ class Runner:
             self.record_check(room, key, False, verdict, time.monotonic() - started)
         ok = total - len(pending)
         self.event("room_validated" if not pending else "room_timeout", room=room)
-        self.say(f"room {room}/{self.cfg.rooms}: {ok}/{total} videos playing"
-                 + ("" if not pending else f"; {len(pending)} timed out after "
-                    f"{self.cfg.video_timeout:.0f} s"))
+        failed = sum(1 for p_id, _ in pending if by_id[p_id].failed)
+        why = []
+        if failed:
+            why.append(f"{failed} not checked: their participant failed")
+        if len(pending) > failed:
+            why.append(f"{len(pending) - failed} timed out after {self.cfg.video_timeout:.0f} s")
+        self.say(f"room {room}/{self.cfg.rooms}: {ok}/{total} videos playing" + "".join(f"; {w}" for w in why))
 
     def record_check(self, room, key, ok, verdict, elapsed) -> None:
         p_id, user = key
@@ -236,6 +267,7 @@ class Runner:
         self.read_probes(phase, w.id, "start")
         deadline = time.monotonic() + (n - 1) * self.cfg.sample_interval + SAMPLE_GRACE_S
         while not w.complete and time.monotonic() < deadline:
+            self.check()
             time.sleep(0.05)
         self.read_probes(phase, w.id, "end")
         time.sleep(FRAME_FLUSH_S)
@@ -293,6 +325,7 @@ class Runner:
         """Sleeps, starting background samples when they fall due."""
         end = time.monotonic() + seconds
         while True:
+            self.check()
             now = time.monotonic()
             if self.next_background is not None and now >= self.next_background:
                 self.end_background()
@@ -306,10 +339,19 @@ class Runner:
             time.sleep(max(0.0, min(until - now, POLL_S)))
 
     def close(self) -> None:
-        for b in self.browsers:
+        """Quits every browser session, all at once, waiting QUIT_S at most: a frozen browser cannot
+        answer, and the grid's and the lab's teardown end whatever is left."""
+        drivers = [b.driver for b in self.browsers if b.driver is not None]
+        self.browsers.clear()
+
+        def quit(driver):
             try:
-                if b.driver is not None:
-                    b.driver.quit()
+                driver.quit()
             except Exception:  # a dead session must not stop the others from closing
                 pass
-        self.browsers.clear()
+        threads = [threading.Thread(target=quit, args=(d,), daemon=True) for d in drivers]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + QUIT_S
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))

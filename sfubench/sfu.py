@@ -14,13 +14,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
 
-from .config import ROOT
+from .config import ROOT, ConfigError
 
 PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 
 
 class AdapterError(RuntimeError):
     pass
+
+
+class SfuFailed(AdapterError):
+    """The SFU died or stopped answering during the run."""
+
+    def __init__(self, message: str, code: int | None, log: list[str]):
+        super().__init__(message)
+        self.code = code
+        self.log = log
+
+
+HEALTH_FAILURES = 3   # health checks failed in a row before a running SFU counts as hung
+
+# The lab's addresses never go through a proxy, whatever http_proxy says.
+_direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"signal {-code}"
+    return f"code {code}"
 
 
 def render(text: str, values: dict[str, str], where: str) -> str:
@@ -31,6 +55,22 @@ def render(text: str, values: dict[str, str], where: str) -> str:
             raise AdapterError(f"{where}: unknown placeholder {{{m.group(1)}}}")
         return str(values[m.group(1)])
     return PLACEHOLDER.sub(sub, text)
+
+
+def _option(sfu: str, key: str, value: str, default):
+    """`value` as the type of the option's default in sfu.toml, or a one-line ConfigError."""
+    kind = type(default)
+    try:
+        if kind is bool:
+            word = value.strip().lower()
+            if word not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                raise ValueError
+            return word in ("1", "true", "yes", "on")
+        return kind(value)
+    except ValueError:
+        wants = {bool: "true or false", int: "an integer", float: "a number"}.get(kind, "a string")
+        raise ConfigError(f"--sfu-options: {sfu} option {key} wants {wants} (default {default!r}), "
+                          f"got {value!r}") from None
 
 
 @dataclass
@@ -53,10 +93,9 @@ class Adapter:
         options = dict(data.get("options", {}))
         for key, value in (overrides or {}).items():
             if key not in options:
-                raise AdapterError(f"SFU {name} has no option {key!r}; it has: "
-                                   f"{', '.join(options) or 'none'}")
-            options[key] = type(options[key])(value) if not isinstance(options[key], bool) \
-                else value.lower() in ("1", "true", "yes")
+                raise ConfigError(f"--sfu-options: {name} has no option {key!r}; it has: "
+                                  f"{', '.join(options) or 'none'}")
+            options[key] = _option(name, key, value, options[key])
         return cls(name, folder, data, options)
 
     @property
@@ -135,6 +174,7 @@ class Server:
     log: Path
     health: str
     values: dict[str, str]   # the placeholders it was started with; client pages need them too
+    unhealthy: int = 0       # health checks failed in a row
 
     def wait_healthy(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
@@ -155,17 +195,37 @@ class Server:
                 host, port = self.health[6:].rsplit(":", 1)
                 with socket.create_connection((host, int(port)), timeout=1):
                     return True
-            with urllib.request.urlopen(self.health, timeout=1) as r:
+            with _direct.open(self.health, timeout=1) as r:
                 return r.status < 500
         except OSError:
             return False
 
-    def _log_tail(self) -> str:
+    def check(self) -> None:
+        """Raises SfuFailed if the server has exited, or failed HEALTH_FAILURES health checks in a row
+        (the caller checks about once a second)."""
+        code = self.proc.poll()
+        if code is not None:
+            raise SfuFailed(f"{self.adapter.name} exited with {describe_exit(code)} during the run; "
+                            f"{self._log_tail()}", code, self._log_lines())
+        if self._probe():
+            self.unhealthy = 0
+            return
+        self.unhealthy += 1
+        if self.unhealthy >= HEALTH_FAILURES:
+            raise SfuFailed(f"{self.adapter.name} stopped answering its health check ({self.health}) "
+                            f"{self.unhealthy} times in a row; {self._log_tail()}", None, self._log_lines())
+
+    def _log_lines(self, n: int = 10) -> list[str]:
         try:
-            lines = self.log.read_text(errors="replace").strip().splitlines()
+            return self.log.read_text(errors="replace").strip().splitlines()[-n:]
         except FileNotFoundError:
+            return []
+
+    def _log_tail(self) -> str:
+        lines = self._log_lines(3)
+        if not self.log.exists():
             return "no log"
-        return "log: " + " | ".join(lines[-3:]) if lines else "empty log"
+        return "log: " + " | ".join(lines) if lines else "empty log"
 
     def pids(self) -> list[int]:
         """The server's processes (the `ip netns exec` wrapper execs, so its pid is the server's)."""

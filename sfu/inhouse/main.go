@@ -17,6 +17,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,12 +41,18 @@ func run() error {
 		udp      = flag.String("udp", "127.0.0.1:7001", "`address` of the UDP socket all media uses; ICE offers its IP as the only candidate")
 		announce = flag.String("announce", "", "`IP` to put in the ICE candidate instead of -udp's (1:1 NAT)")
 		maxPeers = flag.Int("max-room-peers", 64, "participants allowed in one room")
+		maxRooms = flag.Int("max-rooms", 1000, "rooms allowed at once")
+		maxConns = flag.Int("max-connections", 4096, "signalling connections allowed at once")
+		rate     = flag.Float64("message-rate", 20, "signalling messages a connection may send per second on average")
+		burst    = flag.Int("message-burst", 50, "signalling messages a connection may send at once")
+		origins  = flag.String("allow-origins", "", "comma-separated page origins (scheme://host:port, host:port or a bare host) allowed to open sessions from a browser, or *; same-host pages and non-browser clients always are")
+		replace  = flag.Bool("replace-sessions", false, "let a second join of a live user id take over its session (default: refuse it)")
 		maxMsg   = flag.Int64("max-message", 1<<20, "largest signalling message in `bytes`")
 		join     = flag.Duration("join-timeout", 10*time.Second, "time a new WebSocket has to join")
 		connect  = flag.Duration("connect-timeout", 20*time.Second, "time a participant has to establish media")
 		pong     = flag.Duration("pong-timeout", 30*time.Second, "signalling silence after which a participant is dropped")
 		iceFail  = flag.Duration("ice-failed-timeout", 10*time.Second, "time a disconnected participant has to come back")
-		withProf = flag.Bool("pprof", false, "serve /debug/pprof/ on -listen")
+		withProf = flag.Bool("pprof", false, "serve /debug/pprof/ on -listen, to clients on loopback or private addresses only")
 		logLevel = flag.String("log-level", "info", "debug, info, warn or error")
 		version  = flag.Bool("version", false, "print the version and exit")
 	)
@@ -64,9 +71,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	var allowed []string
+	for _, o := range strings.Split(*origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			allowed = append(allowed, o)
+		}
+	}
 	s, err := sfu.New(sfu.Config{
 		UDP: conn, Announce: *announce,
-		MaxRoomPeers: *maxPeers, MaxMessageBytes: *maxMsg,
+		MaxRoomPeers: *maxPeers, MaxRooms: *maxRooms, MaxPeers: *maxConns, MaxMessageBytes: *maxMsg,
+		MessageRate: *rate, MessageBurst: *burst, AllowOrigins: allowed, ReplaceSessions: *replace,
 		JoinTimeout: *join, ConnectTimeout: *connect, PongTimeout: *pong, ICEFailedTimeout: *iceFail,
 		Log: log,
 	})
@@ -83,8 +97,8 @@ func run() error {
 	if *withProf {
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.Handle("/debug/pprof/", sfu.Private(http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/profile", sfu.Private(http.HandlerFunc(pprof.Profile)))
 		handler = mux
 	}
 	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}

@@ -16,6 +16,14 @@ const (
 
 var dropNames = [numDrops]string{"malformed", "write_failed"}
 
+const (
+	refusedOrigin = iota // a browser page from an origin not allowed
+	refusedPeers         // the connection limit reached
+	numRefusals
+)
+
+var refusedNames = [numRefusals]string{"origin", "connections"}
+
 type metrics struct {
 	packetsIn, bytesIn   atomic.Uint64
 	packetsOut, bytesOut atomic.Uint64
@@ -25,6 +33,7 @@ type metrics struct {
 	keyframeRequests     atomic.Uint64
 	badMessages          atomic.Uint64
 	closed               [numCloseReasons]atomic.Uint64
+	refused              [numRefusals]atomic.Uint64
 }
 
 // Snapshot is the server's state in numbers, for tests and the metrics page.
@@ -81,6 +90,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	counter("sfu_keyframe_requests_total", "PLIs sent to publishers.", m.keyframeRequests.Load())
 	counter("sfu_signalling_errors_total", "Invalid signalling messages answered with an error.", m.badMessages.Load())
 	labelled("sfu_sessions_closed_total", "Ended sessions by reason.", "reason", closeReasonNames[:], m.closed[:])
+	labelled("sfu_connections_refused_total", "Signalling connections refused.", "reason", refusedNames[:], m.refused[:])
 	u := &s.cfg.UDP.Stats
 	counter("sfu_udp_send_calls_total", "sendmmsg system calls.", u.SendCalls.Load())
 	counter("sfu_udp_sent_packets_total", "Datagrams sent.", u.SentPackets.Load())

@@ -25,11 +25,13 @@ const (
 	closeError
 	closeSlow
 	closeShutdown
+	closeRate
 	numCloseReasons
 )
 
 var closeReasonNames = [numCloseReasons]string{
 	"left", "socket_closed", "ice_failed", "timeout", "replaced", "protocol_error", "slow_client", "shutdown",
+	"rate_limited",
 }
 
 // maxBadMessages is how many invalid messages a client may send before it
@@ -93,6 +95,8 @@ func (p *peer) readLoop() (closeReason, error) {
 	p.ws.SetReadLimit(cfg.MaxMessageBytes)
 	_ = p.ws.SetReadDeadline(time.Now().Add(cfg.JoinTimeout))
 	joined, bad := false, 0
+	// A token bucket: MessageBurst messages at once, MessageRate a second on average.
+	tokens, last := float64(cfg.MessageBurst), time.Now()
 	p.ws.SetPongHandler(func(string) error {
 		if joined {
 			return p.ws.SetReadDeadline(time.Now().Add(cfg.PongTimeout))
@@ -123,6 +127,18 @@ func (p *peer) readLoop() (closeReason, error) {
 			err = &signal.Error{Code: signal.CodeBadRequest, Message: "messages are JSON text frames"}
 		} else {
 			msg, err = signal.Decode(data)
+		}
+		// Answers to the server's own offers are what it asked for, however busy the room;
+		// everything else draws on the bucket.
+		if a, ok := msg.(signal.Answer); !ok || !p.awaits(a.Seq) {
+			now := time.Now()
+			tokens = min(float64(cfg.MessageBurst), tokens+now.Sub(last).Seconds()*cfg.MessageRate)
+			last = now
+			if tokens < 1 {
+				return closeRate, &signal.Error{Code: signal.CodeRateLimit,
+					Message: fmt.Sprintf("more than %d messages at once or %g a second", cfg.MessageBurst, cfg.MessageRate)}
+			}
+			tokens--
 		}
 		switch m := msg.(type) {
 		case signal.Join:
@@ -156,6 +172,13 @@ func (p *peer) readLoop() (closeReason, error) {
 			p.send(signal.EncodeError(err))
 		}
 	}
+}
+
+// awaits says whether seq is the offer waiting for its answer.
+func (p *peer) awaits(seq uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.awaiting != 0 && p.awaiting == seq
 }
 
 func (p *peer) writeLoop() {

@@ -3,6 +3,8 @@ package sfu
 import (
 	"encoding/json"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -207,5 +209,116 @@ func TestVanishedPeerIsDropped(t *testing.T) {
 	}
 	if st := stay.pc.ConnectionState(); st != webrtc.PeerConnectionStateConnected {
 		t.Errorf("the remaining participant is %v", st)
+	}
+}
+
+func dialWith(url string, header http.Header) (*websocket.Conn, int, error) {
+	ws, resp, err := websocket.DefaultDialer.Dial(url, header)
+	if resp != nil {
+		return ws, resp.StatusCode, err
+	}
+	return ws, 0, err
+}
+
+func TestOriginsOutsideTheListAreRefused(t *testing.T) {
+	s, url := startServer(t, func(c *Config) { c.AllowOrigins = []string{"127.0.0.9", "https://pages.example:8443"} })
+	for origin, ok := range map[string]bool{
+		"":                           true, // not a browser
+		"http://127.0.0.9:41234":     true, // a bare host allows any port
+		"https://pages.example:8443": true,
+		"http://pages.example:8443":  false, // another scheme
+		"http://evil.example":        false,
+		"null":                       false,
+	} {
+		h := http.Header{}
+		if origin != "" {
+			h.Set("Origin", origin)
+		}
+		ws, status, err := dialWith(url, h)
+		if ok != (err == nil) {
+			t.Errorf("origin %q: err %v, status %d", origin, err, status)
+		}
+		if err == nil {
+			ws.Close()
+		} else if status != http.StatusForbidden {
+			t.Errorf("origin %q refused with %d", origin, status)
+		}
+	}
+	if s.m.refused[refusedOrigin].Load() != 3 {
+		t.Errorf("%d refusals counted", s.m.refused[refusedOrigin].Load())
+	}
+}
+
+func TestConnectionsAndRoomsAreBounded(t *testing.T) {
+	_, url := startServer(t, func(c *Config) { c.MaxPeers = 2; c.MaxRooms = 1 })
+	a, b := dial(t, url), dial(t, url)
+	if _, status, err := dialWith(url, nil); err == nil || status != http.StatusServiceUnavailable {
+		t.Fatalf("a third connection: %v, %d", err, status)
+	}
+	_ = a.WriteJSON(map[string]string{"type": "join", "room": "1", "user": "a"})
+	if m := next(t, a); m["type"] != "joined" {
+		t.Fatalf("got %v", m)
+	}
+	_ = b.WriteJSON(map[string]string{"type": "join", "room": "2", "user": "b"})
+	expectError(t, b, "room_full", "no room for another room")
+}
+
+func TestALiveUserIdIsNotTakenOver(t *testing.T) {
+	_, url := startServer(t, nil)
+	first, second := dial(t, url), dial(t, url)
+	_ = first.WriteJSON(map[string]string{"type": "join", "room": "1", "user": "a"})
+	if m := next(t, first); m["type"] != "joined" {
+		t.Fatalf("got %v", m)
+	}
+	_ = second.WriteJSON(map[string]string{"type": "join", "room": "1", "user": "a"})
+	expectError(t, second, "user_active", "live session")
+	if m := next(t, first); m["type"] != "offer" {
+		t.Fatalf("the first session was disturbed: %v", m)
+	}
+
+	_, url = startServer(t, func(c *Config) { c.ReplaceSessions = true })
+	first, second = dial(t, url), dial(t, url)
+	_ = first.WriteJSON(map[string]string{"type": "join", "room": "1", "user": "a"})
+	next(t, first)
+	_ = second.WriteJSON(map[string]string{"type": "join", "room": "1", "user": "a"})
+	if m := next(t, second); m["type"] != "joined" {
+		t.Fatalf("got %v", m)
+	}
+	next(t, first) // its offer
+	expectError(t, first, "replaced", "joined again")
+}
+
+func TestMessageFloodsAreCutOff(t *testing.T) {
+	s, url := startServer(t, func(c *Config) { c.MessageRate = 5; c.MessageBurst = 10 })
+	ws := dial(t, url)
+	_ = ws.WriteJSON(map[string]string{"type": "join", "room": "1", "user": "a"})
+	next(t, ws) // joined
+	for range 30 {
+		if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"answer","seq":99,"sdp":"v=0"}`)); err != nil {
+			break
+		}
+	}
+	for {
+		m := next(t, ws)
+		if m["type"] == "error" && m["code"] == "rate_limited" {
+			break
+		}
+	}
+	expectClosed(t, ws)
+	waitFor(t, "the session to end", 5*time.Second, func() bool { return s.m.closed[closeRate].Load() == 1 })
+}
+
+func TestMetricsAnswerPrivateAddressesOnly(t *testing.T) {
+	s, _ := startServer(t, nil)
+	h := s.Handler()
+	for addr, want := range map[string]int{"127.0.0.1:5000": 200, "10.1.2.3:5000": 200, "[fe80::1]:5000": 200,
+		"8.8.8.8:5000": 403, "[2001:db8::1]:5000": 403} {
+		r := httptest.NewRequest("GET", "/metrics", nil)
+		r.RemoteAddr = addr
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != want {
+			t.Errorf("%s: %d, want %d", addr, w.Code, want)
+		}
 	}
 }

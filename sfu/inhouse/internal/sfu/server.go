@@ -6,7 +6,10 @@ package sfu
 import (
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +31,22 @@ type Config struct {
 	Announce string
 
 	MaxRoomPeers    int   // participants per room (default 64)
+	MaxRooms        int   // rooms at once (default 1000)
+	MaxPeers        int   // signalling connections at once (default 4096)
 	MaxMessageBytes int64 // largest signalling message (default 1 MiB)
+	// MessageRate is how many messages a second a connection may send on
+	// average (default 20), MessageBurst how many at once (default 50),
+	// answers to the server's outstanding offer aside.
+	MessageRate  float64
+	MessageBurst int
+	// AllowOrigins lists the page origins allowed to open a session from a
+	// browser: scheme://host:port, host:port, or a bare host for any port and
+	// scheme; "*" allows every origin. Requests without an Origin header
+	// (non-browser clients) and same-host ones are always allowed.
+	AllowOrigins []string
+	// ReplaceSessions lets a second join of a live user id take over its
+	// session; by default it is refused.
+	ReplaceSessions bool
 
 	JoinTimeout    time.Duration // WebSocket open without a join (default 10 s)
 	AnswerTimeout  time.Duration // offer without an answer (default 15 s)
@@ -52,8 +70,20 @@ func (c *Config) setDefaults() {
 	if c.MaxRoomPeers <= 0 {
 		c.MaxRoomPeers = 64
 	}
+	if c.MaxRooms <= 0 {
+		c.MaxRooms = 1000
+	}
+	if c.MaxPeers <= 0 {
+		c.MaxPeers = 4096
+	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 1 << 20
+	}
+	if c.MessageRate <= 0 {
+		c.MessageRate = 20
+	}
+	if c.MessageBurst <= 0 {
+		c.MessageBurst = 50
 	}
 	def(&c.JoinTimeout, 10*time.Second)
 	def(&c.AnswerTimeout, 15*time.Second)
@@ -105,10 +135,11 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Handler serves the WebSocket signalling at / and /ws, Prometheus metrics
-// at /metrics and a health check at /healthz.
+// at /metrics and a health check at /healthz. Metrics (and whatever Private
+// wraps, such as pprof) answer only clients on loopback or private addresses.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", s.serveMetrics)
+	mux.Handle("/metrics", Private(http.HandlerFunc(s.serveMetrics)))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
@@ -117,12 +148,40 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-var upgrader = websocket.Upgrader{
-	ReadBufferSize:  16 << 10,
-	WriteBufferSize: 16 << 10,
-	// Client pages are served by the benchmark's own web server, on
-	// another origin than the SFU.
-	CheckOrigin: func(*http.Request) bool { return true },
+// Private serves h only to clients on loopback, private or link-local
+// addresses: the lab, a VPC, an operator's tunnel; everyone else gets 403.
+func Private(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		ip := net.ParseIP(host)
+		if err != nil || ip == nil || !(ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast()) {
+			http.Error(w, "forbidden: private addresses only", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// originAllowed says whether a browser page at r's Origin may open a session.
+func (s *Server) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	for _, allowed := range s.cfg.AllowOrigins {
+		if allowed == "*" || strings.EqualFold(allowed, u.Host) || strings.EqualFold(allowed, u.Hostname()) ||
+			strings.EqualFold(allowed, u.Scheme+"://"+u.Host) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
@@ -130,13 +189,28 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this is the in-house SFU's WebSocket signalling endpoint", http.StatusBadRequest)
 		return
 	}
+	if !s.originAllowed(r) {
+		s.m.refused[refusedOrigin].Add(1)
+		http.Error(w, "origin not allowed", http.StatusForbidden)
+		return
+	}
+	s.mu.Lock()
+	full := len(s.peers) >= s.cfg.MaxPeers
+	s.mu.Unlock()
+	if full {
+		s.m.refused[refusedPeers].Add(1)
+		http.Error(w, "too many connections", http.StatusServiceUnavailable)
+		return
+	}
+	upgrader := websocket.Upgrader{ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10,
+		CheckOrigin: func(*http.Request) bool { return true }} // checked above
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return
 	}
 	p := newPeer(s, conn)
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || len(s.peers) >= s.cfg.MaxPeers {
 		s.mu.Unlock()
 		conn.Close()
 		return
@@ -165,8 +239,10 @@ func (s *Server) Close() {
 }
 
 var (
-	errRoomFull = &signal.Error{Code: signal.CodeRoomFull, Message: "the room is full"}
-	errReplaced = &signal.Error{Code: signal.CodeReplaced, Message: "the same user joined again"}
+	errRoomFull   = &signal.Error{Code: signal.CodeRoomFull, Message: "the room is full"}
+	errTooMany    = &signal.Error{Code: signal.CodeRoomFull, Message: "no room for another room on this server"}
+	errReplaced   = &signal.Error{Code: signal.CodeReplaced, Message: "the same user joined again"}
+	errUserActive = &signal.Error{Code: signal.CodeUserActive, Message: "this user id has a live session in the room"}
 )
 
 // join enters p into a room. It returns the tracks p must subscribe to and
@@ -176,10 +252,16 @@ func (s *Server) join(p *peer, roomID string) (tracks []*pubTrack, replaced *pee
 	defer s.mu.Unlock()
 	r := s.rooms[roomID]
 	if r == nil {
+		if len(s.rooms) >= s.cfg.MaxRooms {
+			return nil, nil, errTooMany
+		}
 		r = &room{id: roomID, peers: map[string]*peer{}}
 		s.rooms[roomID] = r
 	}
 	replaced = r.peers[p.user]
+	if replaced != nil && !s.cfg.ReplaceSessions {
+		return nil, nil, errUserActive
+	}
 	if replaced == nil && len(r.peers) >= s.cfg.MaxRoomPeers {
 		if len(r.peers) == 0 {
 			delete(s.rooms, roomID)

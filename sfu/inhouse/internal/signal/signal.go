@@ -28,7 +28,9 @@ const (
 	CodeBadRequest = "bad_request" // the message is malformed or breaks the schema
 	CodeBadState   = "bad_state"   // the message is fine but not expected now
 	CodeRoomFull   = "room_full"
-	CodeReplaced   = "replaced" // the same user joined again from elsewhere
+	CodeReplaced   = "replaced"    // the same user joined again from elsewhere
+	CodeUserActive = "user_active" // a join for a user id whose session is live
+	CodeRateLimit  = "rate_limited"
 	CodeTimeout    = "timeout"
 	CodeInternal   = "internal"
 )
