@@ -4,11 +4,13 @@ ROOMS ?= 1
 ARGS ?=
 PY := .venv/bin/python
 
-.PHONY: deps media loadtest report compare trend test bench help
+.PHONY: deps media loadtest report compare trend test test-sfus bench list-sfus help
 
 help:
 	@echo "make loadtest [SFU=janus] [ROOMS=1] [ARGS='--media paper ...']   run a ramp, write runs/<stamp>-<sfu>/"
 	@echo "make test                                                         the test suite (what CI runs)"
+	@echo "make test-sfus                                                    the adapter conformance suite for every local SFU"
+	@echo "make list-sfus                                                    the SFU adapters, their versions and profiles"
 	@echo "make bench                                                        speed and memory benchmarks"
 	@echo "make report RUN=runs/<dir>                                        rebuild a run's report"
 	@echo "make compare RUNS='runs/a runs/b'                                 overlay runs of several SFUs"
@@ -34,6 +36,14 @@ test: deps
 	@cd bench/forwarding && go test -count=1 ./...
 	@$(PY) -m pytest -ra $(ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
+
+# Every local adapter through the conformance suite, mediasoup and Medooze included: their builds
+# take about half an hour each on two cores, once (cached by version), so `make test` leaves them out.
+test-sfus: deps
+	@SFUBENCH_CONFORMANCE=all $(PY) -m pytest -ra tests/test_conformance.py $(ARGS)
+
+list-sfus: deps
+	@$(PY) -m sfubench.cli list-sfus
 
 bench: deps
 	@$(PY) bench/quality.py

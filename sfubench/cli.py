@@ -49,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="profile (default: both)")
     md.add_argument("--cache", default=None, help="cache folder (default: ~/.cache/sfubench)")
 
+    sub.add_parser("list-sfus", help="the SFU adapters: version, profiles and where each runs")
+
     cf = sub.add_parser("config", help="show the settings a loadtest would use")
     config_mod.add_arguments(cf)
     cf.add_argument("--markdown", action="store_true", help="print the settings table (docs/config.md)")
@@ -104,6 +106,16 @@ def _dispatch(args) -> int:
             return 0
         for key, value in _settings(args).as_dict().items():
             print(f"{key} = {value!r}")
+        return 0
+
+    if args.command == "list-sfus":
+        from .sfu import Adapter, profiles_of
+        for name in config_mod.available_sfus():
+            a = Adapter.load(name)
+            where = " and ".join(a.where) if a.where != ["cloud"] else "the cloud only"
+            print(f"{name:10} {a.version:10} runs in {where}")
+            for profile, spec in profiles_of(a.data).items():
+                print(f"{'':21} profile {profile}: {spec.get('description', '')}")
         return 0
 
     if args.command == "media":

@@ -7,14 +7,13 @@ start at one instant, and each page posts its samples as it takes them, so a win
 settings say however many browsers there are, and a slow browser shows up as late samples, not as a
 longer run.
 
-Frame times. The sampler (web/sampler.js) sends each frame's own timestamp — a camera frame's
-capture time, a received frame's render time, both on the browser machine's monotonic clock — and
-the epoch time it read the frame. The smallest (read − timestamp) over a page's own camera frames
-is that clock's offset to the epoch (a camera frame is read the moment it is captured), so every
-frame of the page is put on the epoch with it. The offset only settles once the page's worker is
-warm, so frames are kept on their own clock and put on the epoch when used. Glass-to-glass delay is
-then the receiver's render time minus the sender's capture time of the same code: one clock
-locally, NTP-synchronised clocks across machines.
+Frame times. The sampler (web/sampler.js), a worker that does nothing else, stamps each frame with
+the epoch time it got it: a camera frame the moment it is captured, a received frame the moment it is
+decoded and handed on for display. Every page of a machine reads the one system clock, so
+glass-to-glass delay is the receiver's time for a code minus the sender's time for the same code:
+one clock locally, NTP-synchronised clocks across machines. (A frame's own timestamp will not do: for
+a received frame Chromium derives it from the sender's RTP timestamps and the RTCP sender reports,
+which each SFU rewrites its own way, so it strays from the real time by whatever the SFU reports.)
 
 Everything here runs on the page server's threads as well as the runner's: one lock guards it.
 """
@@ -54,14 +53,7 @@ class Page:
     reason: str | None = None
     seen: float | None = None          # monotonic time of the page's last message
     commands: list[dict] = field(default_factory=list)   # for the page's next health record
-    offset: float | None = None        # ms, epoch minus the page's frame clock
-    fallback: dict[str, float] = field(default_factory=dict)  # the same per video, until it is known
-    frames: dict[str, deque] = field(default_factory=dict)  # video user -> (frame ms, code, points)
-
-    def epoch(self, video: str, frames) -> list[tuple[float, int | None, list | None]]:
-        """`frames` of one of this page's videos as (epoch s, code, points)."""
-        offset = self.offset if self.offset is not None else self.fallback.get(video, 0.0)
-        return [((ts + offset) / 1000.0, code, points) for ts, code, points in frames]
+    frames: dict[str, deque] = field(default_factory=dict)  # video user -> (epoch s, code, points)
 
 
 @dataclass(eq=False)
@@ -189,17 +181,12 @@ class Collector:
             recent = page.frames.setdefault(video, deque())
             for sample in samples:
                 try:
-                    read, ts, cells, points = sample
-                    ts = float(ts)
-                    lag = float(read) - ts
+                    read, cells, points = sample
+                    t = float(read) / 1000.0
                 except (TypeError, ValueError):
                     continue
-                if not math.isfinite(lag):
+                if not math.isfinite(t):
                     continue
-                if video == own:
-                    page.offset = lag if page.offset is None else min(page.offset, lag)
-                else:
-                    page.fallback[video] = min(page.fallback.get(video, lag), lag)
                 code = None
                 if isinstance(cells, list) and all(_number(c) is not None for c in cells):
                     try:
@@ -208,15 +195,14 @@ class Collector:
                         code = None
                 if not isinstance(points, list) or not all(_number(p) is not None for p in points):
                     points = None
-                entry = (ts, code, points)
+                entry = (t, code, points)
                 recent.append(entry)
-                t = (ts + (page.offset if page.offset is not None else lag)) / 1000.0
                 for w in open_windows:
                     # a page's own camera counts from before the window: it was captured earlier than
                     # the window's received frames that show it
                     if t >= w.opened or (video == own and t >= w.opened - LOOKBACK_S):
                         w.frames.setdefault((page.user, video), []).append(entry)
-            while recent and recent[0][0] < recent[-1][0] - RETAIN_S * 1000:
+            while recent and recent[0][0] < recent[-1][0] - RETAIN_S:
                 recent.popleft()
 
     # -- checks -----------------------------------------------------------------------------
@@ -224,7 +210,7 @@ class Collector:
         """What `user` sees of `video`'s stream (its own camera when video == user) right now."""
         with self.lock:
             page = self.pages.get(user)
-            frames = page.epoch(video, page.frames.get(video, ())) if page else []
+            frames = list(page.frames.get(video, ())) if page else []
         return check.classify(frames, time.time() if now is None else now)
 
     # -- measurement windows ------------------------------------------------------------------
@@ -237,8 +223,7 @@ class Collector:
                 # Captures already received that frames to come may show.
                 for page in self.pages.values():
                     own = page.frames.get(page.user, ())
-                    w.frames[(page.user, page.user)] = [
-                        e for e, (t, _, _) in zip(own, page.epoch(page.user, own)) if t >= w.opened - LOOKBACK_S]
+                    w.frames[(page.user, page.user)] = [e for e in own if e[0] >= w.opened - LOOKBACK_S]
             return w
 
     def close_window(self, w: Window) -> dict:
@@ -269,10 +254,9 @@ class Collector:
         for (user, video), frames in sorted(w.frames.items()):
             if user == video:
                 continue
-            codes = [(t, c) for t, c, _ in self.pages[user].epoch(video, frames) if w.opened <= t <= w.end]
+            codes = [(t, c) for t, c, _ in frames if w.opened <= t <= w.end]
             pb = delay.playback(codes, loop)
-            sender = self.pages.get(video)
-            sent = sender.epoch(video, w.frames.get((video, video), [])) if sender else []
+            sent = w.frames.get((video, video), [])
             delays = sorted(delay.delays_ms(codes, [(t, c) for t, c, _ in sent], loop, fps))
             self.bus.emit("playback", {
                 "phase": w.phase, "window": w.id, "participants": w.participants,
@@ -297,11 +281,10 @@ class Collector:
             peer, window, i = query.get("peer", ""), query.get("window", ""), query.get("i", "0")
             try:
                 rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
-                ts = float(query.get("ts", "nan"))
+                t = float(query.get("read", "nan")) / 1000.0
             except (OSError, ValueError):
                 return
             name = f"w{window}-{page.user}-{peer}-{i}.png"
-            ((t, _, _),) = page.epoch(peer, [(ts, None, None)])
             w = int(window) if window.isdigit() else None
             self.captured[w] += 1
         self.frames_dir.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ Precedence, lowest first: defaults, config file, environment, command line.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -78,6 +79,9 @@ class Config:
     sfu_cpuset: str = opt("", "CPUs the SFU is pinned to, e.g. 0 or 0-1 (a cpuset); empty: any",
                           metavar="LIST")
     client_cpuset: str = opt("", "CPUs the clients are pinned to; empty: any", metavar="LIST", scenario=False)
+    sfu_profile: str = opt("defaults", "the adapter's profile: defaults (as the package ships) or "
+                           "tuned (as its makers advise for production on this machine); "
+                           "`sfubench list-sfus` lists each adapter's", metavar="NAME")
     sfu_options: str = opt("", "adapter options as key=value[,key=value], e.g. bitrate=5000000 "
                            "(recorded in the run's metadata)", metavar="K=V,...", scenario=False)
     out: str = opt("runs", "folder that receives one run folder per run", metavar="DIR", scenario=False)
@@ -134,6 +138,14 @@ class Config:
                 raise ConfigError(f"--sfu-options wants key=value pairs, got {item!r}")
             out[key.strip()] = value.strip()
         return out
+
+    def sfu_cores(self) -> int:
+        """The cores the SFU may use: its quota, its cpuset, or the machine's."""
+        if self.sfu_cpus:
+            return max(1, math.ceil(self.sfu_cpus))
+        if self.sfu_cpuset:
+            return len(cpu_list(self.sfu_cpuset))
+        return os.cpu_count() or 1
 
     def results_db_path(self) -> str:
         return self.results_db or str(Path(self.out) / "results.sqlite")

@@ -26,7 +26,7 @@ from . import grid as grid_mod
 from . import media as media_mod
 from .cgroups import CpuGroup
 from .collector import Collector
-from .config import ROOT, Config
+from .config import ROOT, Config, ConfigError
 from .events import Bus
 from .lab import LocalLab
 from .pages import PageServer
@@ -74,7 +74,11 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     progress = progress or Progress()
     signal.signal(signal.SIGTERM, _on_sigterm)
     cache = cfg.cache_dir()
-    adapter = Adapter.load(cfg.sfu, cfg.sfu_option_map())
+    adapter = Adapter.load(cfg.sfu, cfg.sfu_option_map(), cfg.sfu_profile, cfg.sfu_cores())
+    if "local" not in adapter.where:
+        why = adapter.data.get("why_cloud", "it cannot be installed on this machine")
+        raise ConfigError(f"{adapter.name} runs in the cloud only ({why}): see terraform/ and "
+                          f"`make cloud-loadtest`")
     progress.say(f"sfu: installing {adapter.name} {adapter.version} (skipped when installed)")
     adapter.install(cache)
     progress.say(f"media: {cfg.media} profile (built once, then cached)")
@@ -93,7 +97,8 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
         "config": cfg.as_dict(),
         "scenario": cfg.scenario(),
         "sfu": {"name": adapter.name, "version": adapter.version,
-                "installed": adapter.installed_version(cache), "options": adapter.options},
+                "installed": adapter.installed_version(cache), "profile": adapter.profile,
+                "options": adapter.options},
         "media": {"profile": media.profile, "width": media.width, "height": media.height,
                   "fps": media.fps, "loop_frames": media.frames, "y4m": str(media.y4m),
                   "wav": str(media.wav)},
@@ -262,7 +267,8 @@ def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | Non
 def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario):
     sessions = -(-cfg.participants // cfg.participants_per_browser)
     collector = Collector(bus, media, run_dir.path / "frames")
-    with PageServer(collector=collector) as pages:
+    assets = adapter.assets(cfg.cache_dir())
+    with PageServer(collector=collector, mounts={f"/sfu/{adapter.name}/assets/": assets} if assets else None) as pages:
         grid = None
         if cfg.grid_url:
             grid_url = cfg.grid_url

@@ -126,10 +126,31 @@ class Runner:
         if browser.driver is None:
             self.fail(p, f"browser {browser.index} could not be opened")
             return
-        url = self.client_url(room, p_id)
-        if self.attempt(browser, "add", browser.driver.execute_script,
-                        "sfubenchHost.add(arguments[0], arguments[1])", p_id, url) is None:
-            self.fail(p, f"browser {browser.index} did not take the participant")
+        self._load(p)
+
+    def _load(self, p: Participant) -> None:
+        url = self.client_url(p.room, p.id)
+        if self.attempt(p.browser, "add", p.browser.driver.execute_script,
+                        "sfubenchHost.add(arguments[0], arguments[1])", p.id, url) is None:
+            self.fail(p, f"browser {p.browser.index} did not take the participant")
+
+    def leave(self, p_id: str) -> None:
+        """The participant leaves: its page is closed, as a person closing the tab would."""
+        p = next(p for p in self.participants if p.id == p_id)
+        self.attempt(p.browser, "remove", p.browser.driver.execute_script,
+                     "return sfubenchHost.remove(arguments[0])", p_id)
+        p.failed = "left"   # no longer measured or checked
+        self.event("participant_left", room=p.room, user=p_id)
+        self.say(f"room {p.room}: {p_id} left")
+
+    def rejoin(self, p_id: str) -> None:
+        """A participant that left joins again with the same user id, in a fresh page."""
+        p = next(p for p in self.participants if p.id == p_id)
+        p.failed, p.added = None, time.monotonic()
+        self.collector.add_page(p_id, p.room, p.browser.index)
+        self.event("participant_rejoined", room=p.room, user=p_id)
+        self.say(f"room {p.room}: {p_id} joining again")
+        self._load(p)
 
     def _open(self) -> Browser:
         index = len(self.browsers) + 1

@@ -2,6 +2,10 @@
 engine knows about an SFU comes from there, so adding one never touches the engine."""
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import os
 import re
 import signal
@@ -12,6 +16,7 @@ import tomllib
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from secrets import token_urlsafe
 from urllib.parse import urlencode
 
 from .config import ROOT, ConfigError
@@ -57,6 +62,12 @@ def render(text: str, values: dict[str, str], where: str) -> str:
     return PLACEHOLDER.sub(sub, text)
 
 
+def profiles_of(data: dict) -> dict[str, dict]:
+    """An adapter's profiles: `defaults` (what the package does out of the box) and whatever its
+    sfu.toml adds, e.g. `tuned` (what its makers advise for production on the machine)."""
+    return {"defaults": {"description": "as the package ships"}, **data.get("profiles", {})}
+
+
 def _option(sfu: str, key: str, value: str, default):
     """`value` as the type of the option's default in sfu.toml, or a one-line ConfigError."""
     kind = type(default)
@@ -73,15 +84,40 @@ def _option(sfu: str, key: str, value: str, default):
                           f"got {value!r}") from None
 
 
+def _jwt(claims: dict, secret: str) -> str:
+    """An HS256 JSON web token: what SFUs such as LiveKit take as a participant's credentials."""
+    def b64(raw: bytes) -> str:
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+    body = b64(json.dumps(claims, separators=(",", ":")).encode())
+    sig = hmac.new(secret.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{b64(sig)}"
+
+
+def _render_tree(tree, values: dict[str, str], where: str):
+    if isinstance(tree, dict):
+        return {k: _render_tree(v, values, f"{where}.{k}") for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_render_tree(v, values, where) for v in tree]
+    return render(tree, values, where) if isinstance(tree, str) else tree
+
+
 @dataclass
 class Adapter:
+    """An SFU adapter as loaded for one run: its data, the profile chosen, the options that result,
+    and the run's secrets (generated unless the environment gives them; never written anywhere)."""
     name: str
     folder: Path
     data: dict
     options: dict = field(default_factory=dict)
+    profile: str = "defaults"
+    secrets: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, name: str, overrides: dict[str, str] | None = None) -> "Adapter":
+    def load(cls, name: str, overrides: dict[str, str] | None = None, profile: str = "defaults",
+             cores: int | None = None) -> "Adapter":
+        """The adapter `name` with `profile`'s options, then `overrides` (--sfu-options) on top.
+        `cores` is what the SFU may use ({cores} in a profile's values)."""
         folder = ROOT / "sfu-configs" / name
         try:
             data = tomllib.loads((folder / "sfu.toml").read_text())
@@ -90,17 +126,32 @@ class Adapter:
         for key in ("name", "version", "client", "start", "health"):
             if key not in data:
                 raise AdapterError(f"{folder}/sfu.toml lacks {key!r}")
+        profiles = profiles_of(data)
+        if profile not in profiles:
+            raise ConfigError(f"--sfu-profile: {name} has no profile {profile!r}; it has: "
+                              f"{', '.join(profiles)}")
         options = dict(data.get("options", {}))
-        for key, value in (overrides or {}).items():
-            if key not in options:
-                raise ConfigError(f"--sfu-options: {name} has no option {key!r}; it has: "
-                                  f"{', '.join(options) or 'none'}")
-            options[key] = _option(name, key, value, options[key])
-        return cls(name, folder, data, options)
+        chosen = {k: render(str(v), {"cores": str(cores or os.cpu_count() or 1)}, f"{name} profile {profile}")
+                  for k, v in profiles[profile].get("options", {}).items()}
+        for source, items in (("profile " + profile, chosen), ("--sfu-options", overrides or {})):
+            for key, value in items.items():
+                if key not in options:
+                    raise ConfigError(f"{source}: {name} has no option {key!r}; it has: "
+                                      f"{', '.join(options) or 'none'}")
+                options[key] = _option(name, key, value, options[key])
+        secrets = {}
+        for key, length in data.get("secrets", {}).items():
+            secrets[key] = os.environ.get(f"SFUBENCH_{name.upper()}_{key.upper()}") or token_urlsafe(int(length))
+        return cls(name, folder, data, options, profile, secrets)
 
     @property
     def version(self) -> str:
         return self.data["version"]
+
+    @property
+    def where(self) -> list[str]:
+        """Where the SFU can run: "local" (the lab on this machine) and/or "cloud"."""
+        return list(self.data.get("where", ["local", "cloud"]))
 
     def cache(self, root: Path) -> Path:
         return root / f"{self.name}-{self.version}"
@@ -111,6 +162,22 @@ class Adapter:
         v.update({f"port_{k}": str(p) for k, p in self.data.get("ports", {}).items()})
         v.update({f"opt_{k}": str(o) for k, o in self.options.items()})
         return v
+
+    def _with_secrets(self, values: dict[str, str]) -> dict[str, str]:
+        return {**values, **{f"secret_{k}": v for k, v in self.secrets.items()}}
+
+    def environment(self, values: dict[str, str]) -> dict[str, str]:
+        """The server's environment: this process's plus the adapter's `env`, where secrets may go
+        (not into argv, which anyone can list, nor into the rendered config files)."""
+        full = self._with_secrets(values)
+        return {**os.environ, **{k: render(str(v), full, f"{self.name} env.{k}")
+                                 for k, v in self.data.get("env", {}).items()}}
+
+    def assets(self, cache_root: Path) -> Path | None:
+        """A folder of the adapter's cache (e.g. its bundled client library) that the engine serves
+        at /sfu/<name>/assets/."""
+        spec = self.data.get("assets")
+        return Path(render(spec, {"cache": str(self.cache(cache_root))}, f"{self.name} assets")) if spec else None
 
     def install(self, cache_root: Path) -> None:
         script = self.data.get("install")
@@ -136,11 +203,19 @@ class Adapter:
         return (r.stdout + r.stderr).strip().splitlines()[0] if (r.stdout + r.stderr).strip() else None
 
     def client_url(self, base: str, room: int, user: str, values: dict[str, str], probe: str) -> str:
-        """The participant page: `room` and `user`, the adapter's client_params, and `probe` (the
-        probe's settings, JSON)."""
+        """The participant page: `room` and `user`, the adapter's client_params, a token when the
+        adapter mints one (`[token]`: a JWT with its claims, signed with one of its secrets), and
+        `probe` (the probe's settings, JSON)."""
         params = {"room": room, "user": user}
         for key, tmpl in self.data.get("client_params", {}).items():
             params[key] = render(str(tmpl), values, f"{self.name} client_params.{key}")
+        spec = self.data.get("token")
+        if spec:
+            full = self._with_secrets({**values, "room": str(room), "user": user})
+            now = int(time.time())
+            claims = {"nbf": now - 60, "exp": now + int(spec.get("ttl", 86400)),
+                      **_render_tree(spec.get("claims", {}), full, f"{self.name} token.claims")}
+            params["token"] = _jwt(claims, render(spec["secret"], full, f"{self.name} token.secret"))
         params["probe"] = probe
         return f"{base}/sfu/{self.name}/{self.data['client']}?{urlencode(params)}"
 
@@ -156,7 +231,7 @@ class Adapter:
         argv = [render(a, values, f"{self.name} start") for a in self.data["start"]]
         log = open(run_dir / "sfu.log", "ab")
         proc = subprocess.Popen(wrap(host.command(argv)), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True, env=self.environment(values))
         server = Server(self, proc, run_dir / "sfu.log",
                         render(self.data["health"], values, f"{self.name} health"), values)
         try:

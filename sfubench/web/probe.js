@@ -117,13 +117,16 @@
       report.forEach((s) => {
         if (s.type !== 'outbound-rtp' && s.type !== 'inbound-rtp') return;
         const send = s.type === 'outbound-rtp';
+        // Only what participants send: a received stream the page named no sender for is the SFU's
+        // own (mediasoup's bandwidth "probator", say), not anyone's video.
+        if (!send && !owners.has(s.trackIdentifier)) return;
         const remote = send && s.remoteId ? byId.get(s.remoteId) : null;
         const limits = s.qualityLimitationDurations;
         out.push({
           t: s.timestamp,
           direction: send ? 'send' : 'recv',
           kind: s.kind,
-          peer: send ? null : (owners.get(s.trackIdentifier) || null),
+          peer: send ? null : owners.get(s.trackIdentifier),
           ssrc: s.ssrc,
           bytes: num(send ? s.bytesSent : s.bytesReceived),
           packets: num(send ? s.packetsSent : s.packetsReceived),

@@ -8,9 +8,10 @@
 // It reads levels only while the engine follows the videos (checks, measurement windows): frames
 // that arrive otherwise are dropped at once.
 //
-// Each sample: [read time, ms since the epoch; the frame's own timestamp, ms; cell levels; picture
-// points]. A local frame's timestamp is its capture time, a received frame's its render time, both
-// on the machine's monotonic clock: the engine puts them on the epoch (sfubench/collector.py).
+// Each sample: [the epoch time the frame reached this worker, ms; cell levels; picture points]. A
+// camera frame reaches it the moment it is captured, a received one the moment it is decoded for
+// display; this worker does nothing else, so these times are the glass-to-glass clock
+// (sfubench/collector.py says why not the frames' own timestamps).
 'use strict';
 
 const FLUSH_MS = 500;
@@ -47,7 +48,7 @@ async function pump(who, reader) {
     try {
       if (code && following) {
         const [cells, picture] = await levels(frame);
-        batches[who].push([read, frame.timestamp / 1000, cells, picture]);
+        batches[who].push([read, cells, picture]);
       }
       if (captures[who] && captures[who].length) await capture(who, frame, read);
     } finally {
@@ -105,8 +106,7 @@ async function capture(who, frame, read) {
   const png = await canvas.convertToBlob({type: 'image/png'});
   for (const o of due) {
     const q = new URLSearchParams({user: self, peer: who, phase: o.cmd.phase, window: o.cmd.window,
-                                   participants: o.cmd.participants, i: o.i, read,
-                                   ts: frame.timestamp / 1000});
+                                   participants: o.cmd.participants, i: o.i, read});
     fetch('/frame?' + q, {method: 'POST', body: png}).catch(() => {});
     o.i++;
     o.left--;

@@ -1,0 +1,74 @@
+"""The adapter data the engine understands beyond start and health: profiles, secrets that go only
+to the server's environment and to participants' tokens, the token itself, and where an SFU runs."""
+import base64
+import hashlib
+import hmac
+import json
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from sfubench.config import ConfigError
+from sfubench.lab import Host
+from sfubench.sfu import Adapter, AdapterError, render
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = Host("ns", "veth0", "127.0.1.1")
+
+
+def test_profiles_set_options_and_user_options_win():
+    assert Adapter.load("janus").options["event_loops"] == 0
+    assert Adapter.load("janus", profile="tuned", cores=2).options["event_loops"] == 2
+    assert Adapter.load("mediasoup", profile="tuned", cores=3).options["workers"] == 3
+    assert Adapter.load("janus", {"event_loops": "1"}, "tuned", cores=2).options["event_loops"] == 1
+    with pytest.raises(ConfigError, match="janus has no profile 'fast'; it has: defaults, tuned"):
+        Adapter.load("janus", profile="fast")
+
+
+def test_secrets_are_made_per_run_or_taken_from_the_environment(monkeypatch):
+    a, b = Adapter.load("livekit"), Adapter.load("livekit")
+    assert a.secrets["api_secret"] != b.secrets["api_secret"] and len(a.secrets["api_secret"]) >= 32
+    monkeypatch.setenv("SFUBENCH_LIVEKIT_API_SECRET", "given")
+    assert Adapter.load("livekit").secrets["api_secret"] == "given"
+
+
+def test_secrets_reach_the_environment_but_no_file_or_argument(tmp_path):
+    a = Adapter.load("livekit")
+    values = a.values(HOST, tmp_path, tmp_path, tmp_path)
+    assert not [v for v in values.values() if a.secrets["api_secret"] in v]
+    env = a.environment(values)
+    assert env["LIVEKIT_KEYS"] == f"{a.secrets['api_key']}: {a.secrets['api_secret']}"
+    with pytest.raises(AdapterError, match="unknown placeholder {secret_api_secret}"):
+        render("keys: {secret_api_secret}", values, "a template")
+
+
+def test_each_participant_gets_a_signed_token_naming_its_room_and_id(tmp_path):
+    a = Adapter.load("livekit")
+    url = a.client_url("http://127.0.0.1:1", 3, "r3u2", a.values(HOST, tmp_path, tmp_path, tmp_path), "{}")
+    token = parse_qs(urlsplit(url).query)["token"][0]
+    head, body, sig = token.split(".")
+    pad = lambda s: s + "=" * (-len(s) % 4)   # noqa: E731
+    expected = hmac.new(a.secrets["api_secret"].encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+    assert base64.urlsafe_b64decode(pad(sig)) == expected
+    claims = json.loads(base64.urlsafe_b64decode(pad(body)))
+    assert claims["iss"] == a.secrets["api_key"] and claims["sub"] == "r3u2"
+    assert claims["video"] == {"room": "3", "roomJoin": True, "canPublish": True, "canSubscribe": True}
+    assert claims["exp"] > claims["nbf"]
+
+
+def test_a_cloud_only_sfu_says_so_in_one_line():
+    r = subprocess.run([sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "jitsi"], capture_output=True,
+                       text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "jitsi runs in the cloud only" in r.stderr
+
+
+def test_list_sfus_shows_versions_profiles_and_where():
+    r = subprocess.run([sys.executable, "-m", "sfubench.cli", "list-sfus"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=60)
+    assert r.returncode == 0
+    for line in ("janus      1.1.2", "jitsi", "the cloud only", "livekit    1.13.5", "mediasoup  3.8.4",
+                 "profile tuned"):
+        assert line in r.stdout, r.stdout

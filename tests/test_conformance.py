@@ -1,0 +1,106 @@
+"""The adapter conformance suite: every SFU adapter that runs on this machine, for real, through the
+engine: it starts and answers its health check, a room of 7 joins, every participant publishes and
+receives every other (every video verified playing), getStats reaches every stream, a participant
+leaves and joins again with the same id (everyone renegotiates), and stopping leaves nothing behind.
+
+`make test` runs it for the adapters whose builds fit CI's time (SUITE below); `make test-sfus`
+(SFUBENCH_CONFORMANCE=all) for every local adapter, the long builds included (mediasoup, Medooze).
+"""
+import json
+import os
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from sfubench import cgroups, config, loadtest
+from sfubench.progress import Progress
+from sfubench.rundir import read
+from sfubench.sfu import Adapter
+
+# Built fresh by `make test` (minutes); the others take half an hour each on two cores.
+SUITE = ("janus", "inhouse", "livekit")
+LOCAL = tuple(name for name in config.available_sfus() if "local" in Adapter.load(name).where)
+ADAPTERS = LOCAL if os.environ.get("SFUBENCH_CONFORMANCE") == "all" else SUITE
+USERS = 7
+PREFIX, SUBNET = "sfubk", "127.0.3"
+
+pytestmark = pytest.mark.e2e
+
+
+def conformance(runner) -> None:
+    """The scenario: a room of 7, validated and measured; one leaves; it rejoins; validated again."""
+    want = runner.shape.tick(runner.status)
+    runner.status.rooms = 1
+    runner.event("room_started", room=1)
+    while runner.status.participants < want:
+        runner.start_participant(1)
+    runner.validate(1)
+    runner.measure("ramp", 2)
+    runner.leave("r1u3")
+    runner.wait(3)
+    runner.rejoin("r1u3")
+    runner.validate(1)
+    runner.measure("target", 2)
+
+
+@pytest.fixture(scope="module", params=ADAPTERS)
+def adapter_run(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp(request.param)
+    # Known secrets, so the test can look for them where they must not be.
+    secrets = {f"SFUBENCH_{request.param.upper()}_{k.upper()}": f"sfubench-test-secret-{k}-0123456789"
+               for k in Adapter.load(request.param).data.get("secrets", {})}
+    os.environ.update(secrets)
+    cfg = config.load(cli={"sfu": request.param, "users_per_room": USERS, "out": str(out),
+                           "quality_frames": 0, "background_interval": 0, "lab_prefix": PREFIX,
+                           "lab_subnet": SUBNET, "video_timeout": 90,
+                           "results_db": str(out / "results.sqlite")}, env={})
+    try:
+        run_dir, status = loadtest.run(cfg, Progress(sys.stdout), conformance)
+    finally:
+        for key in secrets:
+            del os.environ[key]
+    return request.param, run_dir, status, list(secrets.values())
+
+
+def test_it_starts_is_healthy_and_stops_cleanly(adapter_run):
+    name, run_dir, status, _ = adapter_run
+    assert status == "ok", (run_dir / "meta.json").read_text()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["sfu"]["installed"] and meta["sfu"]["version"] in meta["sfu"]["installed"]
+    assert not any(e["event"] == "sfu_exited" for e in read(run_dir, "events"))
+    assert not Path("/run/netns", f"{PREFIX}-sfu").exists()
+    assert not cgroups.CpuGroup(f"{PREFIX}-sfu").pids()
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(run_dir) in " ".join(p.info["cmdline"] or [])]
+
+
+def test_a_room_of_seven_sees_every_video_before_and_after_a_rejoin(adapter_run):
+    _, run_dir, _, _ = adapter_run
+    checks = read(run_dir, "checks")
+    pairs = {(f"r1u{a}", f"r1u{b}") for a in range(1, USERS + 1) for b in range(1, USERS + 1)}
+    first, second = checks[:USERS ** 2], checks[USERS ** 2:]
+    for round_ in (first, second):
+        assert {(c["user"], c["peer"]) for c in round_} == pairs
+        assert [c for c in round_ if not c["ok"]] == []
+    events = [e["event"] for e in read(run_dir, "events")]
+    assert events.index("participant_left") < events.index("participant_rejoined")
+
+
+def test_getstats_reaches_every_stream(adapter_run):
+    _, run_dir, _, _ = adapter_run
+    users = {f"r1u{i}" for i in range(1, USERS + 1)}
+    for phase in ("ramp", "target"):
+        samples = [s for s in read(run_dir, "samples") if s["phase"] == phase and s["kind"] == "video"]
+        sent = {s["user"] for s in samples if s["direction"] == "send" and s["bytes"]}
+        received = {(s["user"], s["peer"]) for s in samples if s["direction"] == "recv" and s["bytes"]}
+        assert sent == users, phase
+        assert received == {(u, p) for u in users for p in users if u != p}, phase
+
+
+def test_its_secrets_are_in_no_file_of_the_run(adapter_run):
+    _, run_dir, _, secrets = adapter_run
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not [s for s in secrets if s.encode() in data], path
