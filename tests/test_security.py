@@ -58,9 +58,12 @@ def test_janus_loads_no_admin_interface():
         assert re.search(r"admin_(http|ws)\s*=\s*false", admin), transport
 
 
-def test_every_adapter_binds_its_lab_address_only():
-    """An SFU listens where the engine says (its lab or cloud address), never on every interface."""
+def test_every_local_adapter_binds_its_lab_address_only():
+    """An SFU listens where the engine says (its lab address), never on every interface. (Medooze's
+    library binds every address of its host, so the engine gives it a namespace of its own.)"""
     for toml in sorted((ROOT / "sfu-configs").glob("*/sfu.toml")):
         data = tomllib.loads(toml.read_text())
+        if "local" not in data.get("where", ["local"]):
+            continue
         text = " ".join(data["start"]) + " ".join((toml.parent / t).read_text() for t in data.get("templates", []))
         assert "0.0.0.0" not in text and "{address}" in text, toml
