@@ -27,13 +27,19 @@ class ClientRule:
     lag_mean_ms: float = 10.0      # or this long on average
     stats_ms: float = 100.0        # median getStats round
     overrun: float = 2.0           # the window lasted this many times its configured length (+ 1 s)
+    socket_drops: float = 0.002    # share of the datagrams reaching the clients that their full
+                                   # receive buffers dropped (a tenth of the knee rule's loss)
+    pacing_ms: float = 20.0        # synthetic publishers' 99th-percentile lateness: as much jitter as
+                                   # an SFU's queues add when it struggles
 
     def text(self) -> str:
         return (
             "A measurement window is client-bound when the median sent frame rate (streams not "
             f"limited by bandwidth) fell below {self.encode_fps:.0%} of the source's, or a page's main "
             f"thread was held up {self.lag_ms:g} ms at once, or samples never arrived, or the window "
-            f"lasted over {self.overrun:g} times its configured length; or when the clients' CPU quota "
+            f"lasted over {self.overrun:g} times its configured length, or the clients' full socket "
+            f"buffers dropped {self.socket_drops:.1%} of the datagrams reaching them; or when synthetic publishers sent 1% of their packets "
+            f"{self.pacing_ms:g} ms late or later, or the clients' CPU quota "
             f"held them back {self.throttled:.0%} of the time, or the machine's cores were "
             f"{self.machine_cpu:.0%} busy (the SFU and the clients share them), or pages' main threads "
             f"were {self.lag_mean_ms:g} ms late on average, or the median getStats round took "
@@ -96,6 +102,13 @@ def assess(window: dict, edges: dict[str, dict[str, dict]], send_fps: list[float
     if missing:
         reasons.append(f"{missing} of {(window.get('samples') or 0) * (window.get('expected') or 0)} "
                        f"samples never arrived")
+    drops, received = _share(edges, "clients", "udp_rcvbuf_errors"), _share(edges, "clients", "udp_in")
+    if drops and received and drops[0] > 0 and drops[0] >= rule.socket_drops * (drops[0] + received[0]):
+        reasons.append(f"the clients' sockets dropped {drops[0] / (drops[0] + received[0]):.1%} of the datagrams "
+                       "reaching them (receive buffers full)")
+    pacing = window.get("pacing_ms_p99")
+    if pacing is not None and pacing >= k * rule.pacing_ms:
+        reasons.append(f"synthetic publishers sent 1% of their packets {pacing:.0f} ms late or later")
     configured = ((window.get("samples") or 1) - 1) * (interval or 0)
     duration = window.get("duration_s")
     if duration is not None and duration > rule.overrun * configured + 1.0:

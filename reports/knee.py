@@ -18,6 +18,7 @@ class KneeRule:
     freezes_per_min: float = 1.0    # received video freezes per stream-minute
     min_pass_rate: float = 0.9      # share of video checks passing
     max_failed_streams: float = 0.1  # share of the video streams a window should have had and lacked
+    loss_pct: float = 2.0           # received video packet loss
 
     def text(self) -> str:
         return (
@@ -25,6 +26,7 @@ class KneeRule:
             f"the mean received video bitrate per stream is below {self.bitrate_fraction:.0%} of its plateau "
             "(the highest 3-point running median up to that count), or the mean sender RTT is above "
             f"{self.rtt_ms:g} ms, or received video freezes exceed {self.freezes_per_min:g} per stream-minute, "
+            f"or received video loses more than {self.loss_pct:g}% of its packets, "
             f"or fewer than {self.min_pass_rate:.0%} of the video checks pass, or more than "
             f"{self.max_failed_streams:.0%} of the video streams that should flow carry nothing (a failed "
             "participant's streams count as failed, never as absent). Only counts measured "
@@ -36,7 +38,7 @@ class KneeRule:
 @dataclass(frozen=True)
 class Knee:
     participants: int | None = None
-    criterion: str | None = None        # bitrate | rtt | freezes | checks | streams | client
+    criterion: str | None = None        # bitrate | rtt | loss | freezes | checks | streams | client
     detail: str = "the SFU coped with every load measured"
     plateau_bps: float | None = None
 
@@ -102,6 +104,8 @@ def _sfu_knee(series: list[dict], rule: KneeRule) -> Knee:
     for key, criterion, is_bad, describe in (
         ("rtt_send_ms", "rtt", lambda v: v > rule.rtt_ms,
          lambda v: f"mean sender RTT {v:.0f} ms is above {rule.rtt_ms:g} ms"),
+        ("loss_pct", "loss", lambda v: v > rule.loss_pct,
+         lambda v: f"received video lost {v:.1f}% of its packets, above {rule.loss_pct:g}%"),
         ("freezes_per_min", "freezes", lambda v: v > rule.freezes_per_min,
          lambda v: f"{v:.2f} freezes per stream-minute, above {rule.freezes_per_min:g}"),
         ("check_pass_rate", "checks", lambda v: v < rule.min_pass_rate,

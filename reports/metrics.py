@@ -73,7 +73,7 @@ def _observe(first: dict | None, last: dict, within: list[dict], phase, window) 
     get = last.get
     obs = {"phase": phase, "window": window, "participants": get("participants"), "t": _n(get("t")),
            "room": get("room"), "user": get("user"), "peer": get("peer"), "direction": get("direction"),
-           "kind": get("kind"), "bps": None, "dt": None, "lost": None, "expected": None, "freezes": None,
+           "kind": get("kind"), "client": get("client") or "browser", "bps": None, "dt": None, "lost": None, "expected": None, "freezes": None,
            "limit": get("qualityLimitationReason")}
     if len(within) == 1:
         rtt, jitter = _n(get("rtt")), _n(get("jitter"))
@@ -540,6 +540,116 @@ def server_series(server: list[dict], tl: list[tuple[float, int]]) -> list[dict]
     return [rows[p] for p in sorted(rows)]
 
 
+def cost_series(run: runfiles.Run) -> list[dict]:
+    """What the SFU spent on forwarding, per participant count: its CPU (from the probe rows at the
+    edges of the ramp-up and target windows) over what every receiver, browser or synthetic, got in
+    those windows (Δpackets of each received audio and video stream between its first and last
+    sample). `sfu_us_per_packet`: CPU µs per forwarded packet; `sfu_mhz_per_stream`: the cores it
+    used, in MHz of this machine's clock, per forwarded stream (one published track delivered to one
+    receiver); `fwd_streams`, `fwd_pps`: what it forwarded."""
+    span: dict[tuple, list] = {}   # (window, stream) -> [first t, first packets, last t, last packets]
+    participants: dict = {}
+    for s in runfiles.iter_measured_samples(run):
+        if s.get("direction") != "recv" or s.get("phase") not in MEASURED:
+            continue
+        t, n = _n(s.get("t")), _n(s.get("packets"))
+        if t is None or n is None:
+            continue
+        key = (s.get("window"), stream_key(s))
+        participants[s.get("window")] = s.get("participants")
+        cur = span.get(key)
+        if cur is None:
+            span[key] = [t, n, t, n]
+        elif t >= cur[2]:
+            cur[2:] = [t, n]
+    fwd: dict = defaultdict(lambda: [0, 0.0])   # window -> streams, packets/s
+    for (window, _), (t0, n0, t1, n1) in span.items():
+        if t1 > t0 and n1 > n0:
+            fwd[window][0] += 1
+            fwd[window][1] += (n1 - n0) * 1000.0 / (t1 - t0)
+    edges: dict = defaultdict(dict)
+    for r in run.server:
+        if (r.get("role") or "sfu") == "sfu" and r.get("edge") in ("start", "end") and r.get("window") is not None:
+            edges[r["window"]][r["edge"]] = r
+    acc: dict = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])   # p -> Σ dt, Σ cores·dt, Σ pps·dt, Σ streams·dt
+    for window, (streams, pps) in fwd.items():
+        e = edges.get(window, {})
+        start, end, p = e.get("start"), e.get("end"), participants.get(window)
+        if not start or not end or p is None or _n(start.get("cpu_s")) is None or _n(end.get("cpu_s")) is None:
+            continue
+        dt = (end["t"] - start["t"]) / 1000.0
+        if dt > 0:
+            a = acc[p]
+            a[0] += dt
+            a[1] += (end["cpu_s"] - start["cpu_s"])
+            a[2] += pps * dt
+            a[3] += streams * dt
+    mhz = _n((run.meta.get("machine") or {}).get("cpu_mhz"))
+    out = []
+    for p in sorted(acc):
+        dt, cpu_s, pps_dt, streams_dt = acc[p]
+        cores, pps, streams = cpu_s / dt, pps_dt / dt, streams_dt / dt
+        row = {"participants": p, "fwd_streams": round(streams), "fwd_pps": pps, "sfu_cores_fwd": cores,
+               "sfu_us_per_packet": 1e6 * cores / pps}
+        if mhz:
+            row["sfu_mhz_per_stream"] = cores * mhz / streams
+        out.append(row)
+    return out
+
+
+KINDS = ("browser", "synthetic")
+
+
+def kind_table(obs: list[dict], playback: list[dict], checks: list[dict], events: list[dict]) -> Table:
+    """The receivers' figures per participant count and kind of client (browser or synthetic), so
+    that neither kind's numbers pass for the other's."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for o in obs:
+        if o["phase"] in MEASURED and o["direction"] == "recv" and o["participants"] is not None:
+            groups[(o["participants"], o["client"])].append(o)
+    delays: dict[tuple, list[dict]] = defaultdict(list)
+    for r in playback:
+        if r.get("participants") is not None:
+            delays[(r["participants"], r.get("client") or "browser", r.get("peer_client") or "browser")].append(r)
+    rooms = room_participants(events)
+    passed: dict[tuple, list[bool]] = defaultdict(list)
+    for c in checks:
+        p = rooms.get(c.get("room"))
+        if p is not None:
+            passed[(p, c.get("client") or "browser")].append(bool(c.get("ok")))
+    rows = []
+    for key in sorted(set(groups) | set(passed)):
+        st, ok = stream_stats(groups.get(key, [])), passed.get(key, [])
+        delay = [playback_stats(delays.get((*key, sender), [])).get("delay_ms") for sender in KINDS]
+        rows.append([key[0], key[1], len(groups.get(key, [])), _round(_scaled(st.get("recv_bps"), 1e-6), 3),
+                     _round(st.get("fps"), 1), _round(st.get("jitter_ms"), 1), _round(st.get("loss_pct"), 2),
+                     _round(st.get("freezes_per_min"), 2), *(_round(d, 0) for d in delay),
+                     _round(100 * sum(ok) / len(ok), 1) if ok else None])
+    return Table("clients", "Receivers by kind: browsers and synthetic participants",
+                 ["Participants", "Receiver", "Video streams", "Recv video per stream (Mbps)", "Recv fps",
+                  "Jitter (ms)", "Loss (%)", "Freezes / stream-min", "Delay from browsers (ms)",
+                  "Delay from synthetic (ms)", "Checks passed (%)"],
+                 rows, note="Synthetic participants (synth/) publish a pre-encoded clip at a fixed bitrate "
+                 "(no encoder, no congestion control) and do not decode: they count a frame when all its "
+                 "packets arrived, recognise the clip's frames by their bytes (delay, checks) and tell a "
+                 "browser's frames apart by a fingerprint of theirs (checks only). Delay from a synthetic "
+                 "sender has no capture or encoding in it.")
+
+
+def _scaled(v, k):
+    return None if v is None else v * k
+
+
+def cost_table(cost: list[dict]) -> Table:
+    rows = [[r["participants"], r["fwd_streams"], _round(r["fwd_pps"], 0), _round(r["sfu_cores_fwd"], 3),
+             _round(r["sfu_us_per_packet"], 2), _round(r.get("sfu_mhz_per_stream"), 2)] for r in cost]
+    return Table("cost", "What the SFU spent per forwarded stream and packet, at each step",
+                 ["Participants", "Forwarded streams", "Forwarded packets/s", "SFU CPU (cores)",
+                  "SFU CPU per packet (µs)", "SFU MHz per forwarded stream"], rows,
+                 note="Over the ramp-up and target windows at each count; a forwarded stream is one "
+                      "published track (audio or video) delivered to one receiver, browser or synthetic.")
+
+
 # ---------------------------------------------------------------- tables
 
 @dataclass
@@ -650,6 +760,9 @@ SERIES_COLUMNS = [
     ("sfu_cpu", "SFU CPU (cores)", 1, 3),
     ("sfu_rss", "SFU RSS (MB)", 1e-6, 0),
     ("clients_cpu_per_participant", "Browser CPU / participant (cores)", 1, 3),
+    ("fwd_pps", "Forwarded packets/s", 1, 0),
+    ("sfu_us_per_packet", "SFU CPU per packet (µs)", 1, 2),
+    ("sfu_mhz_per_stream", "SFU MHz per forwarded stream", 1, 2),
 ]
 
 
@@ -677,6 +790,7 @@ class Analysis:
     knee: Knee
     rule: KneeRule
     health: list[dict] = field(default_factory=list)   # per ramp-up / target window: client-bound?
+    cost: list[dict] = field(default_factory=list)     # what the SFU spent per forwarded packet, by count
     client_rule: ClientRule = ClientRule()
     headline: dict = field(default_factory=dict)
 
@@ -742,9 +856,10 @@ def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientR
     obs += missing_streams(obs, run.events, run.windows)
     tl = timeline(run.events)
     health = window_health(run, obs, client_rule)
+    cost = cost_series(run)
     series = merge_series(stream_series(obs), freeze_series(totals), quality_series(run.quality),
                           playback_series(run.playback), check_series(run.checks, run.events),
-                          health_series(health))
+                          health_series(health), cost)
     a = Analysis(
         run=run,
         ident=runfiles.identity(run.meta, run.path),
@@ -760,6 +875,7 @@ def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientR
         rule=rule,
         health=health,
         client_rule=client_rule,
+        cost=cost,
     )
     a.headline = headline(a)
     return a

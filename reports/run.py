@@ -390,6 +390,9 @@ def render(a: Analysis, figs: dict[str, str | None], tables: dict[str, metrics.T
             "From the CPU probes (server.jsonl): CPU time of the SFU's and the browsers' process trees.",
             "Server CPU and memory: not measured (no server.jsonl)."),
         html.key_values("cpu", "CPU at target load (meta.json)", cpu_rows) if cpu_rows else "",
+        html.table(tables["cost"]) if tables["cost"].rows else "",
+        "<h2>Browsers and synthetic participants</h2>" + html.table(tables["clients"])
+        if any(r[1] == "synthetic" for r in tables["clients"].rows) else "",
         "<h2>Tables IV–VI, as in the 2018 study</h2>",
         '<p class="small">Per metric: minimum of the values above zero, maximum, average of all values and the share '
         "above the study's thresholds (bitrate &gt; 1 Mbps, RTT &gt; 50 ms). Bitrates: one value per stream and "
@@ -417,6 +420,8 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     tables["checks"] = metrics.rooms_table(a.rooms)
     tables["series"] = metrics.series_table(a.series)
     tables["health"] = metrics.health_table(a.health)
+    tables["cost"] = metrics.cost_table(a.cost)
+    tables["clients"] = metrics.kind_table(a.obs, a.run.playback, a.run.checks, a.run.events)
     export.write_tables(list(tables.values()), run_dir,
                         {"headline": a.headline, "knee": vars(a.knee), "knee_rule": a.rule.text(),
                          "client_rule": a.client_rule.text(), "clients": clientbound.sentence(a.health)})

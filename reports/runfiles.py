@@ -85,6 +85,18 @@ def iter_video_samples(run: Run) -> Iterator[dict]:
         yield from _records(path, run.damaged, skip=AUDIO_MARKS)
 
 
+BACKGROUND_MARKS = (b'"phase":"background"', b'"phase": "background"')
+
+
+def iter_measured_samples(run: Run) -> Iterator[dict]:
+    """The ramp-up and target samples, audio included (what the SFU forwarded counts both); the far
+    more numerous background lines are skipped unparsed. (Damaged lines are counted once, by
+    iter_video_samples.)"""
+    path = run.path / "samples.jsonl"
+    if path.exists():
+        yield from _records(path, {}, skip=BACKGROUND_MARKS)
+
+
 def read_meta(run_dir: Path) -> dict | None:
     try:
         meta = json.loads((Path(run_dir) / "meta.json").read_text(encoding="utf-8"))

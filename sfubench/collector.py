@@ -41,6 +41,19 @@ RETAIN_S = 30.0    # recent frames kept per video, for checks and for delays of 
 def _number(v) -> float | None:
     return float(v) if type(v) in (int, float) and math.isfinite(v) else None
 
+def _quantile_ms(counts: Counter, q: float) -> float | None:
+    """The q-quantile of a histogram of µs, in ms."""
+    total = sum(counts.values())
+    if not total:
+        return None
+    seen = 0
+    for us in sorted(counts):
+        seen += counts[us]
+        if seen >= q * total:
+            return round(us / 1000, 2)
+    return None
+
+
 LOOKBACK_S = 5.0   # a window's delays match captures up to this long before it opened
 
 
@@ -48,7 +61,8 @@ LOOKBACK_S = 5.0   # a window's delays match captures up to this long before it 
 class Page:
     user: str
     room: int
-    browser: int
+    browser: int | None
+    kind: str = "browser"              # or "synthetic": a participant of sfubench-synth
     state: str = "joining"
     reason: str | None = None
     seen: float | None = None          # monotonic time of the page's last message
@@ -71,6 +85,7 @@ class Window:
     took: list[float] = field(default_factory=list)
     lag_max: dict[str, float] = field(default_factory=dict)
     lag_mean: list[float] = field(default_factory=list)
+    pacing: Counter = field(default_factory=Counter)   # synthetic generators' lateness: µs -> count
     frames: dict[tuple[str, str], list] = field(default_factory=dict)   # (user, video) -> page frames
 
     @property
@@ -96,9 +111,9 @@ class Collector:
         self.lock = threading.RLock()
 
     # -- participants -----------------------------------------------------------------------
-    def add_page(self, user: str, room: int, browser: int) -> Page:
+    def add_page(self, user: str, room: int, browser: int | None, kind: str = "browser") -> Page:
         with self.lock:
-            page = self.pages[user] = Page(user, room, browser)
+            page = self.pages[user] = Page(user, room, browser, kind)
             return page
 
     def send(self, cmd: dict, users=None) -> None:
@@ -107,9 +122,25 @@ class Collector:
                 page.commands.append(cmd)
 
     # -- what pages post --------------------------------------------------------------------
-    def collect(self, msg: dict) -> list[dict]:
+    def collect(self, msg: dict) -> list[dict] | dict[str, list[dict]]:
         """Takes one record a page posted; returns the commands waiting for it. Whatever a page
-        posts, anything malformed is dropped, never raised: a broken page is its own result."""
+        posts, anything malformed is dropped, never raised: a broken page is its own result.
+        A synthetic generator posts a `batch` of its participants' records at once, and gets the
+        commands waiting for each of them as {user: [command, ...]}; its own `generator` records
+        carry its pacing error."""
+        kind = msg.get("type")
+        if kind == "batch":
+            records = msg.get("records")
+            out = {}
+            for r in records if isinstance(records, list) else []:
+                if isinstance(r, dict) and r.get("type") != "batch":
+                    commands = self.collect(r)
+                    if commands:
+                        out[r["user"]] = commands
+            return out
+        if kind == "generator":
+            self._generator(msg)
+            return []
         with self.lock:
             page = self.pages.get(msg.get("user")) if isinstance(msg.get("user"), str) else None
             if page is None:
@@ -157,7 +188,7 @@ class Collector:
         for s in samples if isinstance(samples, list) else []:
             if isinstance(s, dict):
                 s.update(phase=w.phase, window=w.id, participants=w.participants, room=page.room,
-                         user=page.user)
+                         user=page.user, client=page.kind)
                 self.bus.emit("samples", s)
         if w.complete and w.last_sample is None:
             w.last_sample = time.time()
@@ -172,6 +203,17 @@ class Collector:
                 if lag_mean is not None:
                     w.lag_mean.append(lag_mean)
 
+    def _generator(self, msg: dict) -> None:
+        pacing = msg.get("pacing_us")
+        counts = Counter()
+        for entry in pacing if isinstance(pacing, list) else []:
+            if (isinstance(entry, list) and len(entry) == 2 and all(type(v) is int and v >= 0 for v in entry)):
+                counts[entry[0]] += entry[1]
+        with self.lock:
+            for w in self.windows.values():
+                if w.closed is None:
+                    w.pacing.update(counts)
+
     def _frames(self, page: Page, series: dict) -> None:
         own = page.user
         open_windows = [w for w in self.windows.values() if w.closed is None and w.phase != "background"]
@@ -181,14 +223,16 @@ class Collector:
             recent = page.frames.setdefault(video, deque())
             for sample in samples:
                 try:
-                    read, cells, points = sample
+                    read, cells, points, *known = sample
                     t = float(read) / 1000.0
                 except (TypeError, ValueError):
                     continue
                 if not math.isfinite(t):
                     continue
                 code = None
-                if isinstance(cells, list) and all(_number(c) is not None for c in cells):
+                if known and type(known[0]) is int and 0 <= known[0] < self.media.frames:
+                    code = known[0]   # a synthetic participant knows the codes it sends and recognises
+                elif isinstance(cells, list) and all(_number(c) is not None for c in cells):
                     try:
                         code = framecode.decode_levels(cells, self.layout)
                     except ValueError:
@@ -244,6 +288,8 @@ class Collector:
                 "stats_ms_max": round(took[-1], 1) if took else None,
                 "lag_ms_max": round(max(w.lag_max.values()), 1) if w.lag_max else None,
                 "lag_ms_mean": round(sum(w.lag_mean) / len(w.lag_mean), 1) if w.lag_mean else None,
+                "pacing_ms_p99": _quantile_ms(w.pacing, 0.99),
+                "pacing_ms_max": round(max(w.pacing) / 1000, 2) if w.pacing else None,
             }
             self.windows.pop(w.id, None)
             self.bus.emit("windows", record)
@@ -254,13 +300,17 @@ class Collector:
         for (user, video), frames in sorted(w.frames.items()):
             if user == video:
                 continue
+            viewer, sender = self.pages[user], self.pages.get(video)
+            if viewer.kind == "synthetic" and (sender is None or sender.kind != "synthetic"):
+                continue   # it recognises only the clip's frames as sent: a browser's carry no code it can read
             codes = [(t, c) for t, c, _ in frames if w.opened <= t <= w.end]
             pb = delay.playback(codes, loop)
             sent = w.frames.get((video, video), [])
             delays = sorted(delay.delays_ms(codes, [(t, c) for t, c, _ in sent], loop, fps))
             self.bus.emit("playback", {
                 "phase": w.phase, "window": w.id, "participants": w.participants,
-                "room": self.pages[user].room, "user": user, "peer": video, "frames": len(codes),
+                "room": viewer.room, "user": user, "client": viewer.kind,
+                "peer": video, "peer_client": sender.kind if sender else None, "frames": len(codes),
                 "decoded": sum(c is not None for _, c in codes),
                 "duration": round(pb.duration, 3), "shown": pb.shown,
                 "effective_fps": round(pb.effective_fps, 2), "skipped": pb.skipped,

@@ -12,6 +12,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .shape import SHAPES
+
 ROOT = Path(__file__).resolve().parent.parent
 ENV_PREFIX = "SFUBENCH_"
 
@@ -46,6 +48,15 @@ class Config:
     users_per_room: int = opt(5, "participants per room: 5 leaves the clients of a 2-core machine "
                               "headroom; the study used 7, which needs about 1.4 cores of clients "
                               "(the client-bound rule says when they cannot keep up)", min=2, max=64)
+    real_per_room: int = opt(64, "browser participants in each room that has any (its first users); "
+                             "the others are synthetic (Go participants publishing the same "
+                             "frame-coded clip, synth/). 64, the most a room holds: all", min=0, max=64)
+    real_rooms: int = opt(1000, "rooms that have browser participants, counted from the first; the "
+                          "rooms after them are all synthetic. 1000: every room", min=0, max=1000)
+    shape: str = opt("ramp", "load shape: ramp (a room at a time, up to --rooms) or until-knee (a "
+                     "room at a time until the knee rule fires, the clients become the limit, or "
+                     "--max-rooms)", choices=tuple(SHAPES))
+    max_rooms: int = opt(40, "the most rooms the until-knee shape adds", min=1, max=1000)
     participants_per_browser: int = opt(
         7, "participants hosted by one browser tab, each in its own iframe; 1 is the study's "
         "one browser per participant", min=1, max=64, scenario=False)
@@ -127,8 +138,23 @@ class Config:
         self.sfu_option_map()  # validates the syntax early
 
     @property
+    def rooms_cap(self) -> int:
+        """The most rooms the shape may add."""
+        return self.max_rooms if self.shape == "until-knee" else self.rooms
+
+    @property
     def participants(self) -> int:
-        return self.rooms * self.users_per_room
+        """The most participants the run may have."""
+        return self.rooms_cap * self.users_per_room
+
+    def real(self, room: int, index: int) -> bool:
+        """Whether the `index`-th participant (from 1) of room `room` (from 1) is a browser."""
+        return room <= self.real_rooms and index <= self.real_per_room
+
+    @property
+    def browser_participants(self) -> int:
+        """The most browser participants the run may have (the rest are synthetic)."""
+        return min(self.rooms_cap, self.real_rooms) * min(self.users_per_room, self.real_per_room)
 
     def sfu_option_map(self) -> dict[str, str]:
         out = {}

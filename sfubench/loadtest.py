@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from reports import history, prometheus
+from reports import history, metrics, prometheus, runfiles
 from reports import run as run_report
 
 from quality import framecode
@@ -24,6 +24,8 @@ from quality import framecode
 from . import cgroups
 from . import grid as grid_mod
 from . import media as media_mod
+from . import shape as shape_mod
+from . import synthetic
 from .cgroups import CpuGroup
 from .collector import Collector
 from .config import ROOT, Config, ConfigError
@@ -36,7 +38,6 @@ from .rundir import STREAMS, RunDir, read
 from .runner import Runner
 from .scoring import score_frames
 from .sfu import Adapter
-from .shape import RoomRamp
 
 
 def _git_sha() -> str | None:
@@ -46,16 +47,18 @@ def _git_sha() -> str | None:
 
 
 def _machine() -> dict:
-    cpu = ""
+    cpu, mhz = "", None
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not cpu:
+                cpu = value.strip()
+            elif key.strip() == "cpu MHz" and mhz is None:
+                mhz = float(value)
+    except (OSError, ValueError):
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "cpu_model": cpu,
+    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "cpu_model": cpu, "cpu_mhz": mhz,
             "memory_bytes": mem, "kernel": platform.release(), "python": platform.python_version()}
 
 
@@ -83,7 +86,15 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     adapter.install(cache)
     progress.say(f"media: {cfg.media} profile (built once, then cached)")
     media = media_mod.build(cfg.media, cache)
-    if not cfg.grid_url:
+    synth = None
+    if cfg.browser_participants < cfg.participants:
+        if not adapter.synthetic_driver:
+            raise ConfigError(f"{adapter.name} has no driver for synthetic participants yet: run it with "
+                              f"browsers only (leave --real-per-room and --real-rooms at their defaults)")
+        progress.say("synthetic participants: building synth/ and encoding the clip (once, then cached)")
+        synth = {"binary": synthetic.build(cache), "encoded": media_mod.encoded(media),
+                 "driver": adapter.synthetic_driver}
+    if cfg.browser_participants and not cfg.grid_url:
         grid_mod.install(grid_mod.grid_cache_dir(cache))
 
     run_dir = RunDir.create(Path(cfg.out), cfg.sfu)
@@ -104,7 +115,12 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                   "wav": str(media.wav)},
         "clients": {"play_audio": cfg.play_audio, "render_video": cfg.render_video,
                     "audio_processing": cfg.audio_processing,
-                    "participants_per_browser": cfg.participants_per_browser},
+                    "participants_per_browser": cfg.participants_per_browser,
+                    "synthetic": None if synth is None else {
+                        "driver": synth["driver"], "video_kbps": synth["encoded"].kbps,
+                        "keyframe_every_frames": synth["encoded"].keyframe_every,
+                        "note": "a pre-encoded clip at a fixed bitrate: no congestion control, no "
+                                "encoder; receivers send NACKs, receiver reports and TWCC feedback"}},
         "cgroups": {role: g.describe() for role, g in groups.items()},
         "git_sha": _git_sha(),
         "machine": _machine(),
@@ -126,7 +142,7 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
             progress.say(f"sfu: starting {adapter.name} at {lab.sfu.address} ({lab.sfu.netns})")
             server = adapter.start(lab.sfu, run_dir.path, cache, **_wrap(groups, "sfu"))
             try:
-                _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario)
+                _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario, lab, synth)
                 status = "ok"
             finally:
                 server.stop()
@@ -264,13 +280,17 @@ def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | Non
     return status
 
 
-def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario):
-    sessions = -(-cfg.participants // cfg.participants_per_browser)
+def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario, lab, synth):
+    sessions = -(-cfg.browser_participants // cfg.participants_per_browser)
     collector = Collector(bus, media, run_dir.path / "frames")
     assets = adapter.assets(cfg.cache_dir())
     with PageServer(collector=collector, mounts={f"/sfu/{adapter.name}/assets/": assets} if assets else None) as pages:
-        grid = None
-        if cfg.grid_url:
+        grid = generator = None
+        if synth is not None:
+            generator = synthetic.Generator(synth["binary"], synth["driver"], pages.url() + "/collect",
+                                            synth["encoded"], media.fps, lab.clients.address,
+                                            run_dir.path / "synth.log", **_wrap(groups, "clients"))
+        if cfg.grid_url or not sessions:
             grid_url = cfg.grid_url
         else:
             grid = grid_mod.LocalGrid(grid_mod.grid_cache_dir(cfg.cache_dir()), run_dir.path / "grid",
@@ -299,22 +319,37 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, sc
             def client_url(room, user):
                 return adapter.client_url(pages.url(), room, user, server.values, probe)
 
-            probes = [GroupProbe("sfu", groups["sfu"]) if "sfu" in groups else TreeProbe("sfu", server.pids)]
+            def sfu_pid():
+                return next(iter(server.pids()), None)
+
+            probes = [GroupProbe("sfu", groups["sfu"], sfu_pid) if "sfu" in groups
+                      else TreeProbe("sfu", server.pids, sfu_pid)]
+            # the engine runs in the clients' namespace: its own counters are theirs
             if "clients" in groups:
-                probes.append(GroupProbe("clients", groups["clients"]))
-            elif grid is not None:
-                probes.append(TreeProbe("clients", grid.pids))
+                probes.append(GroupProbe("clients", groups["clients"], os.getpid))
+            elif grid is not None or generator is not None:
+                probes.append(TreeProbe("clients", lambda: (grid.pids() if grid else [])
+                                        + (generator.pids() if generator else []), os.getpid))
             probes += [MachineProbe(), EngineProbe()]
             pusher = None
             if cfg.pushgateway:
                 pusher = prometheus.Pusher(cfg.pushgateway, adapter.name, run_dir.path.name)
                 bus.subscribe(pusher, ["samples", "windows"])
-            runner = Runner(cfg, RoomRamp(cfg.rooms, cfg.users_per_room), bus, collector, open_browser,
-                            client_url, probes=probes, watches=[server.check, run_dir.check])
+            def knee():
+                return metrics.analyse(runfiles.load(run_dir.path)).knee
+
+            def client_params(room, user):
+                return adapter.client_params(room, user, server.values)
+
+            runner = Runner(cfg, shape_mod.from_config(cfg, knee), bus, collector, open_browser, client_url,
+                            probes=probes, watches=[server.check, run_dir.check], synthetic=generator,
+                            client_params=client_params)
             try:
                 scenario(runner)
             finally:
                 runner.close()
+                if generator is not None:
+                    generator.stop()
                 if pusher is not None and pusher.error:
                     progress.say(f"pushgateway: live samples stopped: {pusher.error}")
         finally:

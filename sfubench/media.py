@@ -44,6 +44,13 @@ PROFILES: dict[str, dict] = {
     "local": {"width": 320, "height": 180, "fps": 15},
     "paper": {"width": 540, "height": 360, "fps": 30},
 }
+# The synthetic participants' pre-encoded clip: Chrome's default bitrate cap for each picture size
+# (what its encoder sends on an unconstrained link, e.g. a loopback), a keyframe every second, and
+# Opus at 32 kbit/s in 20 ms packets, as Chrome sends a microphone.
+ENCODE_KBPS = {"local": 600, "paper": 1700}
+OPUS_KBPS = 32
+# Bump when the encoding settings below change, so cached encodings rebuild.
+ENCODER = 2
 
 
 class MediaError(RuntimeError):
@@ -195,6 +202,70 @@ def _build(profile: str, params: dict, digest: str, stem: Path, source: Path) ->
     media = _load(meta)
     assert media is not None
     return media
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoded:
+    """The clip as synthetic participants publish it: VP8 frame i is loop position i (frame code i)."""
+    ivf: Path
+    ogg: Path
+    kbps: int
+    keyframe_every: int   # frames
+
+
+def encoded(media: Media) -> Encoded:
+    """`media` pre-encoded once for synthetic publishers (VP8 in IVF, Opus in Ogg), cached beside it
+    by a hash of the media and the encoder settings."""
+    kbps, gop = ENCODE_KBPS[media.profile], media.fps
+    params = {"media": media.meta.name, "encoder": ENCODER, "kbps": kbps, "gop": gop, "opus": OPUS_KBPS}
+    digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
+    stem = media.meta.with_name(f"{media.meta.stem}-synth-{digest}")
+    ivf, ogg, done = stem.with_suffix(".ivf"), stem.with_suffix(".ogg"), stem.with_suffix(".json")
+    out = Encoded(ivf, ogg, kbps, gop)
+    if done.exists() and ivf.exists() and ogg.exists():
+        return out
+    with open(stem.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists() and ivf.exists() and ogg.exists():
+            return out
+        log.info("media %s: encoding the clip for synthetic participants (VP8 %d kbit/s)", media.profile, kbps)
+        # Realtime libvpx as a browser runs it: no look-ahead or alternate reference frames, and no
+        # dropped frames, so that frame i of the file is loop position i.
+        video = ["-c:v", "libvpx", "-deadline", "realtime", "-cpu-used", "8", "-b:v", f"{kbps}k",
+                 "-maxrate", f"{kbps}k", "-bufsize", f"{kbps}k", "-g", str(gop), "-keyint_min", str(gop),
+                 "-auto-alt-ref", "0", "-lag-in-frames", "0", "-error-resilient", "default",
+                 "-drop-threshold", "0", "-fps_mode", "passthrough", "-f", "ivf"]
+        audio = ["-c:a", "libopus", "-b:a", f"{OPUS_KBPS}k", "-vbr", "off", "-frame_duration", "20", "-application",
+                 "voip", "-ar", "48000", "-ac", "1", "-f", "ogg"]
+        for src, args, dst in ((media.y4m, video, ivf), (media.wav, audio, ogg)):
+            tmp = _tmp(dst)
+            try:
+                proc = subprocess.run([_ffmpeg(), "-v", "error", "-nostdin", "-y", "-i", str(src), *args,
+                                       str(tmp)], capture_output=True)
+                if proc.returncode != 0:
+                    raise MediaError(f"ffmpeg failed encoding {src}: "
+                                     f"{proc.stderr.decode(errors='replace').strip()[-500:]}")
+                os.replace(tmp, dst)
+            finally:
+                tmp.unlink(missing_ok=True)
+        frames = ivf_frames(ivf)
+        if frames != media.frames:
+            raise MediaError(f"{ivf} has {frames} frames, the clip {media.frames}: frame codes would not "
+                             "match loop positions")
+        done.write_text(json.dumps({**params, "frames": frames}) + "\n")
+    return out
+
+
+def ivf_frames(path: Path) -> int:
+    """How many frames an IVF file holds (from its frame headers; the file header's count may lie)."""
+    data = path.read_bytes()
+    if data[:4] != b"DKIF":
+        raise MediaError(f"{path} is not an IVF file")
+    off, n = int.from_bytes(data[6:8], "little"), 0
+    while off + 12 <= len(data):
+        off += 12 + int.from_bytes(data[off:off + 4], "little")
+        n += 1
+    return n
 
 
 def _decode_source(source: Path, w: int, h: int, step: int) -> list[np.ndarray]:

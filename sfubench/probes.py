@@ -2,22 +2,44 @@
 core of the host) and `engine` (this process). Each row of server.jsonl carries the role's cumulative
 CPU seconds (`cpu_s`), so the CPU of any window is Δcpu_s / Δt between the rows at its edges; `cpu`
 (cores since the previous row) for the time series; and `cores`, what the role may use at most (its
-quota, else the machine's cores), which the client-bound rule compares the clients' CPU with."""
+quota, else the machine's cores), which the client-bound rule compares the clients' CPU with. The
+`sfu` and `clients` rows also carry their network namespace's UDP counters (`udp_in`,
+`udp_rcvbuf_errors`: datagrams dropped because a socket's receive buffer was full), from which the
+client-bound rule learns that the clients could not keep up with what reached them."""
 from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import psutil
 
 from .cgroups import CpuGroup
 
 
+def udp_counters(snmp: Path) -> dict:
+    """The UDP counters of the network namespace whose /proc/<pid>/net/snmp is `snmp`."""
+    try:
+        lines = [line.split() for line in snmp.read_text().splitlines() if line.startswith("Udp:")]
+    except OSError:
+        return {}
+    if len(lines) < 2:
+        return {}
+    row = dict(zip(lines[0][1:], lines[1][1:]))
+    out = {}
+    for key, name in (("InDatagrams", "udp_in"), ("RcvbufErrors", "udp_rcvbuf_errors")):
+        if row.get(key, "").isdigit():
+            out[name] = int(row[key])
+    return out
+
+
 class Probe:
     role = ""
 
-    def __init__(self, cores: float | None = None):
+    def __init__(self, cores: float | None = None, net=None):
+        """`net()`: a process of the role's network namespace, whose UDP counters are read."""
         self.cores = cores or os.cpu_count()
+        self.net = net
         self.last = None
 
     def read(self) -> tuple[float, int, dict]:
@@ -27,6 +49,9 @@ class Probe:
     def sample(self, **fields) -> dict:
         now = time.time()
         cpu_s, rss, extra = self.read()
+        pid = self.net() if self.net else None
+        if pid is not None:
+            extra = {**extra, **udp_counters(Path(f"/proc/{pid}/net/snmp"))}
         row = {"t": int(now * 1000), "role": self.role, "cpu_s": round(cpu_s, 3), "rss": rss,
                "cores": self.cores, **extra, **fields}
         if self.last:
@@ -50,8 +75,8 @@ class GroupProbe(Probe):
     """A role in its own cgroup: CPU exactly as the kernel accounts it, and the time its quota held
     it back."""
 
-    def __init__(self, role: str, group: CpuGroup):
-        super().__init__(group.cores or (len(_cpu_list(group.cpus)) if group.cpus else None))
+    def __init__(self, role: str, group: CpuGroup, net=None):
+        super().__init__(group.cores or (len(_cpu_list(group.cpus)) if group.cpus else None), net)
         self.role = role
         self.group = group
 
@@ -64,8 +89,8 @@ class TreeProbe(Probe):
     """A role as the process trees under `roots()`, where no cgroup holds it (a remote grid's
     browsers are not on this host at all: nothing to probe)."""
 
-    def __init__(self, role: str, roots):
-        super().__init__()
+    def __init__(self, role: str, roots, net=None):
+        super().__init__(net=net)
         self.role = role
         self.roots = roots
         self.dead = 0.0      # CPU of processes that ended: kept so the cumulative never drops

@@ -42,9 +42,13 @@ class ClientFailure(RuntimeError):
 class Participant:
     id: str
     room: int
-    browser: "Browser"
+    browser: "Browser | None"    # None for a synthetic participant
     added: float                 # monotonic
     failed: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return "synthetic" if self.browser is None else "browser"
 
 
 @dataclass(eq=False)
@@ -61,18 +65,22 @@ class Browser:
 
 class Runner:
     """Runs one scenario. `open_browser()` returns a WebDriver already showing the host page;
-    `client_url(room, user)` gives a participant's page; `probes` are read at both edges of every
-    measurement and at every background tick; `watches` (the SFU's health, the run folder's) are
-    called about once a second and raise when the run cannot go on."""
+    `client_url(room, user)` gives a participant's page; `synthetic` (sfubench.synthetic.Generator)
+    carries the participants the settings make synthetic, which join with `client_params(room,
+    user)`; `probes` are read at both edges of every measurement and at every background tick;
+    `watches` (the SFU's health, the run folder's) are called about once a second and raise when the
+    run cannot go on."""
 
     def __init__(self, cfg, shape: LoadShape, bus: Bus, collector: Collector, open_browser, client_url,
-                 probes=(), watches=()):
+                 probes=(), watches=(), synthetic=None, client_params=None):
         self.cfg = cfg
         self.shape = shape
         self.bus = bus
         self.collector = collector
         self.open_browser = open_browser
         self.client_url = client_url
+        self.synthetic = synthetic
+        self.client_params = client_params
         self.probes = list(probes)
         self.watches = list(watches)   # callables that raise when the run cannot go on
         self.next_watch = 0.0
@@ -99,7 +107,9 @@ class Runner:
             for room in new_rooms:
                 self.validate(room)
             self.measure("ramp", self.cfg.ramp_samples)
-        self.event("target_reached")
+        if self.shape.done:
+            self.say(f"load: {self.shape.done}")
+        self.event("target_reached", reason=self.shape.done)
         self.measure("target", self.cfg.target_samples)
         self.end_background()
 
@@ -112,6 +122,9 @@ class Runner:
     def start_participant(self, room: int) -> None:
         index = self.status.participants % self.cfg.users_per_room + 1
         p_id = f"r{room}u{index}"
+        if not self.cfg.real(room, index):
+            self._start_synthetic(p_id, room)
+            return
         browser = next((b for b in reversed(self.browsers) if not b.lost
                         and len(b.participants) < self.cfg.participants_per_browser), None)
         if browser is None:
@@ -122,11 +135,21 @@ class Runner:
         self.status.participants += 1
         self.collector.add_page(p_id, room, browser.index)
         self.event("participant_started", room=room, user=p_id, browser=browser.index)
-        self.say(f"room {room}/{self.cfg.rooms}: {p_id} joining ({self.status.participants} participants)")
+        self.say(f"room {room}/{self.cfg.rooms_cap}: {p_id} joining ({self.status.participants} participants)")
         if browser.driver is None:
             self.fail(p, f"browser {browser.index} could not be opened")
             return
         self._load(p)
+
+    def _start_synthetic(self, p_id: str, room: int) -> None:
+        p = Participant(p_id, room, None, time.monotonic())
+        self.participants.append(p)
+        self.status.participants += 1
+        self.collector.add_page(p_id, room, None, kind="synthetic")
+        self.event("participant_started", room=room, user=p_id, client="synthetic")
+        self.say(f"room {room}/{self.cfg.rooms_cap}: {p_id} joining, synthetic ({self.status.participants} "
+                 "participants)")
+        self.synthetic.join(p_id, room, self.client_params(room, p_id))
 
     def _load(self, p: Participant) -> None:
         url = self.client_url(p.room, p.id)
@@ -137,8 +160,11 @@ class Runner:
     def leave(self, p_id: str) -> None:
         """The participant leaves: its page is closed, as a person closing the tab would."""
         p = next(p for p in self.participants if p.id == p_id)
-        self.attempt(p.browser, "remove", p.browser.driver.execute_script,
-                     "return sfubenchHost.remove(arguments[0])", p_id)
+        if p.browser is None:
+            self.synthetic.leave(p_id)
+        else:
+            self.attempt(p.browser, "remove", p.browser.driver.execute_script,
+                         "return sfubenchHost.remove(arguments[0])", p_id)
         p.failed = "left"   # no longer measured or checked
         self.event("participant_left", room=p.room, user=p_id)
         self.say(f"room {p.room}: {p_id} left")
@@ -147,10 +173,13 @@ class Runner:
         """A participant that left joins again with the same user id, in a fresh page."""
         p = next(p for p in self.participants if p.id == p_id)
         p.failed, p.added = None, time.monotonic()
-        self.collector.add_page(p_id, p.room, p.browser.index)
+        self.collector.add_page(p_id, p.room, p.browser.index if p.browser else None, kind=p.kind)
         self.event("participant_rejoined", room=p.room, user=p_id)
         self.say(f"room {p.room}: {p_id} joining again")
-        self._load(p)
+        if p.browser is None:
+            self.synthetic.join(p_id, p.room, self.client_params(p.room, p_id))
+        else:
+            self._load(p)
 
     def _open(self) -> Browser:
         index = len(self.browsers) + 1
@@ -216,8 +245,12 @@ class Runner:
         """Marks participants whose page failed, never loaded, or went silent."""
         self.check()
         now = time.monotonic()
+        gone = self.synthetic.failure() if self.synthetic is not None else None
         for p in self.participants:
             if p.failed:
+                continue
+            if gone and p.browser is None:
+                self.fail(p, gone)
                 continue
             page = self.collector.pages[p.id]
             if page.state == "failed":
@@ -252,7 +285,7 @@ class Runner:
                 if verdict == "playing":
                     del pending[key]
                     self.record_check(room, key, True, verdict, time.monotonic() - started)
-            self.say(f"room {room}/{self.cfg.rooms}: checks {total - len(pending)}/{total} playing",
+            self.say(f"room {room}/{self.cfg.rooms_cap}: checks {total - len(pending)}/{total} playing",
                      transient=True)
             if pending:
                 self.wait(POLL_S)
@@ -266,12 +299,12 @@ class Runner:
             why.append(f"{failed} not checked: their participant failed")
         if len(pending) > failed:
             why.append(f"{len(pending) - failed} timed out after {self.cfg.video_timeout:.0f} s")
-        self.say(f"room {room}/{self.cfg.rooms}: {ok}/{total} videos playing" + "".join(f"; {w}" for w in why))
+        self.say(f"room {room}/{self.cfg.rooms_cap}: {ok}/{total} videos playing" + "".join(f"; {w}" for w in why))
 
     def record_check(self, room, key, ok, verdict, elapsed) -> None:
         p_id, user = key
-        self.bus.emit("checks", {"room": room, "user": p_id, "peer": user, "ok": ok, "verdict": verdict,
-                                 "elapsed": round(elapsed, 2)})
+        self.bus.emit("checks", {"room": room, "user": p_id, "client": self.collector.pages[p_id].kind,
+                                 "peer": user, "ok": ok, "verdict": verdict, "elapsed": round(elapsed, 2)})
 
     # -- measuring -------------------------------------------------------------------------------
     def measure(self, phase: str, n: int) -> None:
@@ -321,7 +354,7 @@ class Runner:
         count = self.cfg.quality_frames
         expected = 0
         for p in self.participants:
-            if p.failed:
+            if p.failed or p.browser is None:   # a synthetic participant decodes nothing
                 continue
             peers = [q.id for q in self.participants if q.room == p.room and q.id != p.id]
             expected += len(peers) * count

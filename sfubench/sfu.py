@@ -202,11 +202,11 @@ class Adapter:
             return None
         return (r.stdout + r.stderr).strip().splitlines()[0] if (r.stdout + r.stderr).strip() else None
 
-    def client_url(self, base: str, room: int, user: str, values: dict[str, str], probe: str) -> str:
-        """The participant page: `room` and `user`, the adapter's client_params, a token when the
-        adapter mints one (`[token]`: a JWT with its claims, signed with one of its secrets), and
-        `probe` (the probe's settings, JSON)."""
-        params = {"room": room, "user": user}
+    def client_params(self, room: int, user: str, values: dict[str, str]) -> dict[str, str]:
+        """What a participant joins with, page or synthetic: `room` and `user`, the adapter's
+        client_params, and a token when the adapter mints one (`[token]`: a JWT with its claims,
+        signed with one of its secrets)."""
+        params = {"room": str(room), "user": user}
         for key, tmpl in self.data.get("client_params", {}).items():
             params[key] = render(str(tmpl), values, f"{self.name} client_params.{key}")
         spec = self.data.get("token")
@@ -216,8 +216,17 @@ class Adapter:
             claims = {"nbf": now - 60, "exp": now + int(spec.get("ttl", 86400)),
                       **_render_tree(spec.get("claims", {}), full, f"{self.name} token.claims")}
             params["token"] = _jwt(claims, render(spec["secret"], full, f"{self.name} token.secret"))
-        params["probe"] = probe
+        return params
+
+    def client_url(self, base: str, room: int, user: str, values: dict[str, str], probe: str) -> str:
+        """The participant page: its client_params and `probe` (the probe's settings, JSON)."""
+        params = {**self.client_params(room, user, values), "probe": probe}
         return f"{base}/sfu/{self.name}/{self.data['client']}?{urlencode(params)}"
+
+    @property
+    def synthetic_driver(self) -> str | None:
+        """The signalling driver of sfubench-synth for this SFU (`[synthetic] driver`), if it has one."""
+        return self.data.get("synthetic", {}).get("driver")
 
     def start(self, host, run_dir: Path, cache_root: Path, wrap=lambda argv: argv) -> "Server":
         """Starts the server on `host`; `wrap` turns its argv into one that first joins the SFU's

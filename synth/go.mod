@@ -1,15 +1,13 @@
-module sfubench/bench/forwarding
+module sfubench/synth
 
 go 1.26.0
 
 require (
 	github.com/gorilla/websocket v1.5.3
-	github.com/pion/ice/v4 v4.4.2
-	github.com/pion/interceptor v0.1.48
-	github.com/pion/logging v0.2.4
 	github.com/pion/rtcp v1.2.17
 	github.com/pion/rtp v1.10.5
 	github.com/pion/webrtc/v4 v4.2.20
+	golang.org/x/sys v0.49.0
 	sfubench/sfu/inhouse v0.0.0
 )
 
@@ -17,6 +15,9 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/pion/datachannel v1.6.2 // indirect
 	github.com/pion/dtls/v3 v3.1.8 // indirect
+	github.com/pion/ice/v4 v4.4.2 // indirect
+	github.com/pion/interceptor v0.1.48 // indirect
+	github.com/pion/logging v0.2.4 // indirect
 	github.com/pion/mdns/v2 v2.2.0 // indirect
 	github.com/pion/randutil v0.1.0 // indirect
 	github.com/pion/sctp v1.11.1 // indirect
@@ -28,8 +29,7 @@ require (
 	github.com/wlynxg/anet v0.0.5 // indirect
 	golang.org/x/crypto v0.48.0 // indirect
 	golang.org/x/net v0.50.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/time v0.14.0 // indirect
 )
 
-replace sfubench/sfu/inhouse => ../../sfu/inhouse
+replace sfubench/sfu/inhouse => ../sfu/inhouse

@@ -27,7 +27,11 @@ type janusDriver struct{}
 // janusKeepalive stays well inside Janus's default 60 s session timeout.
 const janusKeepalive = 25 * time.Second
 
-func (janusDriver) Join(ctx context.Context, url string, p Participant) (Session, error) {
+func (janusDriver) Join(ctx context.Context, p Participant) (Session, error) {
+	url, err := server(p)
+	if err != nil {
+		return nil, err
+	}
 	room, err := strconv.ParseUint(p.Room, 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("janus rooms are numbers, got %q", p.Room)
@@ -132,11 +136,14 @@ func (s *janusSession) publish(ctx context.Context) error {
 		return err
 	}
 	s.pubHandle.Store(h)
+	// The room as the client page creates it, whoever comes first.
+	create := map[string]any{"request": "create", "room": s.room, "publishers": 64, "audiocodec": "opus",
+		"videocodec": "vp8", "notify_joining": false, "permanent": false}
+	if b, _ := strconv.ParseInt(s.p.Params["bitrate"], 10, 64); b > 0 {
+		create["bitrate"] = b
+	}
 	var created videoroomData
-	err = s.c.message(ctx, h, map[string]any{
-		"request": "create", "room": s.room, "publishers": 64, "audiocodec": "opus", "videocodec": "vp8",
-		"notify_joining": false, "permanent": false,
-	}, nil, &created, nil)
+	err = s.c.message(ctx, h, create, nil, &created, nil)
 	if err != nil && created.ErrorCode != 427 {
 		return fmt.Errorf("create room %d: %w", s.room, err)
 	}

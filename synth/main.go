@@ -1,0 +1,126 @@
+// Command sfubench-synth is sfubench's synthetic participants: many pion
+// participants in one process, each joining its room through the SFU's own
+// signalling (a Driver per adapter), publishing the frame-coded clip the
+// media step pre-encoded (VP8 and Opus, paced in real time) and receiving
+// everyone else with the feedback a browser sends (NACK, receiver reports,
+// transport-wide congestion control). To the engine each one is a page:
+// it reports over the page contract (docs/contracts.md).
+//
+// The engine starts it and sends it one JSON command per line on stdin:
+//
+//	{"cmd": "join", "user": "r2u1", "room": 2, "params": {"server": "ws://..."}}
+//	{"cmd": "leave", "user": "r2u1"}
+//
+// params are the adapter's client parameters, the same a page gets. End of
+// input leaves every room and exits.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"sfubench/sfu/inhouse/client"
+)
+
+// epoch is the one clock every time here is read on.
+var epoch = time.Now()
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "sfubench-synth:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		driverName = flag.String("driver", "", "the SFU's signalling: "+driverNames())
+		collect    = flag.String("collect", "", "the engine's /collect `URL`")
+		id         = flag.String("id", "synth-1", "this generator's name in the engine's records")
+		video      = flag.String("video", "", "the clip's VP8 `IVF` file")
+		audio      = flag.String("audio", "", "the clip's Opus `Ogg` file")
+		fps        = flag.Int("fps", 15, "the clip's frame rate")
+		local      = flag.String("client-ip", "127.0.0.1", "the participants' own `address`")
+	)
+	flag.Parse()
+	// Fewer collections: a send that allocates while the collector marks is
+	// made to help it, and that shows as pacing error. Memory is cheap here.
+	debug.SetGCPercent(400)
+	driver := drivers[*driverName]
+	if driver == nil {
+		return fmt.Errorf("no driver %q (have %s)", *driverName, driverNames())
+	}
+	ip := net.ParseIP(*local)
+	if ip == nil {
+		return fmt.Errorf("bad -client-ip %q", *local)
+	}
+	if *collect == "" || *video == "" || *audio == "" || *fps < 1 || *fps > 120 {
+		return fmt.Errorf("-collect, -video and -audio are needed, and -fps within 1..120")
+	}
+	c, err := loadClip(*video, *audio)
+	if err != nil {
+		return err
+	}
+	api, err := client.NewAPI(client.APIOptions{IPFilter: func(a net.IP) bool { return a.Equal(ip) }})
+	if err != nil {
+		return err
+	}
+	g := &generator{id: *id, collect: *collect, http: &http.Client{Timeout: postTimeout}, driver: driver,
+		driverName: *driverName, api: api, clip: c, fps: *fps, members: map[string]*member{},
+		reported: map[*member]string{}, windows: map[int]*window{}}
+	stop := make(chan struct{})
+	go g.report(stop)
+
+	// SIGTERM from the engine's teardown leaves as end of input does.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	lines := make(chan []byte)
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			lines <- append([]byte(nil), sc.Bytes()...)
+		}
+		close(lines)
+	}()
+	defer func() {
+		close(stop)
+		g.closeAll()
+	}()
+	for {
+		select {
+		case <-sig:
+			return nil
+		case line, ok := <-lines:
+			if !ok {
+				return nil
+			}
+			var cmd struct {
+				Cmd    string            `json:"cmd"`
+				User   string            `json:"user"`
+				Room   int               `json:"room"`
+				Params map[string]string `json:"params"`
+			}
+			if err := json.Unmarshal(line, &cmd); err != nil || cmd.User == "" {
+				fmt.Fprintf(os.Stderr, "sfubench-synth: ignoring %q\n", line)
+				continue
+			}
+			switch cmd.Cmd {
+			case "join":
+				g.add(newMember(cmd.User, cmd.Room, cmd.Params, c, *fps))
+			case "leave":
+				g.remove(cmd.User)
+			default:
+				fmt.Fprintf(os.Stderr, "sfubench-synth: unknown command %q\n", cmd.Cmd)
+			}
+		}
+	}
+}

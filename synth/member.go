@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/pion/webrtc/v4"
+)
+
+// joinTimeout bounds a join's signalling; the engine's own rule (a page
+// that never reports joined) takes over after it.
+const joinTimeout = 30 * time.Second
+
+// member is one synthetic participant: it joins through its SFU's driver,
+// publishes the clip and receives everyone else.
+type member struct {
+	user   string
+	room   int
+	params map[string]string
+	pub    *publisher
+	camera *series
+
+	mu      sync.Mutex
+	state   string // joining, joined, failed
+	reason  string
+	sess    Session
+	inbound []*inbound
+	closed  bool
+}
+
+func newMember(user string, room int, params map[string]string, c *clip, fps int) *member {
+	m := &member{user: user, room: room, params: params, camera: &series{}, state: "joining"}
+	m.pub = newPublisher(c, fps, user, m.camera)
+	return m
+}
+
+// join runs the driver and starts publishing; it reports through the
+// member's state, which the engine link posts.
+func (m *member) join(g *generator) {
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+	defer cancel()
+	sess, err := g.driver.Join(ctx, Participant{
+		Room: strconv.Itoa(m.room), User: m.user, Params: m.params,
+		NewPeerConnection: func() (*webrtc.PeerConnection, error) { return g.api.NewPeerConnection(webrtc.Configuration{}) },
+		Tracks:            m.pub.tracks(),
+		Publishing:        m.pub.watch,
+		OnTrack:           func(from string, t *webrtc.TrackRemote) { m.receive(from, t, g.clip) },
+	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		if sess != nil {
+			go sess.Close()
+		}
+		return
+	}
+	if err != nil {
+		m.state, m.reason = "failed", fmt.Sprintf("%s: %v", g.driverName, err)
+		return
+	}
+	m.sess, m.state = sess, "joined"
+	m.pub.start()
+}
+
+func (m *member) receive(from string, t *webrtc.TrackRemote, c *clip) {
+	if from == "" || from == m.user {
+		return // not a participant's (an SFU's probe stream), or our own echoed back
+	}
+	in := newInbound(from, t, c, &series{})
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	in.video.follow(m.camera.following())
+	m.inbound = append(m.inbound, in)
+	m.mu.Unlock()
+	in.read(t)
+}
+
+func (m *member) follow(on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.camera.follow(on)
+	for _, in := range m.inbound {
+		if in.kind == "video" {
+			in.video.follow(on)
+		}
+	}
+}
+
+// frames takes the followed frames since the last call: the member's own
+// camera under its user id, each received video under its sender's.
+func (m *member) frames() map[string][][]any {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][][]any{}
+	if e := m.camera.take(); len(e) > 0 {
+		out[m.user] = e
+	}
+	for _, in := range m.inbound {
+		if e := in.video.take(); len(e) > 0 {
+			out[in.peer] = append(out[in.peer], e...)
+		}
+	}
+	return out
+}
+
+func (m *member) samples(now time.Time) []map[string]any {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state != "joined" {
+		return nil
+	}
+	out := m.pub.samples(now)
+	for _, in := range m.inbound {
+		out = append(out, in.sample(now))
+	}
+	return out
+}
+
+func (m *member) status() (state, reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state, m.reason
+}
+
+// close leaves: the session's connections close, which ends every reader.
+func (m *member) close() {
+	m.mu.Lock()
+	m.closed = true
+	sess, started := m.sess, m.state == "joined"
+	m.mu.Unlock()
+	if sess != nil {
+		_ = sess.Close()
+	}
+	if started {
+		m.pub.close()
+	}
+}

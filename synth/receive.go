@@ -1,0 +1,179 @@
+package main
+
+import (
+	"sync"
+	"time"
+
+	"github.com/pion/rtp"
+	"github.com/pion/rtp/codecs"
+	"github.com/pion/webrtc/v4"
+)
+
+// freezeHistory is how many inter-frame intervals the freeze rule averages.
+const freezeHistory = 30
+
+// inbound is one received stream. It records what getStats's inbound-rtp
+// would (bytes, packets, loss, RFC 3550 jitter, frames, freezes) and
+// reassembles each VP8 frame to recognise it: a synthetic publisher's
+// frames by their digest, which gives their frame code; a browser's are
+// new bytes every frame, told apart by their fingerprint.
+type inbound struct {
+	peer  string
+	kind  string
+	ssrc  uint32
+	clock float64
+	clip  *clip
+	video *series
+
+	mu              sync.Mutex
+	packets, bytes  uint64
+	started         bool
+	baseSeq, maxSeq int64 // extended sequence numbers
+	jitter          float64
+	transit         float64
+	haveTransit     bool
+	width, height   int
+	frames          uint64
+	freezes         uint64
+	freezeSeconds   float64
+	lastFrame       time.Time
+	intervals       [freezeHistory]float64
+	nIntervals      int
+	recent          recentTimes
+	frameTS         uint32
+	assembling      bool
+	nextSeq         uint16
+	buf             []byte
+	descriptor      codecs.VP8Packet
+}
+
+func newInbound(peer string, t *webrtc.TrackRemote, c *clip, video *series) *inbound {
+	return &inbound{peer: peer, kind: t.Kind().String(), ssrc: uint32(t.SSRC()),
+		clock: float64(t.Codec().ClockRate), clip: c, video: video}
+}
+
+// read takes the track's packets until it ends.
+func (in *inbound) read(t *webrtc.TrackRemote) {
+	buf := make([]byte, 1500)
+	var pkt rtp.Packet
+	for {
+		n, _, err := t.Read(buf)
+		if err != nil {
+			return
+		}
+		if pkt.Unmarshal(buf[:n]) != nil {
+			continue
+		}
+		in.packet(&pkt, time.Now())
+	}
+}
+
+func (in *inbound) packet(p *rtp.Packet, at time.Time) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.packets++
+	in.bytes += uint64(len(p.Payload))
+	seq := int64(p.SequenceNumber)
+	if !in.started {
+		in.started, in.baseSeq, in.maxSeq = true, seq, seq
+	} else if d := int64(int16(p.SequenceNumber - uint16(in.maxSeq))); d > 0 {
+		in.maxSeq += d
+	}
+	// RFC 3550 A.8: transit time in RTP units; its variation smoothed by 1/16.
+	transit := at.Sub(epoch).Seconds()*in.clock - float64(p.Timestamp)
+	if in.haveTransit {
+		d := transit - in.transit
+		if d < 0 {
+			d = -d
+		}
+		// A timestamp wrap moves transit by 2^32 once: not jitter.
+		if d < 1<<31 {
+			in.jitter += (d - in.jitter) / 16
+		}
+	}
+	in.transit, in.haveTransit = transit, true
+	if in.kind == "video" {
+		in.assemble(p, at)
+	}
+}
+
+// assemble collects one frame's VP8 data: from a packet that starts it to
+// the packet with the marker bit, every sequence number in between. A frame
+// with a gap is not complete; a decoder would wait for its retransmission
+// or a keyframe, and so is it not counted here.
+func (in *inbound) assemble(p *rtp.Packet, at time.Time) {
+	data, err := in.descriptor.Unmarshal(p.Payload)
+	if err != nil {
+		in.assembling = false
+		return
+	}
+	switch {
+	case in.descriptor.S == 1 && in.descriptor.PID == 0:
+		in.assembling, in.frameTS, in.buf = true, p.Timestamp, append(in.buf[:0], data...)
+	case in.assembling && p.Timestamp == in.frameTS && p.SequenceNumber == in.nextSeq:
+		in.buf = append(in.buf, data...)
+	default:
+		in.assembling = false
+		return
+	}
+	in.nextSeq = p.SequenceNumber + 1
+	if !p.Marker {
+		return
+	}
+	in.assembling = false
+	in.frame(at)
+}
+
+func (in *inbound) frame(at time.Time) {
+	in.frames++
+	if w, h, ok := keyframeSize(in.buf); ok {
+		in.width, in.height = w, h
+	}
+	if !in.lastFrame.IsZero() {
+		// webrtc-stats freezeCount: an interval above max(3 x the mean, the mean + 150 ms).
+		gap := at.Sub(in.lastFrame).Seconds()
+		if n := min(in.nIntervals, freezeHistory); n > 0 {
+			mean := 0.0
+			for _, v := range in.intervals[:n] {
+				mean += v
+			}
+			mean /= float64(n)
+			if gap > max(3*mean, mean+0.150) {
+				in.freezes++
+				in.freezeSeconds += gap
+			}
+		}
+		in.intervals[in.nIntervals%freezeHistory] = gap
+		in.nIntervals++
+	}
+	in.lastFrame = at
+	in.recent.add(at)
+	d := digest(in.buf)
+	if code, ok := in.clip.codes[d]; ok {
+		in.video.add(at, code, nil)
+	} else {
+		in.video.add(at, -1, fingerprint(d))
+	}
+}
+
+// sample is the stream as a getStats inbound-rtp record.
+func (in *inbound) sample(now time.Time) map[string]any {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	lost := int64(0)
+	if in.started {
+		lost = max(0, in.maxSeq-in.baseSeq+1-int64(in.packets))
+	}
+	s := map[string]any{"t": ms(now), "peer": in.peer, "direction": "recv", "kind": in.kind, "ssrc": in.ssrc,
+		"bytes": in.bytes, "packets": in.packets, "packetsLost": lost, "jitter": in.jitter / in.clock}
+	if in.kind == "video" {
+		// Not decoded: a complete frame is counted where a decoder would take it.
+		s["framesReceived"], s["framesDecoded"] = in.frames, in.frames
+		s["framesPerSecond"] = in.recent.perSecond(now)
+		s["freezeCount"], s["totalFreezesDuration"] = in.freezes, in.freezeSeconds
+		if in.width > 0 {
+			s["frameWidth"], s["frameHeight"] = in.width, in.height
+		}
+	}
+	return s
+}
