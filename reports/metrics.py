@@ -132,11 +132,11 @@ def _time(s: dict) -> float:
     return s.get("t") or 0
 
 
-def members(events: list[dict]) -> list[tuple[str, object]]:
-    """(user, room) of every participant started, in order."""
+def members(events: list[dict]) -> list[tuple[str, object, str]]:
+    """(user, room, kind of client) of every participant started, in order."""
     started = sorted((e for e in events if e.get("event") == "participant_started" and e.get("user")),
                      key=_time)
-    return [(e["user"], e.get("room")) for e in started]
+    return [(e["user"], e.get("room"), e.get("client") or "browser") for e in started]
 
 
 def missing_streams(obs: list[dict], events: list[dict], windows: list[dict] = ()) -> list[dict]:
@@ -160,8 +160,10 @@ def missing_streams(obs: list[dict], events: list[dict], windows: list[dict] = (
     out = []
     for key, first in measured.items():
         present = started[:first.get("participants") or 0]
+        room_of = {user: room for user, room, _ in present}
+        client_of = {user: client for user, _, client in present}
         rooms: dict = defaultdict(list)
-        for user, room in present:
+        for user, room, _ in present:
             rooms[room].append(user)
         for users in rooms.values():
             for user in users:
@@ -169,7 +171,7 @@ def missing_streams(obs: list[dict], events: list[dict], windows: list[dict] = (
                 for u, peer, direction in want:
                     if (u, peer, direction) not in seen[key]:
                         out.append({**{k: first.get(k) for k in ("phase", "window", "participants", "t")},
-                                    "room": dict(present)[u], "user": u, "peer": peer,
+                                    "room": room_of[u], "user": u, "peer": peer, "client": client_of[u],
                                     "direction": direction, "kind": "video", "bps": 0.0, "dt": None,
                                     "lost": None, "expected": None, "freezes": None, "limit": None,
                                     "rtt": [], "fps": None, "jitter_ms": None, "missing": True})

@@ -34,6 +34,10 @@ import (
 // epoch is the one clock every time here is read on.
 var epoch = time.Now()
 
+// readBuffer is each participant's socket receive buffer: a megabyte, about
+// what a browser asks for, takes a second of a participant's video at once.
+const readBuffer = 1 << 20
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "sfubench-synth:", err)
@@ -70,7 +74,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	api, err := client.NewAPI(client.APIOptions{IPFilter: func(a net.IP) bool { return a.Equal(ip) }})
+	api, err := client.NewAPI(client.APIOptions{IPFilter: func(a net.IP) bool { return a.Equal(ip) }, ReadBuffer: readBuffer})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
-"""bench/forwarding.py for real, briefly: the same synthetic room of 7 (pion publishers and
-subscribers) against the in-house SFU and Janus, each in the lab; both must forward everyone's
-media to everyone, and the comparison table must come out."""
+"""bench/forwarding.py for real, briefly: one all-synthetic room of 5 against the in-house SFU and
+Janus, each pinned to its own core; both must forward everyone's media to everyone, and the cost
+and generator tables must come out for both."""
 import json
 import subprocess
 import sys
@@ -9,21 +9,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_both_sfus_forward_a_room_of_seven_and_are_compared(tmp_path):
+def test_both_sfus_forward_a_synthetic_room_and_their_cost_is_compared(tmp_path):
     out = tmp_path / "forwarding.json"
     # Own lab names, so `make bench` or a loadtest beside the suite does not collide with it.
     r = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "forwarding.py"), "--sfus", "inhouse,janus",
-         "--rooms", "1", "--duration", "3", "--warmup", "1", "--lab-prefix", "sfubft",
-         "--lab-subnet", "127.0.5", "--json", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT)
+         "--rooms", "1", "--users-per-room", "5", "--lab-prefix", "sfubft", "--lab-subnet", "127.0.5",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0, f"{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
-    results = json.loads(out.read_text())["results"]
-    assert list(results) == ["inhouse", "janus"]
-    for sfu, res in results.items():
-        [row] = res["rows"]
-        assert row["rooms"] == 1 and row["forwarded_streams"] == 7 * 6 * 2, (sfu, row)
-        assert row["out_packets"] > 0, (sfu, row)
-        assert row["loss_pct"] < 5, (sfu, row)
-        assert row["sfu_cpu_pct"] > 0, (sfu, row)
-    assert "| rooms |" in r.stdout and "inhouse / janus" in r.stdout, r.stdout
+    res = json.loads(out.read_text())
+    assert list(res["cost"]) == ["inhouse", "janus"]
+    for sfu, steps in res["cost"].items():
+        row = steps["5"]
+        # 5 members each receive 4 audio and 4 video tracks
+        assert row["fwd_streams"] == 5 * 4 * 2, (sfu, row)
+        # at least 50 audio packets/s and one packet per video frame (15 fps) for each of them
+        assert row["fwd_pps"] >= 5 * 4 * (50 + 15) * 0.9, (sfu, row)
+        assert 0 < row["sfu_us_per_packet"] < 10_000, (sfu, row)
+        gen = res["generator"][sfu]
+        assert {g["phase"] for g in gen} == {"ramp", "target"}, gen
+        assert all(g["received_streams"] == 40 and g["cores"] > 0 for g in gen), gen
+    assert "inhouse / janus per packet" in r.stdout and "streams per core" in r.stdout, r.stdout

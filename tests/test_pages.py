@@ -77,3 +77,44 @@ def test_late_samples_count_as_missing(server):
     assert health["missing_samples"] == 1 and health["stats_ms_p50"] == 12.0
     samples = [r for s, r in records if s == "samples"]
     assert len(samples) == 1 and samples[0]["user"] == "r1u1" and samples[0]["participants"] == 1
+
+
+def test_a_generator_batch_reaches_each_participant_and_gets_their_commands(server):
+    url, collector, records = server
+    for user in ("r1u1", "r1u2"):
+        collector.add_page(user, 1, None, kind="synthetic")
+    collector.send({"cmd": "measure", "window": 2}, users=["r1u2"])
+    batch = {"type": "batch", "records": [
+        {"type": "state", "user": "r1u1", "state": "joined"},
+        {"type": "health", "user": "r1u1", "lag_max_ms": 1},
+        {"type": "health", "user": "r1u2", "lag_max_ms": 1},
+        {"type": "batch", "records": [{"type": "state", "user": "r1u2", "state": "joined"}]},   # not nested
+        "junk", {"type": "state", "user": "nobody", "state": "joined"}]}
+    status, body = request(url + "/collect", json.dumps(batch).encode())
+    assert status == 200 and json.loads(body) == {"r1u2": [{"cmd": "measure", "window": 2}]}
+    joined = [r["user"] for s, r in records if s == "events" and r["event"] == "participant_joined"]
+    assert joined == ["r1u1"]
+
+
+def test_the_generators_pacing_error_lands_in_the_windows_open_at_the_time(server):
+    url, collector, _ = server
+    collector.add_page("r1u1", 1, None, kind="synthetic")
+    w = collector.open_window("target", 1, 1, 1.0, 1, ["r1u1"], 0.0)
+    # µs late -> how many sends: 98 on time, one 3 ms late, one 40 ms late
+    pacing = {"type": "generator", "pacing_us": [[0, 98], [3000, 1], [40000, 1], [-5, 1], ["x", 1]]}
+    request(url + "/collect", json.dumps(pacing).encode())
+    health = collector.close_window(w)
+    assert health["pacing_ms_p99"] == 3.0 and health["pacing_ms_max"] == 40.0
+    after = collector.close_window(collector.open_window("target", 2, 1, 1.0, 1, ["r1u1"], 0.0))
+    assert after["pacing_ms_p99"] is None and after["pacing_ms_max"] is None
+
+
+def test_a_known_frame_code_is_taken_as_sent_and_an_impossible_one_ignored(server, local_media):
+    _, collector, _ = server
+    collector.add_page("r1u1", 1, None, kind="synthetic")
+    blank = [0.0] * 64
+    t = 1_000_000.0
+    collector.collect({"type": "frames", "user": "r1u1", "series": {"r1u2": [
+        [t, blank, None, 17], [t + 66, blank, None, local_media.frames], [t + 132, None, None, "17"]]}})
+    codes = [code for _, code, _ in collector.pages["r1u1"].frames["r1u2"]]
+    assert codes[0] == 17 and codes[1] != local_media.frames and codes[2] is None

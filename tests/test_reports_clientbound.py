@@ -47,6 +47,24 @@ def test_each_sign_of_a_starved_client(change, expect):
     assert len(reasons) == 1 and expect in reasons[0], reasons
 
 
+def test_full_client_socket_buffers_and_late_synthetic_publishers_are_the_clients():
+    def with_udp(drops, received):
+        e = edges()
+        e["clients"]["start"].update(udp_rcvbuf_errors=1000, udp_in=50_000)
+        e["clients"]["end"].update(udp_rcvbuf_errors=1000 + drops, udp_in=50_000 + received)
+        return e
+    assert assess(e=with_udp(10, 20_000)) == []           # 0.05%: a stray burst
+    [reason] = assess(e=with_udp(100, 20_000))            # 0.5%
+    assert "sockets dropped 0.5% of the datagrams" in reason
+    assert assess(window={"pacing_ms_p99": 5.0}) == []
+    [reason] = assess(window={"pacing_ms_p99": 25.0})
+    assert "1% of their packets 25 ms late" in reason
+    # a one-second window's pacing counts only at three times the threshold
+    short = {"samples": 2, "duration_s": 1.1}
+    assert assess(window=dict(short, pacing_ms_p99=25.0), span_s=1.0, machine=1.0) == []
+    assert len(assess(window=dict(short, pacing_ms_p99=65.0), span_s=1.0, machine=1.0)) == 1
+
+
 def test_averages_over_a_one_second_window_count_only_when_far_past_the_thresholds():
     """A room's freshly joined participants burst for a second: a short window's averages count
     only at three times their thresholds, and the machine's CPU share not at all."""

@@ -318,3 +318,25 @@ def test_load_tolerates_damage(tmp_path):
     assert set(run.missing) == {"quality.jsonl", "server.jsonl"}
     (d / "meta.json").write_text("{not json")
     assert "meta.json" in runfiles.load(d).missing
+
+
+def test_cost_per_forwarded_packet_and_stream_hand_computed(tmp_path):
+    """Two receivers, audio and video each, for 2 s at a count of 2; the SFU used 0.1 core-seconds."""
+    lines = []
+    for user, peer in (("a", "b"), ("b", "a")):
+        for kind, pps in (("audio", 50), ("video", 100)):
+            for t, k in ((0, 0), (2000, 2)):
+                lines.append({"t": 1_000 + t, "phase": "target", "window": 4, "participants": 2, "user": user,
+                              "peer": peer, "direction": "recv", "kind": kind, "packets": 10 + pps * k})
+    lines.append({"t": 0, "phase": "background", "window": 9, "participants": 2, "user": "a", "peer": "b",
+                  "direction": "recv", "kind": "video", "packets": 99_999})
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in lines))
+    server = [{"role": "sfu", "edge": "start", "window": 4, "t": 1_000, "cpu_s": 5.0},
+              {"role": "sfu", "edge": "end", "window": 4, "t": 3_000, "cpu_s": 5.1},
+              {"role": "clients", "edge": "end", "window": 4, "t": 3_000, "cpu_s": 99.0}]
+    run = runfiles.Run(path=tmp_path, meta={"machine": {"cpu_mhz": 3000}}, server=server)
+    [row] = metrics.cost_series(run)
+    assert row["participants"] == 2 and row["fwd_streams"] == 4
+    assert row["fwd_pps"] == pytest.approx(300) and row["sfu_cores_fwd"] == pytest.approx(0.05)
+    assert row["sfu_us_per_packet"] == pytest.approx(0.05e6 / 300)
+    assert row["sfu_mhz_per_stream"] == pytest.approx(0.05 * 3000 / 4)

@@ -2,10 +2,13 @@ package client
 
 import (
 	"net"
+	"syscall"
 
 	"github.com/pion/ice/v4"
 	"github.com/pion/interceptor"
 	"github.com/pion/logging"
+	"github.com/pion/transport/v4"
+	"github.com/pion/transport/v4/stdnet"
 	"github.com/pion/webrtc/v4"
 )
 
@@ -20,6 +23,9 @@ type APIOptions struct {
 	NetworkTypes []webrtc.NetworkType
 	// Conn, if set, carries all of the participant's ICE traffic.
 	Conn net.PacketConn
+	// ReadBuffer, if set, is the receive buffer of every UDP socket ICE
+	// opens, in bytes, whatever the system's cap (it needs CAP_NET_ADMIN).
+	ReadBuffer int
 }
 
 // NewAPI builds the stack a browser would bring: NACK, RTCP reports and
@@ -61,5 +67,38 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 	if o.Conn != nil {
 		se.SetICEUDPMux(ice.NewUDPMuxDefault(ice.UDPMuxParams{UDPConn: o.Conn}))
 	}
+	if o.ReadBuffer > 0 {
+		n, err := stdnet.NewNet()
+		if err != nil {
+			return nil, err
+		}
+		se.SetNet(bufferedNet{n, o.ReadBuffer})
+	}
 	return webrtc.NewAPI(webrtc.WithMediaEngine(me), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(se)), nil
+}
+
+// bufferedNet opens UDP sockets with a receive buffer of their own size: the
+// default (about 200 KB) overflows when a burst of a hundred packets lands
+// at once, as it does from an SFU catching up after a stall on a link with
+// no queue of its own, such as a veth.
+type bufferedNet struct {
+	*stdnet.Net
+	size int
+}
+
+func (n bufferedNet) ListenUDP(network string, addr *net.UDPAddr) (transport.UDPConn, error) {
+	c, err := n.Net.ListenUDP(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if sc, ok := c.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			_ = raw.Control(func(fd uintptr) {
+				if syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, n.size) != nil {
+					_ = c.SetReadBuffer(n.size) // unprivileged: up to the system's cap
+				}
+			})
+		}
+	}
+	return c, nil
 }

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pion/rtp"
+	"github.com/pion/rtp/codecs"
+)
+
+// testClip encodes a second of test pattern and tone with the real ffmpeg,
+// as the media step does (VP8 in IVF with a keyframe every 15 frames, Opus
+// in Ogg in 20 ms packets).
+func testClip(t *testing.T) *clip {
+	t.Helper()
+	dir := t.TempDir()
+	ivf, ogg := filepath.Join(dir, "v.ivf"), filepath.Join(dir, "a.ogg")
+	for _, args := range [][]string{
+		{"-f", "lavfi", "-i", "testsrc=size=160x96:rate=15", "-frames:v", "30", "-c:v", "libvpx", "-deadline",
+			"realtime", "-b:v", "300k", "-g", "15", "-keyint_min", "15", "-auto-alt-ref", "0", "-lag-in-frames", "0", ivf},
+		{"-f", "lavfi", "-i", "sine=frequency=440:duration=1", "-c:a", "libopus", "-frame_duration", "20", "-ar", "48000", ogg},
+	} {
+		cmd := exec.Command("ffmpeg", append([]string{"-v", "error", "-nostdin", "-y"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("ffmpeg: %v\n%s", err, out)
+		}
+	}
+	c, err := loadClip(ivf, ogg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestClipIsReadAsEncoded(t *testing.T) {
+	c := testClip(t)
+	if len(c.frames) != 30 || c.width != 160 || c.height != 96 {
+		t.Fatalf("%d frames of %dx%d, want 30 of 160x96", len(c.frames), c.width, c.height)
+	}
+	for i, want := range map[int]int{0: 0, 1: 15, 14: 15, 15: 15, 16: 0, 29: 0} {
+		if c.nextKey[i] != want {
+			t.Errorf("next keyframe after %d is %d, want %d (the clip loops)", i, c.nextKey[i], want)
+		}
+	}
+	if len(c.codes) != 30 {
+		t.Errorf("%d frames recognisable by their bytes, want all 30", len(c.codes))
+	}
+	// One second of audio in 20 ms packets, the header packets left out.
+	if n := len(c.audio); n < 49 || n > 51 {
+		t.Errorf("%d Opus packets, want 50", n)
+	}
+}
+
+// packets are frame i of the clip as a VP8 packetizer sends it.
+func packets(c *clip, pk rtp.Packetizer, i int) []*rtp.Packet {
+	return pk.Packetize(c.frames[i], 6000)
+}
+
+func TestReceiverCountsRecognisesAndTimesFrames(t *testing.T) {
+	c := testClip(t)
+	video := &series{}
+	video.follow(true)
+	in := &inbound{peer: "r1u2", kind: "video", clock: 90000, clip: c, video: video}
+	pk := rtp.NewPacketizer(mtu, 96, 1, &codecs.VP8Payloader{EnablePictureID: true}, rtp.NewFixedSequencer(1), 90000)
+	at := epoch.Add(time.Second)
+	send := func(i int, drop int) {
+		for j, p := range packets(c, pk, i) {
+			if j == drop {
+				continue
+			}
+			in.packet(p, at)
+		}
+	}
+	for i := range 10 { // 15 fps, in time
+		send(i, -1)
+		at = at.Add(time.Second / 15)
+	}
+	if s := in.sample(at); s["framesReceived"] != uint64(10) || s["packetsLost"] != int64(0) || s["freezeCount"] != uint64(0) {
+		t.Fatalf("after 10 whole frames: %v", s)
+	}
+	if j := in.sample(at)["jitter"].(float64); j > 1e-3 {
+		t.Errorf("jitter %.4f s for packets sent and received in step, want ~0", j)
+	}
+	// A frame that lost its first packet is not complete, and the loss shows.
+	send(10, 0)
+	at = at.Add(500 * time.Millisecond) // then a half-second gap: a freeze
+	send(11, -1)
+	s := in.sample(at)
+	if s["framesReceived"] != uint64(11) || s["packetsLost"] != int64(1) || s["freezeCount"] != uint64(1) {
+		t.Fatalf("after a lost packet and a gap: %v", s)
+	}
+	got := video.take()
+	if len(got) != 11 {
+		t.Fatalf("%d frames followed, want 11", len(got))
+	}
+	for k, e := range got {
+		want := k
+		if k == 10 {
+			want = 11 // frame 10 never completed
+		}
+		if e[3] != want {
+			t.Errorf("followed frame %d has code %v, want %d", k, e[3], want)
+		}
+	}
+}
+
+func TestAFrameNotFromTheClipIsFingerprinted(t *testing.T) {
+	c := testClip(t)
+	video := &series{}
+	video.follow(true)
+	in := &inbound{peer: "browser", kind: "video", clock: 90000, clip: c, video: video}
+	pk := rtp.NewPacketizer(mtu, 96, 1, &codecs.VP8Payloader{}, rtp.NewFixedSequencer(1), 90000)
+	frame := append([]byte(nil), c.frames[3]...)
+	frame[len(frame)-1] ^= 0xff // a browser's frame: bytes no clip frame has
+	for _, p := range pk.Packetize(frame, 6000) {
+		in.packet(p, time.Now())
+	}
+	e := video.take()
+	if len(e) != 1 || e[0][3] != nil || len(e[0][2].([]int)) != 8 {
+		t.Fatalf("want one frame with no code and an 8-level fingerprint, got %v", e)
+	}
+}
+
+func TestHistogramBucketsRoundUpToTwoDigits(t *testing.T) {
+	for us, want := range map[int64]int64{-5: 0, 0: 0, 99: 99, 100: 100, 101: 110, 1234: 1300, 98765: 99000} {
+		if got := bucket(us); got != want {
+			t.Errorf("bucket(%d) = %d, want %d", us, got, want)
+		}
+	}
+}
+
+func TestPacerCallsOnScheduleAndSkipsMissedSlots(t *testing.T) {
+	calls := make(chan int, 100)
+	first := true
+	s := schedule(10*time.Millisecond, 0, func(skipped int) {
+		if first { // held up for three and a half periods once
+			first = false
+			time.Sleep(35 * time.Millisecond)
+		}
+		calls <- skipped
+	})
+	time.Sleep(205 * time.Millisecond)
+	s.stopped.Store(true)
+	n := len(calls)
+	// 200 ms of 10-ms slots after a 5-ms lead, three of them missed: about 17, whatever the load.
+	if n < 10 || n > 19 {
+		t.Fatalf("%d sends in 205 ms of 10-ms slots", n)
+	}
+	if <-calls != 0 || <-calls < 2 {
+		t.Fatalf("the send after a 35-ms hold-up did not skip the slots it missed")
+	}
+	time.Sleep(30 * time.Millisecond)
+	if len(calls) > n-2+1 { // a send under way as it stopped may still land
+		t.Fatalf("a stopped slot kept sending")
+	}
+}

@@ -1,0 +1,120 @@
+"""Synthetic participants for real: sfubench-synth joins each local SFU through that SFU's driver, in
+a room with a real Chromium participant. The browser must decode the synthetic streams (the frame
+code the clip carries, so its checks, playback and delay work on them); the synthetic receivers must
+count the browser's frames and recognise each other's; and the until-knee shape must stop a ramp
+at an SFU's knee.
+
+`make test` covers the drivers whose SFUs it builds (janus, inhouse); `make test-sfus`
+(SFUBENCH_CONFORMANCE=all) every local adapter with a driver.
+"""
+import json
+import os
+import sys
+
+import pytest
+
+from reports import metrics, runfiles
+from sfubench import config, loadtest
+from sfubench.progress import Progress
+from sfubench.rundir import read
+from sfubench.sfu import Adapter
+
+SUITE = ("janus", "inhouse")
+WITH_DRIVER = tuple(n for n in config.available_sfus()
+                    if "local" in Adapter.load(n).where and Adapter.load(n).synthetic_driver)
+DRIVERS = WITH_DRIVER if os.environ.get("SFUBENCH_CONFORMANCE") == "all" else SUITE
+PREFIX, SUBNET = "sfubs", "127.0.7"
+
+pytestmark = pytest.mark.e2e
+
+
+def settings(sfu, out, **more):
+    return config.load(cli={"sfu": sfu, "out": str(out), "background_interval": 0, "lab_prefix": PREFIX,
+                            "lab_subnet": SUBNET, "results_db": str(out / "results.sqlite"), **more}, env={})
+
+
+@pytest.fixture(scope="module", params=DRIVERS)
+def mixed(request, tmp_path_factory):
+    """One room of three: r1u1 in Chromium, r1u2 and r1u3 synthetic."""
+    out = tmp_path_factory.mktemp(request.param)
+    cfg = settings(request.param, out, users_per_room=3, real_per_room=1, quality_frames=1,
+                   target_samples=4)
+    run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
+    return request.param, run_dir, status
+
+
+def test_the_run_completes_with_a_synthetic_process_of_the_clients(mixed):
+    sfu, run_dir, status = mixed
+    assert status == "ok", (run_dir / "meta.json").read_text()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["clients"]["synthetic"]["driver"] == Adapter.load(sfu).synthetic_driver
+    started = [e for e in read(run_dir, "events") if e["event"] == "participant_started"]
+    assert [(e["user"], e.get("client")) for e in started] == [
+        ("r1u1", None), ("r1u2", "synthetic"), ("r1u3", "synthetic")]
+
+
+def test_every_video_plays_for_browser_and_synthetic_viewers(mixed):
+    _, run_dir, _ = mixed
+    checks = read(run_dir, "checks")
+    seen = {(c["user"], c["peer"]): (c["client"], c["ok"], c["verdict"]) for c in checks}
+    users = ("r1u1", "r1u2", "r1u3")
+    assert set(seen) == {(u, p) for u in users for p in users}
+    assert all(ok for _, ok, _ in seen.values()), seen
+    assert {client for client, _, _ in seen.values()} == {"browser", "synthetic"}
+    # The synthetic viewers' check of the browser's video: frames they cannot decode, told apart.
+    assert seen[("r1u2", "r1u1")] == ("synthetic", True, "playing")
+
+
+def test_the_browser_decodes_the_frame_codes_of_synthetic_streams(mixed):
+    _, run_dir, _ = mixed
+    rows = [r for r in read(run_dir, "playback") if r["phase"] == "target" and r["user"] == "r1u1"]
+    assert {r["peer"] for r in rows} == {"r1u2", "r1u3"}
+    for r in rows:
+        assert r["peer_client"] == "synthetic" and r["decoded"] == r["frames"] > 0, r
+        assert r["effective_fps"] >= 10, r          # of the clip's 15
+        assert r["delay_ms"] is not None and 0 <= r["delay_ms"] < 500, r
+    captured = [f for f in read(run_dir / "frames", "index") if f["user"] == "r1u1"]
+    assert captured and all(f["code"] is not None for f in captured), captured
+
+
+def test_synthetic_receivers_count_the_browsers_frames_and_recognise_each_other(mixed):
+    _, run_dir, _ = mixed
+    samples = [s for s in read(run_dir, "samples") if s["phase"] == "target"]
+    assert {s["client"] for s in samples if s["user"] == "r1u2"} == {"synthetic"}
+    assert {s["client"] for s in samples if s["user"] == "r1u1"} == {"browser"}
+    from_browser = sorted((s for s in samples if s["user"] == "r1u2" and s["peer"] == "r1u1"
+                           and s["kind"] == "video"), key=lambda s: s["t"])
+    first, last = from_browser[0], from_browser[-1]
+    seconds = (last["t"] - first["t"]) / 1000
+    assert seconds > 2
+    assert last["framesReceived"] - first["framesReceived"] >= 0.6 * 15 * seconds, (first, last)
+    assert last["bytes"] > first["bytes"] and last["frameWidth"] == 320
+    between = [r for r in read(run_dir, "playback") if r["phase"] == "target" and r["user"] == "r1u2"
+               and r["peer"] == "r1u3"]
+    assert between and between[0]["decoded"] > 0 and between[0]["delay_ms"] is not None, between
+    # A synthetic viewer has no playback of a browser's video: it cannot read its codes.
+    assert not [r for r in read(run_dir, "playback") if r["user"] == "r1u2" and r["peer"] == "r1u1"]
+
+
+def test_the_generator_reports_its_pacing(mixed):
+    _, run_dir, _ = mixed
+    windows = [w for w in read(run_dir, "windows") if w["phase"] == "target"]
+    assert windows and windows[0]["pacing_ms_p99"] is not None
+    assert (run_dir / "synth.log").exists()
+    report = (run_dir / "report.html").read_text()
+    assert "Receivers by kind" in report and "per forwarded stream and packet" in report
+
+
+def test_until_knee_stops_one_step_past_a_starved_sfus_knee(tmp_path):
+    """A hundredth of a core cannot forward two rooms of three: the ramp must find the knee, confirm it
+    with the next room and stop there, far below its cap."""
+    cfg = settings("inhouse", tmp_path, shape="until-knee", max_rooms=8, users_per_room=3, real_rooms=0,
+                   sfu_cpus=0.01, quality_frames=0, video_timeout=8, target_samples=2)
+    run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
+    assert status == "ok"
+    a = metrics.analyse(runfiles.load(run_dir))
+    assert a.knee.participants is not None and not a.knee.client_bound, a.knee
+    rooms = max(e["room"] for e in read(run_dir, "events") if e["event"] == "room_started")
+    assert rooms == a.knee.participants // 3 + 1 < 8
+    reached = [e for e in read(run_dir, "events") if e["event"] == "target_reached"]
+    assert reached and reached[0]["reason"].startswith(f"knee at {a.knee.participants} participants")
