@@ -127,6 +127,28 @@ def study_table(analyses: list[Analysis], names: list[str], index: int) -> Table
     return Table(f"cmp-{first.id}", first.title.replace(" style", ""), columns, rows)
 
 
+def cost_table(analyses: list[Analysis], names: list[str]) -> Table:
+    """The SFUs' CPU per forwarded packet and per forwarded stream at each participant count, side by
+    side (metrics.cost_series); client-bound counts are marked, as they say less about the SFU."""
+    counts = sorted({r["participants"] for a in analyses for r in a.cost})
+    columns = ["Participants"]
+    for n in names:
+        columns += [f"{n}: µs per packet", f"{n}: MHz per stream"]
+    bound = [{h["participants"] for h in a.health if h.get("client_bound")} for a in analyses]
+    rows = []
+    for p in counts:
+        row = [p]
+        for a, b in zip(analyses, bound):
+            r = next((r for r in a.cost if r["participants"] == p), None)
+            mark = " (client-bound)" if p in b and r else ""
+            row += [None if r is None else f"{r['sfu_us_per_packet']:.1f}{mark}",
+                    None if r is None or r.get("sfu_mhz_per_stream") is None else round(r["sfu_mhz_per_stream"], 2)]
+        rows.append(row)
+    return Table("cmp-cost", "SFU CPU per forwarded packet and stream, side by side", columns, rows,
+                 note="Over each count's ramp-up and target windows; a forwarded stream is one published "
+                      "track delivered to one receiver.")
+
+
 def versions_table(analyses: list[Analysis], names: list[str]) -> tuple[Table, list[str]]:
     """Versions, options, machine and config per run; the classes mark rows that differ."""
     per_run = []
@@ -218,7 +240,7 @@ def build(run_dirs: list[str | Path], out_dir: str | Path, force: bool = False,
     figs = plots(analyses, names, out)
     versions, version_classes = versions_table(analyses, names)
     tables = [ranking_table(analyses, names)] + [study_table(analyses, names, i) for i in range(3)] + \
-        [versions, study.table()]
+        [versions, study.table(), cost_table(analyses, names)]
     export.write_tables(tables, out, {"runs": {n: {"path": str(a.run.path), "headline": a.headline,
                                                    "knee": vars(a.knee)} for n, a in zip(names, analyses)},
                                       "knee_rule": rule.text(), "ranking_rule": RANKING_RULE})
@@ -282,6 +304,7 @@ def render(analyses: list[Analysis], names: list[str], figs: dict, tables: list[
         "<h2>Server</h2>",
         fig("fig-cmp-server", "Server resources vs participants, all runs", "From each run's server.jsonl.",
             "Server CPU and memory: not measured in any run (no server.jsonl)."),
+        html.table(by_id["cmp-cost"]) if by_id["cmp-cost"].rows else "",
         "<h2>Tables IV–VI, side by side</h2>",
         '<p class="small">Averages over all values; shares above the study\'s thresholds (bitrate &gt; 1 Mbps, '
         "RTT &gt; 50 ms). Video streams only.</p>",
