@@ -25,6 +25,9 @@ type Participant struct {
 	// rendered), the same the client page gets: "server" is the signalling
 	// URL.
 	Params map[string]string
+	// Width and Height are the published video's, for drivers whose
+	// signalling announces them.
+	Width, Height int
 	// NewPeerConnection makes every PeerConnection the driver needs, all
 	// with the same codecs, interceptors and network settings.
 	NewPeerConnection func() (*webrtc.PeerConnection, error)
@@ -52,9 +55,11 @@ type Driver interface {
 
 // drivers are chosen by the adapter's sfu.toml ([synthetic] driver).
 var drivers = map[string]Driver{
-	"inhouse": inhouseDriver{},
-	"janus":   janusDriver{},
-	"medooze": medoozeDriver{},
+	"inhouse":   inhouseDriver{},
+	"janus":     janusDriver{},
+	"livekit":   livekitDriver{},
+	"mediasoup": mediasoupDriver{},
+	"medooze":   medoozeDriver{},
 }
 
 func driverNames() string {

@@ -66,6 +66,7 @@ type janusSession struct {
 	mu         sync.Mutex
 	subscribed map[uint64]bool // feed ids asked for or already in the subscriber connection
 	newFeeds   []uint64
+	offers     []janusOffer
 	mids       map[string]string // subscriber connection's mid → publisher's display name (user id)
 }
 
@@ -187,9 +188,11 @@ func (s *janusSession) publish(ctx context.Context) error {
 	return s.pub.setRemote(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer.SDP})
 }
 
-// event takes what Janus sends unasked: its trickled candidates, and the
-// publishers that join the room after us. Its own offers, sent when a
-// publisher leaves, go unanswered: rooms only shrink when a scenario ends.
+// event takes what Janus sends unasked: its trickled candidates, the
+// publishers that join the room after us, and the offers it makes on the
+// subscriber connection when a publisher leaves (its sections go inactive,
+// to be reused for the next feed: an offer left unanswered would hold up
+// every later subscription).
 func (s *janusSession) event(m janusMsg) {
 	var peer *janusPeer
 	switch m.Sender {
@@ -207,9 +210,30 @@ func (s *janusSession) event(m janusMsg) {
 		}
 	case "event":
 		var d videoroomData
-		if peer == &s.pub && json.Unmarshal(m.PluginData.Data, &d) == nil {
-			s.addFeeds(d.Publishers)
+		if json.Unmarshal(m.PluginData.Data, &d) != nil {
+			return
 		}
+		if peer == &s.pub {
+			s.addFeeds(d.Publishers)
+		} else if m.JSEP != nil && m.JSEP.Type == "offer" {
+			s.mu.Lock()
+			s.offers = append(s.offers, janusOffer{*m.JSEP, d})
+			s.mu.Unlock()
+			s.poke()
+		}
+	}
+}
+
+// janusOffer is an offer Janus made on its own, with the streams it lists.
+type janusOffer struct {
+	jsep janusJSEP
+	data videoroomData
+}
+
+func (s *janusSession) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -225,15 +249,13 @@ func (s *janusSession) addFeeds(ps []janusPublisher) {
 	}
 	s.mu.Unlock()
 	if added {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.poke()
 	}
 }
 
-// subscribeLoop adds new feeds to the subscriber connection one
-// renegotiation at a time, batching the feeds that arrive meanwhile.
+// subscribeLoop answers Janus's own offers and adds new feeds to the
+// subscriber connection, one renegotiation at a time, batching the feeds
+// that arrive meanwhile.
 func (s *janusSession) subscribeLoop() {
 	for {
 		select {
@@ -242,14 +264,19 @@ func (s *janusSession) subscribeLoop() {
 		case <-s.wake:
 		}
 		s.mu.Lock()
-		feeds := s.newFeeds
-		s.newFeeds = nil
+		feeds, offers := s.newFeeds, s.offers
+		s.newFeeds, s.offers = nil, nil
 		s.mu.Unlock()
-		if len(feeds) == 0 {
-			continue
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		err := s.subscribe(ctx, feeds)
+		var err error
+		for _, o := range offers {
+			if err = s.answer(ctx, s.subHandle.Load(), o.jsep, o.data); err != nil {
+				break
+			}
+		}
+		if err == nil && len(feeds) > 0 {
+			err = s.subscribe(ctx, feeds)
+		}
 		cancel()
 		if err != nil {
 			select {
@@ -302,6 +329,12 @@ func (s *janusSession) subscribe(ctx context.Context, feeds []uint64) error {
 	if offer.SDP == "" {
 		return nil
 	}
+	return s.answer(ctx, h, offer, d)
+}
+
+// answer takes an offer of Janus's on the subscriber connection, whose
+// streams say which publisher each section now carries.
+func (s *janusSession) answer(ctx context.Context, h uint64, offer janusJSEP, d videoroomData) error {
 	s.mu.Lock()
 	for _, st := range d.Streams {
 		s.mids[st.Mid] = st.FeedDisplay

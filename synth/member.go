@@ -43,7 +43,7 @@ func (m *member) join(g *generator) {
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
 	sess, err := g.driver.Join(ctx, Participant{
-		Room: strconv.Itoa(m.room), User: m.user, Params: m.params,
+		Room: strconv.Itoa(m.room), User: m.user, Params: m.params, Width: g.clip.width, Height: g.clip.height,
 		NewPeerConnection: func() (*webrtc.PeerConnection, error) { return g.api.NewPeerConnection(webrtc.Configuration{}) },
 		Tracks:            m.pub.tracks(),
 		Publishing:        m.pub.watch,

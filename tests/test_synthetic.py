@@ -4,7 +4,7 @@ code the clip carries, so its checks, playback and delay work on them); the synt
 count the browser's frames and recognise each other's; and the until-knee shape must stop a ramp
 at an SFU's knee.
 
-`make test` covers the drivers whose SFUs it builds (janus, inhouse); `make test-sfus`
+`make test` covers the drivers whose SFUs it builds (janus, inhouse, livekit); `make test-sfus`
 (SFUBENCH_CONFORMANCE=all) every local adapter with a driver.
 """
 import json
@@ -19,7 +19,7 @@ from sfubench.progress import Progress
 from sfubench.rundir import read
 from sfubench.sfu import Adapter
 
-SUITE = ("janus", "inhouse")
+SUITE = ("janus", "inhouse", "livekit")
 WITH_DRIVER = tuple(n for n in config.available_sfus()
                     if "local" in Adapter.load(n).where and Adapter.load(n).synthetic_driver)
 DRIVERS = WITH_DRIVER if os.environ.get("SFUBENCH_CONFORMANCE") == "all" else SUITE
@@ -33,13 +33,29 @@ def settings(sfu, out, **more):
                             "lab_subnet": SUBNET, "results_db": str(out / "results.sqlite"), **more}, env={})
 
 
+def leave_and_rejoin(runner) -> None:
+    """The room validated and measured; a synthetic participant leaves and joins again with the same
+    id (everyone renegotiates through the driver); validated and measured again."""
+    want = runner.shape.tick(runner.status)
+    runner.status.rooms = 1
+    runner.event("room_started", room=1)
+    while runner.status.participants < want:
+        runner.start_participant(1)
+    runner.validate(1)
+    runner.measure("ramp", 2)
+    runner.leave("r1u3")
+    runner.wait(2)
+    runner.rejoin("r1u3")
+    runner.validate(1)
+    runner.measure("target", 4)
+
+
 @pytest.fixture(scope="module", params=DRIVERS)
 def mixed(request, tmp_path_factory):
-    """One room of three: r1u1 in Chromium, r1u2 and r1u3 synthetic."""
+    """One room of three: r1u1 in Chromium, r1u2 and r1u3 synthetic; r1u3 leaves and rejoins."""
     out = tmp_path_factory.mktemp(request.param)
-    cfg = settings(request.param, out, users_per_room=3, real_per_room=1, quality_frames=1,
-                   target_samples=4)
-    run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
+    cfg = settings(request.param, out, users_per_room=3, real_per_room=1, quality_frames=1)
+    run_dir, status = loadtest.run(cfg, Progress(sys.stdout), leave_and_rejoin)
     return request.param, run_dir, status
 
 
@@ -53,16 +69,20 @@ def test_the_run_completes_with_a_synthetic_process_of_the_clients(mixed):
         ("r1u1", None), ("r1u2", "synthetic"), ("r1u3", "synthetic")]
 
 
-def test_every_video_plays_for_browser_and_synthetic_viewers(mixed):
+def test_every_video_plays_for_browser_and_synthetic_viewers_before_and_after_a_rejoin(mixed):
     _, run_dir, _ = mixed
     checks = read(run_dir, "checks")
-    seen = {(c["user"], c["peer"]): (c["client"], c["ok"], c["verdict"]) for c in checks}
     users = ("r1u1", "r1u2", "r1u3")
-    assert set(seen) == {(u, p) for u in users for p in users}
-    assert all(ok for _, ok, _ in seen.values()), seen
-    assert {client for client, _, _ in seen.values()} == {"browser", "synthetic"}
-    # The synthetic viewers' check of the browser's video: frames they cannot decode, told apart.
-    assert seen[("r1u2", "r1u1")] == ("synthetic", True, "playing")
+    assert len(checks) == 2 * 9, checks
+    for round_ in (checks[:9], checks[9:]):
+        seen = {(c["user"], c["peer"]): (c["client"], c["ok"], c["verdict"]) for c in round_}
+        assert set(seen) == {(u, p) for u in users for p in users}
+        assert all(ok for _, ok, _ in seen.values()), seen
+        assert {client for client, _, _ in seen.values()} == {"browser", "synthetic"}
+        # The synthetic viewers' check of the browser's video: frames they cannot decode, told apart.
+        assert seen[("r1u2", "r1u1")] == ("synthetic", True, "playing")
+    events = [e["event"] for e in read(run_dir, "events")]
+    assert events.index("participant_left") < events.index("participant_rejoined")
 
 
 def test_the_browser_decodes_the_frame_codes_of_synthetic_streams(mixed):

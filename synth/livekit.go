@@ -1,0 +1,360 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/livekit/protocol/livekit"
+	"github.com/pion/webrtc/v4"
+	"google.golang.org/protobuf/proto"
+)
+
+// livekitDriver speaks LiveKit's signalling (protobuf over WebSocket) in its
+// single-PeerConnection mode, the one livekit-client 2.x uses by default and
+// so the one the adapter's page runs: the participant's join request carries
+// its tracks and its offer; it stays the offerer, and when the server has
+// more tracks to send than the connection has free receiving sections it
+// says how many to add (MediaSectionsRequirement) and the participant
+// offers again. Remote tracks arrive in streams named
+// "<participant sid>|<track sid>"; participant updates name the sids.
+type livekitDriver struct{}
+
+// livekitProtocol is the signalling protocol version livekit-client 2.23
+// announces; the server enables features (packed stream ids among them) by it.
+const livekitProtocol = 17
+
+func (livekitDriver) Join(ctx context.Context, p Participant) (Session, error) {
+	base, err := server(p)
+	if err != nil {
+		return nil, err
+	}
+	token := p.Params["token"]
+	if token == "" {
+		return nil, errors.New(`no "token" client parameter`)
+	}
+	pc, err := p.NewPeerConnection()
+	if err != nil {
+		return nil, err
+	}
+	s := &livekitSession{p: p, pc: pc, names: map[string]string{}, named: make(chan struct{}),
+		done: make(chan struct{}), renegotiate: make(chan struct{}, 1)}
+	fail := func(err error) (Session, error) {
+		s.Close()
+		return nil, err
+	}
+	var adds []*livekit.AddTrackRequest
+	for _, t := range p.Tracks {
+		tr, err := pc.AddTransceiverFromTrack(t, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendonly})
+		if err != nil {
+			return fail(fmt.Errorf("adding %s track: %w", t.Kind(), err))
+		}
+		p.Publishing(tr.Sender())
+		add := &livekit.AddTrackRequest{Cid: t.ID(), Name: t.Kind().String(), Stream: "camera", DisableDtx: true}
+		if t.Kind() == webrtc.RTPCodecTypeAudio {
+			add.Type, add.Source = livekit.TrackType_AUDIO, livekit.TrackSource_MICROPHONE
+		} else {
+			add.Type, add.Source = livekit.TrackType_VIDEO, livekit.TrackSource_CAMERA
+			add.Width, add.Height = uint32(p.Width), uint32(p.Height)
+			add.Layers = []*livekit.VideoLayer{{Quality: livekit.VideoQuality_HIGH, Width: add.Width, Height: add.Height}}
+		}
+		adds = append(adds, add)
+	}
+	pc.OnTrack(func(t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) { go s.track(t) })
+	offer, err := s.offer(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	join, err := proto.Marshal(&livekit.JoinRequest{
+		ClientInfo:         &livekit.ClientInfo{Sdk: livekit.ClientInfo_GO, Protocol: livekitProtocol},
+		ConnectionSettings: &livekit.ConnectionSettings{AutoSubscribe: true},
+		AddTrackRequests:   adds,
+		PublisherOffer:     offer,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	wrapped, err := proto.Marshal(&livekit.WrappedJoinRequest{JoinRequest: join})
+	if err != nil {
+		return fail(err)
+	}
+	q := url.Values{"access_token": {token}, "join_request": {base64.URLEncoding.EncodeToString(wrapped)}}
+	if s.ws, _, err = websocket.DefaultDialer.DialContext(ctx, strings.TrimRight(base, "/")+"/rtc/v1?"+q.Encode(), nil); err != nil {
+		return fail(fmt.Errorf("connecting to %s: %w", base, err))
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.ws.SetReadDeadline(dl)
+	}
+	// The join response comes first, then the answer to the offer it carried.
+	for joined, answered := false, false; !joined || !answered; {
+		res, err := s.read()
+		if err != nil {
+			return fail(err)
+		}
+		switch m := res.Message.(type) {
+		case *livekit.SignalResponse_Join:
+			joined = true
+			s.ping = time.Duration(m.Join.PingInterval) * time.Second
+			s.update(m.Join.OtherParticipants)
+		case *livekit.SignalResponse_Answer:
+			if err := s.answer(m.Answer); err != nil {
+				return fail(err)
+			}
+			answered = true
+		case *livekit.SignalResponse_Leave:
+			return fail(fmt.Errorf("the server refused the join: %s", m.Leave.Reason))
+		default:
+			if err := s.handle(res); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	_ = s.ws.SetReadDeadline(time.Time{})
+	s.wg.Go(s.loop)
+	s.wg.Go(s.negotiate)
+	s.wg.Go(s.keepalive)
+	return s, nil
+}
+
+type livekitSession struct {
+	p      Participant
+	pc     *webrtc.PeerConnection
+	ws     *websocket.Conn
+	wmu    sync.Mutex
+	ping   time.Duration
+	offers uint32
+
+	mu      sync.Mutex
+	names   map[string]string // participant sid → identity (the user id)
+	named   chan struct{}     // closed and replaced whenever names grows
+	pending []webrtc.ICECandidateInit
+	remote  bool // a remote description is set: candidates apply at once
+
+	renegotiate chan struct{}
+	done        chan struct{}
+	once        sync.Once
+	wg          sync.WaitGroup
+}
+
+// offer makes an offer with every candidate in it, so the server needs no
+// trickle from us.
+func (s *livekitSession) offer(ctx context.Context) (*livekit.SessionDescription, error) {
+	o, err := s.pc.CreateOffer(nil)
+	if err != nil {
+		return nil, err
+	}
+	sdp, err := gathered(ctx, s.pc, o)
+	if err != nil {
+		return nil, err
+	}
+	s.offers++
+	mids := map[string]string{}
+	for _, tr := range s.pc.GetTransceivers() {
+		if tr.Sender() != nil && tr.Sender().Track() != nil && tr.Mid() != "" {
+			mids[tr.Mid()] = tr.Sender().Track().ID()
+		}
+	}
+	return &livekit.SessionDescription{Type: "offer", Sdp: sdp, Id: s.offers, MidToTrackId: mids}, nil
+}
+
+func (s *livekitSession) answer(d *livekit.SessionDescription) error {
+	if err := s.pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: d.Sdp}); err != nil {
+		return fmt.Errorf("the server's answer: %w", err)
+	}
+	s.mu.Lock()
+	pending := s.pending
+	s.pending, s.remote = nil, true
+	s.mu.Unlock()
+	for _, c := range pending {
+		_ = s.pc.AddICECandidate(c)
+	}
+	return nil
+}
+
+func (s *livekitSession) read() (*livekit.SignalResponse, error) {
+	kind, b, err := s.ws.ReadMessage()
+	if err != nil {
+		return nil, err
+	}
+	res := &livekit.SignalResponse{}
+	if kind == websocket.TextMessage {
+		return res, nil // protobuf only: the JSON form is not asked for
+	}
+	if err := proto.Unmarshal(b, res); err != nil {
+		return nil, fmt.Errorf("a signalling message: %w", err)
+	}
+	return res, nil
+}
+
+func (s *livekitSession) send(req *livekit.SignalRequest) error {
+	b, err := proto.Marshal(req)
+	if err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_ = s.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	return s.ws.WriteMessage(websocket.BinaryMessage, b)
+}
+
+// handle takes what the server says after the join.
+func (s *livekitSession) handle(res *livekit.SignalResponse) error {
+	switch m := res.Message.(type) {
+	case *livekit.SignalResponse_Answer:
+		if err := s.answer(m.Answer); err != nil {
+			return err
+		}
+		s.ask() // requirements that came while this offer was out
+	case *livekit.SignalResponse_Trickle:
+		var c webrtc.ICECandidateInit
+		if err := json.Unmarshal([]byte(m.Trickle.CandidateInit), &c); err != nil {
+			return nil
+		}
+		s.mu.Lock()
+		if !s.remote {
+			s.pending = append(s.pending, c)
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Unlock()
+		_ = s.pc.AddICECandidate(c)
+	case *livekit.SignalResponse_Update:
+		s.update(m.Update.Participants)
+	case *livekit.SignalResponse_MediaSectionsRequirement:
+		for range m.MediaSectionsRequirement.NumAudios {
+			if _, err := s.pc.AddTransceiverFromKind(webrtc.RTPCodecTypeAudio, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
+				return err
+			}
+		}
+		for range m.MediaSectionsRequirement.NumVideos {
+			if _, err := s.pc.AddTransceiverFromKind(webrtc.RTPCodecTypeVideo, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
+				return err
+			}
+		}
+		s.ask()
+	case *livekit.SignalResponse_Leave:
+		return fmt.Errorf("the server asked the participant to leave: %s", m.Leave.Reason)
+	}
+	return nil
+}
+
+func (s *livekitSession) update(ps []*livekit.ParticipantInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	grew := false
+	for _, p := range ps {
+		if _, ok := s.names[p.Sid]; !ok && p.Identity != "" {
+			s.names[p.Sid], grew = p.Identity, true
+		}
+	}
+	if grew {
+		close(s.named)
+		s.named = make(chan struct{})
+	}
+}
+
+// track hands a received track on with its publisher's user id, waiting for
+// the participant update that names it if the media came first.
+func (s *livekitSession) track(t *webrtc.TrackRemote) {
+	sid, _, _ := strings.Cut(t.StreamID(), "|")
+	deadline := time.After(10 * time.Second)
+	for {
+		s.mu.Lock()
+		name, ok := s.names[sid]
+		named := s.named
+		s.mu.Unlock()
+		if ok {
+			s.p.OnTrack(name, t)
+			return
+		}
+		select {
+		case <-named:
+		case <-deadline:
+			s.p.OnTrack("", t)
+			return
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// ask wants one more offer; offers go out one at a time.
+func (s *livekitSession) ask() {
+	select {
+	case s.renegotiate <- struct{}{}:
+	default:
+	}
+}
+
+func (s *livekitSession) negotiate() {
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.renegotiate:
+		}
+		if s.pc.SignalingState() != webrtc.SignalingStateStable {
+			continue // the answer on its way asks again
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		o, err := s.offer(ctx)
+		cancel()
+		if err != nil || s.send(&livekit.SignalRequest{Message: &livekit.SignalRequest_Offer{Offer: o}}) != nil {
+			s.Close()
+			return
+		}
+	}
+}
+
+func (s *livekitSession) loop() {
+	defer s.Close()
+	for {
+		res, err := s.read()
+		if err != nil || s.handle(res) != nil {
+			return
+		}
+	}
+}
+
+// keepalive pings as often as the join response asks: the server drops a
+// participant that stays silent past its ping timeout.
+func (s *livekitSession) keepalive() {
+	every := s.ping
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case now := <-t.C:
+			ms := now.UnixMilli()
+			if s.send(&livekit.SignalRequest{Message: &livekit.SignalRequest_PingReq{PingReq: &livekit.Ping{Timestamp: ms}}}) != nil {
+				s.Close()
+				return
+			}
+		}
+	}
+}
+
+func (s *livekitSession) Close() error {
+	s.once.Do(func() {
+		close(s.done)
+		if s.ws != nil {
+			_ = s.send(&livekit.SignalRequest{Message: &livekit.SignalRequest_Leave{Leave: &livekit.LeaveRequest{
+				Reason: livekit.DisconnectReason_CLIENT_INITIATED}}})
+			_ = s.ws.Close()
+		}
+		_ = s.pc.Close()
+	})
+	return nil
+}

@@ -1,0 +1,598 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/pion/sdp/v3"
+	"github.com/pion/webrtc/v4"
+)
+
+// mediasoupDriver speaks sfu-configs/mediasoup/server.js's protocol, as its
+// page does through mediasoup-client: one send transport carrying a
+// producer per track and one receive transport carrying a consumer per
+// remote track, each a PeerConnection. mediasoup speaks ORTC, not SDP, so,
+// as mediasoup-client does, the driver writes the server's side of each
+// description from the transport's ICE and DTLS parameters and the
+// producers' and consumers' RTP parameters.
+type mediasoupDriver struct{}
+
+// The router's header extensions the driver asks for: the ones pion's stack
+// here handles (transport-wide congestion feedback) and the mid.
+var mediasoupExtensions = map[string]bool{
+	"urn:ietf:params:rtp-hdrext:sdes:mid":                                       true,
+	"http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01": true,
+}
+
+type msTransport struct {
+	ID            string `json:"id"`
+	IceParameters struct {
+		UsernameFragment string `json:"usernameFragment"`
+		Password         string `json:"password"`
+	} `json:"iceParameters"`
+	IceCandidates []struct {
+		Foundation string `json:"foundation"`
+		Priority   uint32 `json:"priority"`
+		IP         string `json:"ip"`
+		Protocol   string `json:"protocol"`
+		Port       int    `json:"port"`
+		Type       string `json:"type"`
+	} `json:"iceCandidates"`
+	DtlsParameters struct {
+		Fingerprints []struct {
+			Algorithm string `json:"algorithm"`
+			Value     string `json:"value"`
+		} `json:"fingerprints"`
+	} `json:"dtlsParameters"`
+}
+
+type msCodec struct {
+	MimeType     string            `json:"mimeType"`
+	Kind         string            `json:"kind,omitempty"`
+	PayloadType  int               `json:"payloadType,omitempty"`
+	PreferredPT  int               `json:"preferredPayloadType,omitempty"`
+	ClockRate    int               `json:"clockRate"`
+	Channels     int               `json:"channels,omitempty"`
+	Parameters   map[string]any    `json:"parameters"`
+	RtcpFeedback []msFeedback      `json:"rtcpFeedback"`
+	extra        map[string]string // not sent
+}
+
+type msFeedback struct {
+	Type      string `json:"type"`
+	Parameter string `json:"parameter,omitempty"`
+}
+
+type msExtension struct {
+	Kind        string `json:"kind,omitempty"`
+	URI         string `json:"uri"`
+	ID          int    `json:"id,omitempty"`
+	PreferredID int    `json:"preferredId,omitempty"`
+}
+
+type msRTPParameters struct {
+	Mid              string        `json:"mid,omitempty"`
+	Codecs           []msCodec     `json:"codecs"`
+	HeaderExtensions []msExtension `json:"headerExtensions"`
+	Encodings        []struct {
+		SSRC uint32 `json:"ssrc"`
+	} `json:"encodings"`
+	Rtcp struct {
+		Cname       string `json:"cname"`
+		ReducedSize bool   `json:"reducedSize"`
+	} `json:"rtcp"`
+}
+
+type msConsumer struct {
+	ID            string          `json:"id"`
+	Kind          string          `json:"kind"`
+	RtpParameters msRTPParameters `json:"rtpParameters"`
+	user          string
+	closed        bool
+}
+
+type msProducerInfo struct {
+	ProducerID string `json:"producerId"`
+	User       string `json:"user"`
+}
+
+func (mediasoupDriver) Join(ctx context.Context, p Participant) (Session, error) {
+	url, err := server(p)
+	if err != nil {
+		return nil, err
+	}
+	s := &msSession{p: p, pending: map[int]chan msReply{}, done: make(chan struct{}), produced: make(chan msProducerInfo, 256)}
+	fail := func(err error) (Session, error) {
+		s.Close()
+		return nil, err
+	}
+	if s.ws, _, err = websocket.DefaultDialer.DialContext(ctx, url, nil); err != nil {
+		return fail(fmt.Errorf("connecting to %s: %w", url, err))
+	}
+	s.wg.Go(s.loop)
+	var joined struct {
+		Caps struct {
+			Codecs           []msCodec     `json:"codecs"`
+			HeaderExtensions []msExtension `json:"headerExtensions"`
+		} `json:"routerRtpCapabilities"`
+		Producers []msProducerInfo `json:"producers"`
+	}
+	if err := s.request(ctx, "join", map[string]string{"room": p.Room, "user": p.User}, &joined); err != nil {
+		return fail(err)
+	}
+	// What this client can receive: the router's Opus and VP8 (no RTX: pion
+	// answers NACKs by resending the packet itself) with the feedback pion's
+	// stack gives, and the extensions above.
+	for _, c := range joined.Caps.Codecs {
+		if m := strings.ToLower(c.MimeType); m == "audio/opus" || m == "video/vp8" {
+			c.RtcpFeedback = []msFeedback{{Type: "transport-cc"}}
+			if c.Kind == "video" {
+				c.RtcpFeedback = append(c.RtcpFeedback, msFeedback{Type: "nack"}, msFeedback{Type: "nack", Parameter: "pli"})
+			}
+			s.caps.Codecs = append(s.caps.Codecs, c)
+		}
+	}
+	for _, e := range joined.Caps.HeaderExtensions {
+		if mediasoupExtensions[e.URI] {
+			s.caps.HeaderExtensions = append(s.caps.HeaderExtensions, e)
+		}
+	}
+	if err := s.publish(ctx); err != nil {
+		return fail(fmt.Errorf("publishing: %w", err))
+	}
+	if err := s.request(ctx, "createTransport", map[string]string{"direction": "recv"}, &s.recvT); err != nil {
+		return fail(err)
+	}
+	if s.recv, err = p.NewPeerConnection(); err != nil {
+		return fail(err)
+	}
+	s.recv.OnTrack(func(t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) { p.OnTrack(t.StreamID(), t) })
+	for _, pr := range joined.Producers {
+		if err := s.consume(ctx, pr); err != nil {
+			return fail(fmt.Errorf("consuming %s: %w", pr.User, err))
+		}
+	}
+	s.wg.Go(s.consumeLoop)
+	return s, nil
+}
+
+type msReply struct {
+	OK    bool            `json:"ok"`
+	Data  json.RawMessage `json:"data"`
+	Error string          `json:"error"`
+}
+
+type msSession struct {
+	p          Participant
+	ws         *websocket.Conn
+	wmu        sync.Mutex
+	mu         sync.Mutex
+	next       int
+	pending    map[int]chan msReply
+	send, recv *webrtc.PeerConnection
+	recvT      msTransport
+	nmu        sync.Mutex // one renegotiation of the receive connection at a time
+	recvDone   bool       // the receive transport is connected
+	consumers  []*msConsumer
+	caps       struct {
+		Codecs           []msCodec     `json:"codecs"`
+		HeaderExtensions []msExtension `json:"headerExtensions"`
+	}
+	produced chan msProducerInfo
+	done     chan struct{}
+	once     sync.Once
+	wg       sync.WaitGroup
+}
+
+func (s *msSession) request(ctx context.Context, method string, data, out any) error {
+	s.mu.Lock()
+	s.next++
+	id := s.next
+	ch := make(chan msReply, 1)
+	s.pending[id] = ch
+	s.mu.Unlock()
+	b, err := json.Marshal(map[string]any{"id": id, "method": method, "data": data})
+	if err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	_ = s.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	err = s.ws.WriteMessage(websocket.TextMessage, b)
+	s.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	select {
+	case r := <-ch:
+		if !r.OK {
+			return fmt.Errorf("%s: %s", method, r.Error)
+		}
+		if out != nil {
+			return json.Unmarshal(r.Data, out)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", method, ctx.Err())
+	case <-s.done:
+		return fmt.Errorf("%s: the signalling connection closed", method)
+	}
+}
+
+// loop hands replies to their requests and new producers to consumeLoop.
+func (s *msSession) loop() {
+	defer s.Close()
+	for {
+		var m struct {
+			ID           int             `json:"id"`
+			Notification string          `json:"notification"`
+			Data         json.RawMessage `json:"data"`
+			msReply
+		}
+		if err := s.ws.ReadJSON(&m); err != nil {
+			return
+		}
+		switch {
+		case m.Notification == "newProducer":
+			var pr msProducerInfo
+			if json.Unmarshal(m.Data, &pr) == nil {
+				select {
+				case s.produced <- pr:
+				case <-s.done:
+					return
+				}
+			}
+		case m.Notification == "consumerClosed":
+			var c struct {
+				ConsumerID string `json:"consumerId"`
+			}
+			if json.Unmarshal(m.Data, &c) == nil {
+				go s.closeConsumer(c.ConsumerID) // it may need a reply this loop reads
+			}
+		case m.ID != 0:
+			s.mu.Lock()
+			ch := s.pending[m.ID]
+			delete(s.pending, m.ID)
+			s.mu.Unlock()
+			if ch != nil {
+				m.msReply.Data = m.Data
+				ch <- m.msReply
+			}
+		}
+	}
+}
+
+func (s *msSession) consumeLoop() {
+	for {
+		select {
+		case <-s.done:
+			return
+		case pr := <-s.produced:
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			err := s.consume(ctx, pr)
+			cancel()
+			if err != nil {
+				s.Close()
+				return
+			}
+		}
+	}
+}
+
+// publish sends the tracks: the participant offers, the driver answers for
+// mediasoup, then produces each track with the RTP parameters the offer
+// settled on.
+func (s *msSession) publish(ctx context.Context) error {
+	var t msTransport
+	if err := s.request(ctx, "createTransport", map[string]string{"direction": "send"}, &t); err != nil {
+		return err
+	}
+	var err error
+	if s.send, err = s.p.NewPeerConnection(); err != nil {
+		return err
+	}
+	var senders []*webrtc.RTPTransceiver
+	for _, track := range s.p.Tracks {
+		tr, err := s.send.AddTransceiverFromTrack(track, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendonly})
+		if err != nil {
+			return fmt.Errorf("adding %s track: %w", track.Kind(), err)
+		}
+		s.p.Publishing(tr.Sender())
+		senders = append(senders, tr)
+	}
+	offer, err := s.send.CreateOffer(nil)
+	if err != nil {
+		return err
+	}
+	local, err := gathered(ctx, s.send, offer)
+	if err != nil {
+		return err
+	}
+	var parsed sdp.SessionDescription
+	if err := parsed.UnmarshalString(local); err != nil {
+		return err
+	}
+	fp, err := dtlsFingerprint(&parsed)
+	if err != nil {
+		return err
+	}
+	if err := s.request(ctx, "connectTransport", map[string]any{"transportId": t.ID, "dtlsParameters": map[string]any{
+		"role": "client", "fingerprints": []map[string]string{fp}}}, nil); err != nil {
+		return err
+	}
+	var answer strings.Builder
+	sessionHead(&answer, &t, parsed.MediaDescriptions)
+	var params []msRTPParameters
+	for _, m := range parsed.MediaDescriptions {
+		rp, err := s.producerParameters(m)
+		if err != nil {
+			return err
+		}
+		params = append(params, rp)
+		media(&answer, &t, rp, m.MediaName.Media, "recvonly", "passive", nil)
+	}
+	if err := s.send.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer.String()}); err != nil {
+		return fmt.Errorf("the answer for mediasoup: %w", err)
+	}
+	for i, tr := range senders {
+		enc := tr.Sender().GetParameters().Encodings
+		if len(enc) == 0 {
+			return errors.New("a sender without an SSRC")
+		}
+		rp := params[i]
+		rp.Encodings = append(rp.Encodings[:0], struct {
+			SSRC uint32 `json:"ssrc"`
+		}{uint32(enc[0].SSRC)})
+		rp.Rtcp.Cname, rp.Rtcp.ReducedSize = s.p.User, true
+		if err := s.request(ctx, "produce", map[string]any{"transportId": t.ID, "kind": tr.Kind().String(),
+			"rtpParameters": rp}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// producerParameters picks from one offered m-section the router's codec
+// of its kind (by name, with the offer's payload type) and the offered
+// extensions mediasoup takes.
+func (s *msSession) producerParameters(m *sdp.MediaDescription) (msRTPParameters, error) {
+	var rp msRTPParameters
+	rp.Mid, _ = m.Attribute("mid")
+	for _, c := range s.caps.Codecs {
+		if c.Kind != m.MediaName.Media {
+			continue
+		}
+		name := strings.SplitN(c.MimeType, "/", 2)[1]
+		for _, f := range m.MediaName.Formats {
+			pt, _ := strconv.Atoi(f)
+			if rtpmap, ok := attrFor(m, "rtpmap", f); ok && strings.HasPrefix(strings.ToLower(rtpmap), strings.ToLower(name)+"/") {
+				c.PayloadType, c.PreferredPT, c.Kind = pt, 0, ""
+				if fmtp, ok := attrFor(m, "fmtp", f); ok {
+					c.extra = map[string]string{"fmtp": fmtp}
+				}
+				c.Parameters = map[string]any{}
+				rp.Codecs = []msCodec{c}
+				break
+			}
+		}
+		if rp.Codecs != nil {
+			break
+		}
+	}
+	if rp.Codecs == nil {
+		return rp, fmt.Errorf("no codec the router takes in the offer's %s section", m.MediaName.Media)
+	}
+	for _, a := range m.Attributes {
+		if a.Key != "extmap" {
+			continue
+		}
+		id, uri, ok := strings.Cut(a.Value, " ")
+		n, err := strconv.Atoi(strings.SplitN(id, "/", 2)[0])
+		if ok && err == nil && mediasoupExtensions[uri] {
+			rp.HeaderExtensions = append(rp.HeaderExtensions, msExtension{URI: uri, ID: n})
+		}
+	}
+	return rp, nil
+}
+
+// consume asks for one remote producer and renegotiates the receive
+// connection with every consumer so far in the server's offer.
+func (s *msSession) consume(ctx context.Context, pr msProducerInfo) error {
+	c := &msConsumer{user: pr.User}
+	if err := s.request(ctx, "consume", map[string]any{"transportId": s.recvT.ID, "producerId": pr.ProducerID,
+		"rtpCapabilities": s.caps}, c); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if c.RtpParameters.Mid == "" {
+		c.RtpParameters.Mid = strconv.Itoa(len(s.consumers))
+	}
+	s.consumers = append(s.consumers, c)
+	s.mu.Unlock()
+	if err := s.renegotiate(ctx); err != nil {
+		return err
+	}
+	return s.request(ctx, "resume", map[string]string{"consumerId": c.ID}, nil)
+}
+
+func (s *msSession) closeConsumer(id string) {
+	s.mu.Lock()
+	for _, c := range s.consumers {
+		if c.ID == id {
+			c.closed = true
+		}
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = s.renegotiate(ctx)
+}
+
+func (s *msSession) renegotiate(ctx context.Context) error {
+	s.nmu.Lock()
+	defer s.nmu.Unlock()
+	s.mu.Lock()
+	consumers := append([]*msConsumer(nil), s.consumers...)
+	s.mu.Unlock()
+	if len(consumers) == 0 {
+		return nil
+	}
+	var offer strings.Builder
+	var mids []*sdp.MediaDescription
+	for _, c := range consumers {
+		mids = append(mids, &sdp.MediaDescription{Attributes: []sdp.Attribute{{Key: "mid", Value: c.RtpParameters.Mid}}})
+	}
+	sessionHead(&offer, &s.recvT, mids)
+	for _, c := range consumers {
+		direction := "sendonly"
+		if c.closed {
+			direction = "inactive"
+		}
+		media(&offer, &s.recvT, c.RtpParameters, c.Kind, direction, "actpass", c)
+	}
+	if err := s.recv.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offer.String()}); err != nil {
+		return fmt.Errorf("mediasoup's offer: %w", err)
+	}
+	answer, err := s.recv.CreateAnswer(nil)
+	if err != nil {
+		return err
+	}
+	if err := s.recv.SetLocalDescription(answer); err != nil {
+		return err
+	}
+	if s.recvDone {
+		return nil
+	}
+	var parsed sdp.SessionDescription
+	if err := parsed.UnmarshalString(s.recv.LocalDescription().SDP); err != nil {
+		return err
+	}
+	fp, err := dtlsFingerprint(&parsed)
+	if err != nil {
+		return err
+	}
+	role := "client" // pion answers actpass as the DTLS client unless told otherwise
+	if setup := setupOf(&parsed); setup == "passive" {
+		role = "server"
+	}
+	if err := s.request(ctx, "connectTransport", map[string]any{"transportId": s.recvT.ID, "dtlsParameters": map[string]any{
+		"role": role, "fingerprints": []map[string]string{fp}}}, nil); err != nil {
+		return err
+	}
+	s.recvDone = true
+	return nil
+}
+
+// sessionHead writes the session part of mediasoup's side of a description.
+func sessionHead(b *strings.Builder, t *msTransport, sections []*sdp.MediaDescription) {
+	var mids []string
+	for _, m := range sections {
+		if mid, ok := m.Attribute("mid"); ok {
+			mids = append(mids, mid)
+		}
+	}
+	fmt.Fprintf(b, "v=0\r\no=mediasoup 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\na=ice-lite\r\n")
+	fmt.Fprintf(b, "a=group:BUNDLE %s\r\na=msid-semantic: WMS *\r\n", strings.Join(mids, " "))
+	for _, f := range t.DtlsParameters.Fingerprints {
+		if f.Algorithm == "sha-256" {
+			fmt.Fprintf(b, "a=fingerprint:%s %s\r\n", f.Algorithm, f.Value)
+		}
+	}
+}
+
+// media writes one m-section of mediasoup's side: its transport, the codec
+// and extensions of rp, and for a consumer its SSRC and the stream it
+// belongs to (named after its publisher, which is how OnTrack tells them).
+func media(b *strings.Builder, t *msTransport, rp msRTPParameters, kind, direction, setup string, c *msConsumer) {
+	codec := rp.Codecs[0]
+	fmt.Fprintf(b, "m=%s 7 UDP/TLS/RTP/SAVPF %d\r\nc=IN IP4 127.0.0.1\r\n", kind, codec.PayloadType)
+	fmt.Fprintf(b, "a=mid:%s\r\na=%s\r\na=rtcp-mux\r\na=rtcp-rsize\r\na=setup:%s\r\n", rp.Mid, direction, setup)
+	fmt.Fprintf(b, "a=ice-ufrag:%s\r\na=ice-pwd:%s\r\n", t.IceParameters.UsernameFragment, t.IceParameters.Password)
+	for _, cand := range t.IceCandidates {
+		fmt.Fprintf(b, "a=candidate:%s 1 %s %d %s %d typ %s\r\n", cand.Foundation, cand.Protocol, cand.Priority,
+			cand.IP, cand.Port, cand.Type)
+	}
+	b.WriteString("a=end-of-candidates\r\n")
+	name := strings.SplitN(codec.MimeType, "/", 2)[1]
+	if codec.Channels > 1 {
+		fmt.Fprintf(b, "a=rtpmap:%d %s/%d/%d\r\n", codec.PayloadType, name, codec.ClockRate, codec.Channels)
+	} else {
+		fmt.Fprintf(b, "a=rtpmap:%d %s/%d\r\n", codec.PayloadType, name, codec.ClockRate)
+	}
+	if fmtp := codec.extra["fmtp"]; fmtp != "" {
+		fmt.Fprintf(b, "a=fmtp:%d %s\r\n", codec.PayloadType, fmtp)
+	} else if len(codec.Parameters) > 0 {
+		var ps []string
+		for k, v := range codec.Parameters {
+			ps = append(ps, fmt.Sprintf("%s=%v", k, v))
+		}
+		fmt.Fprintf(b, "a=fmtp:%d %s\r\n", codec.PayloadType, strings.Join(ps, ";"))
+	}
+	for _, fb := range codec.RtcpFeedback {
+		fmt.Fprintf(b, "a=rtcp-fb:%d %s\r\n", codec.PayloadType, strings.TrimSpace(fb.Type+" "+fb.Parameter))
+	}
+	for _, e := range rp.HeaderExtensions {
+		fmt.Fprintf(b, "a=extmap:%d %s\r\n", e.ID, e.URI)
+	}
+	if c != nil && len(rp.Encodings) > 0 {
+		ssrc := rp.Encodings[0].SSRC
+		fmt.Fprintf(b, "a=msid:%s %s\r\na=ssrc:%d cname:%s\r\n", c.user, c.ID, ssrc, rp.Rtcp.Cname)
+	}
+}
+
+func attrFor(m *sdp.MediaDescription, key, pt string) (string, bool) {
+	for _, a := range m.Attributes {
+		if a.Key == key {
+			if rest, ok := strings.CutPrefix(a.Value, pt+" "); ok {
+				return rest, true
+			}
+		}
+	}
+	return "", false
+}
+
+func dtlsFingerprint(d *sdp.SessionDescription) (map[string]string, error) {
+	v, ok := d.Attribute("fingerprint")
+	for _, m := range d.MediaDescriptions {
+		if ok {
+			break
+		}
+		v, ok = m.Attribute("fingerprint")
+	}
+	alg, value, cut := strings.Cut(v, " ")
+	if !ok || !cut {
+		return nil, errors.New("no DTLS fingerprint in the local description")
+	}
+	return map[string]string{"algorithm": alg, "value": value}, nil
+}
+
+func setupOf(d *sdp.SessionDescription) string {
+	for _, m := range d.MediaDescriptions {
+		if v, ok := m.Attribute("setup"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func (s *msSession) Close() error {
+	s.once.Do(func() {
+		close(s.done)
+		if s.ws != nil {
+			_ = s.ws.Close()
+		}
+		if s.send != nil {
+			_ = s.send.Close()
+		}
+		if s.recv != nil {
+			_ = s.recv.Close()
+		}
+	})
+	return nil
+}
