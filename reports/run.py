@@ -302,10 +302,28 @@ def _header(a: Analysis) -> str:
         when = (f" · {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(min(ts) / 1000))}"
                 f" · {(max(ts) - min(ts)) / 60000:.0f} min")
     title = f"{ident['sfu']} {ident['version'] or ''}".strip()
+    net = run.meta.get("network") if isinstance(run.meta.get("network"), dict) else None
+    link = (f" · network <b>{html.escape(str(net.get('name')))}</b> ({html.escape(_link_text(net))})"
+            if net else " · network: the lab's plain link")
     return (f"<header><h1>{html.escape(title)} — {h['participants'] or 0} participants</h1>"
             f'<p class="sub">run <code>{html.escape(ident["run"])}</code> · '
             f'<span class="status {badge}">{html.escape(status or "unfinished")}</span>{when}'
-            f" · Chrome {html.escape(str(ident['chrome'] or 'unknown'))}</p></header>")
+            f" · Chrome {html.escape(str(ident['chrome'] or 'unknown'))}{link}</p></header>")
+
+
+def _link_text(net: dict) -> str:
+    """A network profile in a few words: each direction's delay, jitter, loss and rate."""
+    def one(d: dict) -> str:
+        d = d if isinstance(d, dict) else {}
+        parts = [f"{d.get('delay_ms', 0):g} ms"]
+        if d.get("jitter_ms"):
+            parts.append(f"± {d['jitter_ms']:g} ms")
+        if d.get("loss_pct"):
+            parts.append(f"{d['loss_pct']:g} % loss" + (f" in bursts of {d['burst']:g}" if d.get("burst", 0) > 1 else ""))
+        if d.get("rate_kbps"):
+            parts.append(f"{d['rate_kbps']:g} kbit/s")
+        return " ".join(parts)
+    return f"up {one(net.get('up'))}; down {one(net.get('down'))}"
 
 
 def _meta(a: Analysis) -> str:

@@ -90,6 +90,10 @@ class Config:
     sfu_cpuset: str = opt("", "CPUs the SFU is pinned to, e.g. 0 or 0-1 (a cpuset); empty: any",
                           metavar="LIST")
     client_cpuset: str = opt("", "CPUs the clients are pinned to; empty: any", metavar="LIST", scenario=False)
+    network: str = opt("none", "network profile of the lab's link: none, a profile of sfubench/networks.toml "
+                       "(lan, metro-17ms, transatlantic-180ms, antipodes-360ms, lossy-2pct, 3g, bad-wifi) "
+                       "or a .toml file holding one; applied by a link emulator in user space",
+                       metavar="NAME|FILE")
     sfu_profile: str = opt("defaults", "the adapter's profile: defaults (as the package ships) or "
                            "tuned (as its makers advise for production on this machine); "
                            "`sfubench list-sfus` lists each adapter's", metavar="NAME")

@@ -8,6 +8,11 @@ leak to a real network; such addresses only pass a veth with route_localnet=1 on
 
 The engine itself moves into the clients namespace (setns) for the run: the grid, Chromium and
 the page server it starts there reach the SFU over the link, exactly as cloud clients would.
+
+With a network profile (`emulated=True`), a third namespace sits on the link: the clients' and the
+SFU's veths each end there, and the link emulator (sfubench/network.py) bridges the two ends in
+user space. Checksum and segmentation offloads are off on those veths, so every frame the
+emulator carries is a complete, wire-sized one.
 """
 from __future__ import annotations
 
@@ -53,11 +58,19 @@ class Host:
 
 
 class LocalLab:
-    def __init__(self, prefix: str = "sfub", subnet: str = "127.0.1"):
+    def __init__(self, prefix: str = "sfub", subnet: str = "127.0.1", emulated: bool = False):
         self.prefix = prefix
         self.sfu = Host(f"{prefix}-sfu", f"{prefix}-s0", f"{subnet}.1")
         self.clients = Host(f"{prefix}-cli", f"{prefix}-c0", f"{subnet}.2")
+        # the emulator's ends: facing the clients, facing the SFU
+        self.link = (Host(f"{prefix}-net", f"{prefix}-e1", ""), Host(f"{prefix}-net", f"{prefix}-e0", "")) \
+            if emulated else None
         self._lock = None
+
+    @property
+    def _namespaces(self) -> list[str]:
+        # the emulator's namespace is always looked for: a stale one from an earlier run goes too
+        return [self.sfu.netns, self.clients.netns, f"{self.prefix}-net"]
 
     # -- lifecycle -------------------------------------------------------------------------
     def up(self) -> "LocalLab":
@@ -71,8 +84,11 @@ class LocalLab:
         try:
             for h in (self.sfu, self.clients):
                 _run("ip", "netns", "add", h.netns)
-            _run("ip", "link", "add", self.sfu.interface, "netns", self.sfu.netns, "type", "veth",
-                 "peer", "name", self.clients.interface, "netns", self.clients.netns)
+            if self.link is None:
+                _run("ip", "link", "add", self.sfu.interface, "netns", self.sfu.netns, "type", "veth",
+                     "peer", "name", self.clients.interface, "netns", self.clients.netns)
+            else:
+                self._emulated_link()
             for h in (self.sfu, self.clients):
                 ns = ["ip", "netns", "exec", h.netns]
                 _run(*ns, "ip", "link", "set", "lo", "up")
@@ -97,7 +113,26 @@ class LocalLab:
         self.down()
 
     def exists(self) -> bool:
-        return any(Path("/run/netns", h.netns).exists() for h in (self.sfu, self.clients))
+        return bool(self.remaining())
+
+    def remaining(self) -> list[str]:
+        """The lab's namespaces that exist."""
+        return [ns for ns in self._namespaces if Path("/run/netns", ns).exists()]
+
+    def _emulated_link(self) -> None:
+        to_clients, to_sfu = self.link
+        _run("ip", "netns", "add", to_clients.netns)
+        for mine, theirs in ((self.clients, to_clients), (self.sfu, to_sfu)):
+            _run("ip", "link", "add", mine.interface, "netns", mine.netns, "type", "veth",
+                 "peer", "name", theirs.interface, "netns", theirs.netns)
+        ns = ["ip", "netns", "exec", to_clients.netns]
+        _run(*ns, "ip", "link", "set", "lo", "up")
+        for end in self.link:
+            _run(*ns, "sysctl", "-q", "-w", f"net.ipv6.conf.{end.interface}.disable_ipv6=1")
+            _run(*ns, "ip", "link", "set", end.interface, "up")
+        for h in (self.clients, self.sfu, *self.link):
+            _run("ip", "netns", "exec", h.netns, "ethtool", "-K", h.interface,
+                 "tx", "off", "tso", "off", "gso", "off", "gro", "off")
 
     @contextlib.contextmanager
     def inside_clients(self):
@@ -141,10 +176,10 @@ class LocalLab:
 
     def _remove(self) -> None:
         """Kills whatever still runs in the lab's namespaces, then deletes them (and the link)."""
-        for h in (self.sfu, self.clients):
-            if not Path("/run/netns", h.netns).exists():
+        for netns in self._namespaces:
+            if not Path("/run/netns", netns).exists():
                 continue
-            pids = self._pids(h.netns)
+            pids = self._pids(netns)
             for sig in (signal.SIGTERM, signal.SIGKILL):
                 for pid in pids:
                     with contextlib.suppress(ProcessLookupError):
@@ -153,7 +188,7 @@ class LocalLab:
                 while pids and time.monotonic() < deadline:
                     pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
                     time.sleep(0.05)
-            subprocess.run(["ip", "netns", "del", h.netns], capture_output=True)
+            subprocess.run(["ip", "netns", "del", netns], capture_output=True)
 
     @staticmethod
     def _pids(netns: str) -> list[int]:

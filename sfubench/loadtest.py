@@ -24,12 +24,14 @@ from quality import framecode
 from . import cgroups
 from . import grid as grid_mod
 from . import media as media_mod
+from . import network
 from . import shape as shape_mod
 from . import synthetic
 from .cgroups import CpuGroup
 from .collector import Collector
 from .config import ROOT, Config, ConfigError
 from .events import Bus
+from .gobuild import GoBuildError
 from .lab import LocalLab
 from .pages import PageServer
 from .probes import EngineProbe, GroupProbe, MachineProbe, TreeProbe
@@ -96,13 +98,21 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                  "driver": adapter.synthetic_driver}
     if cfg.browser_participants and not cfg.grid_url:
         grid_mod.install(grid_mod.grid_cache_dir(cache))
+    net = network.resolve(cfg.network)
+    emulator_binary = None
+    if net is not None:
+        progress.say(f"network: {net.name}, applied by the link emulator (netem/; built once, then cached)")
+        try:
+            emulator_binary = network.binary(cache)
+        except GoBuildError as e:
+            raise ConfigError(str(e)) from None
 
     run_dir = RunDir.create(Path(cfg.out), cfg.sfu)
     bus = Bus()
     bus.subscribe(run_dir.append, STREAMS)
     bus.subscribe(lambda _, r: progress.say(r["message"], r.get("transient", False)), ["progress"])
     progress.say(f"run folder: {run_dir.path}")
-    lab = LocalLab(cfg.lab_prefix, cfg.lab_subnet)
+    lab = LocalLab(cfg.lab_prefix, cfg.lab_subnet, emulated=net is not None)
     groups = _groups(cfg)
     meta = {
         "config": cfg.as_dict(),
@@ -121,6 +131,7 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                         "keyframe_every_frames": synth["encoded"].keyframe_every,
                         "note": "a pre-encoded clip at a fixed bitrate: no congestion control, no "
                                 "encoder; receivers send NACKs, receiver reports and TWCC feedback"}},
+        "network": None if net is None else net.describe(),
         "cgroups": {role: g.describe() for role, g in groups.items()},
         "git_sha": _git_sha(),
         "machine": _machine(),
@@ -131,9 +142,14 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
 
     status, error = "failed", None
     bus.event("run_started", 0)
-    server = None
+    server = emulator = None
     try:
         lab.up()
+        if net is not None:
+            emulator = network.Emulator(emulator_binary, lab.link[0].netns, lab.link[0].interface,
+                                        lab.link[1].interface, net, run_dir.path / "netem.json",
+                                        run_dir.path / "netem.log")
+            emulator.start()
         for g in groups.values():
             g.create()
         with lab.inside_clients():
@@ -158,6 +174,10 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
         with _Cleanup(status == "interrupted", lambda: _leftovers(lab, groups, server)) as cleanup:
             if status == "interrupted":
                 progress.say("interrupted: cleaning up (Ctrl-C again stops at once)")
+            if emulator is not None:
+                failure = emulator.failure()   # before it is stopped: whether it died during the run
+                emulator.stop()
+                meta["network"].update(counters=emulator.counters(), failure=failure)
             lab.down()
             for g in groups.values():
                 g.remove()
@@ -212,9 +232,9 @@ class _Cleanup:
 def _leftovers(lab: LocalLab, groups: dict[str, CpuGroup], server) -> list[str]:
     """What a run stopped mid-teardown leaves, and how to remove it."""
     out = []
-    if lab.exists():
-        out.append(f"network namespaces {lab.sfu.netns} and {lab.clients.netns} "
-                   f"(ip netns del {lab.sfu.netns}; ip netns del {lab.clients.netns})")
+    left = lab.remaining()
+    if left:
+        out.append(f"network namespaces {', '.join(left)} ({'; '.join(f'ip netns del {n}' for n in left)})")
     for role, g in groups.items():
         pids = g.pids()
         if pids:

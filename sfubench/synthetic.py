@@ -8,13 +8,13 @@ who leaves, one JSON line each on its stdin. What it costs itself (its pacing er
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 import threading
 from pathlib import Path
 
+from . import gobuild
 from .config import ROOT
 
 SOURCES = (ROOT / "synth", ROOT / "sfu" / "inhouse")   # synth imports the in-house SFU's client
@@ -26,32 +26,11 @@ class SyntheticError(RuntimeError):
 
 
 def build(cache: Path) -> Path:
-    """The sfubench-synth binary for the current sources and Go toolchain, built into the cache
-    only when they changed (a build takes about a minute)."""
-    go = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True)
-    if go.returncode:
-        raise SyntheticError("Go >= 1.26 is needed to build the synthetic participants (synth/) "
-                             "and is not on PATH")
-    h = hashlib.sha256(go.stdout.encode())
-    for src in SOURCES:
-        for f in sorted(src.rglob("*")):
-            if f.name in ("go.mod", "go.sum") or (f.suffix == ".go" and not f.name.endswith("_test.go")):
-                h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes())
-    binary = cache / "synth" / f"sfubench-synth-{h.hexdigest()[:16]}"
-    if binary.exists():
-        return binary
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    tmp = binary.with_name(f".{binary.name}.{os.getpid()}.tmp")
-    r = subprocess.run(["go", "build", "-trimpath", "-o", str(tmp), "."], cwd=ROOT / "synth",
-                       capture_output=True, text=True, env={**os.environ, "GOFLAGS": "-mod=readonly"})
-    if r.returncode:
-        tmp.unlink(missing_ok=True)
-        raise SyntheticError(f"building synth/ failed: {r.stderr.strip()[-2000:]}")
-    tmp.rename(binary)
-    for old in binary.parent.glob("sfubench-synth-*"):   # only the current build is ever used
-        if old != binary:
-            old.unlink(missing_ok=True)
-    return binary
+    """The sfubench-synth binary for the current sources, built once into the cache (about a minute)."""
+    try:
+        return gobuild.build("sfubench-synth", ROOT / "synth", SOURCES, cache)
+    except gobuild.GoBuildError as e:
+        raise SyntheticError(str(e)) from None
 
 
 class Generator:

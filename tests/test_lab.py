@@ -55,3 +55,34 @@ def test_a_stale_lab_is_cleaned_and_a_live_one_is_refused():
         with pytest.raises(LabError, match="another sfubench run"):
             LocalLab("sfubt", "127.0.9").up()
     assert not again.exists()
+
+
+def test_an_emulated_link_delays_udp_by_its_profile_and_is_torn_down(media_cache, tmp_path):
+    """The third namespace and the real link emulator: a UDP round trip across a link of 30 ms each way
+    takes about 60 ms, and the teardown leaves none of the three namespaces."""
+    from sfubench import network
+
+    net = network.Network("t", network.Direction(delay_ms=30), network.Direction(delay_ms=30))
+    lab = LocalLab("sfubt", "127.0.9", emulated=True)
+    with lab:
+        emu = network.Emulator(network.binary(media_cache), lab.link[0].netns, lab.link[0].interface,
+                               lab.link[1].interface, net, tmp_path / "netem.json", tmp_path / "netem.log")
+        emu.start()
+        echo = subprocess.Popen(lab.sfu.command([sys.executable, "-c", ECHO.format(a=lab.sfu.address)]))
+        import time
+        time.sleep(1.0)
+        timed = ("import time; t = time.monotonic(); " + ASK.format(a=lab.sfu.address, mine=lab.clients.address)
+                 + "; print(round((time.monotonic() - t) * 1000))")
+        out = subprocess.run(lab.clients.command([sys.executable, "-c", timed]), capture_output=True, text=True,
+                             timeout=30)
+        echo.wait(10)
+        reply, ms = out.stdout.split()
+        assert reply == "gnip", out.stderr
+        # ARP first (one more round trip through the emulator), then the datagram's
+        assert 60 <= int(ms) < 200, ms
+        assert emu.failure() is None
+        time.sleep(1.1)   # its counters are written once a second
+        counters = emu.counters()
+        assert counters["up"]["packets"] >= 2 and counters["down"]["packets"] >= 2, counters
+        emu.stop()
+    assert not lab.remaining()

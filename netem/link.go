@@ -1,0 +1,201 @@
+package main
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+)
+
+// Profile is one direction of a link.
+type Profile struct {
+	DelayMs  float64 `json:"delay_ms"`
+	JitterMs float64 `json:"jitter_ms"` // standard deviation of the delay
+	LossPct  float64 `json:"loss_pct"`
+	// Burst is the mean length of a loss burst, in packets: above 1, losses
+	// come in runs (a two-state Gilbert model) at the same mean rate.
+	Burst    float64 `json:"burst"`
+	RateKbps float64 `json:"rate_kbps"` // 0: no limit
+	QueueMs  float64 `json:"queue_ms"`  // what the rate's queue holds; more is dropped
+}
+
+func (p Profile) Validate() error {
+	switch {
+	case p.DelayMs < 0 || p.JitterMs < 0 || p.RateKbps < 0 || p.QueueMs < 0:
+		return fmt.Errorf("profile %+v: no value may be negative", p)
+	case p.LossPct < 0 || p.LossPct >= 100:
+		return fmt.Errorf("profile %+v: loss_pct must be in [0, 100)", p)
+	case p.Burst != 0 && p.Burst < 1:
+		return fmt.Errorf("profile %+v: burst is a mean run length, at least 1", p)
+	}
+	return nil
+}
+
+// Counters are a direction's totals since the start.
+type Counters struct {
+	Packets   uint64 `json:"packets"`  // entered
+	Bytes     uint64 `json:"bytes"`    // entered
+	Lost      uint64 `json:"lost"`     // dropped by the loss model
+	Overflow  uint64 `json:"overflow"` // dropped by the full queue
+	Late      uint64 `json:"late"`     // sent more than a millisecond after their time
+	MaxLateUs uint64 `json:"max_late_us"`
+}
+
+const queueCap = 1 << 16
+
+type packet struct {
+	at    int64 // ns on the monotonic clock: when it leaves
+	seq   uint64
+	frame []byte
+}
+
+// due orders packets by departure, then arrival.
+type due []packet
+
+func (d due) Len() int { return len(d) }
+func (d due) Less(i, j int) bool {
+	return d[i].at < d[j].at || d[i].at == d[j].at && d[i].seq < d[j].seq
+}
+func (d due) Swap(i, j int) { d[i], d[j] = d[j], d[i] }
+func (d *due) Push(x any)   { *d = append(*d, x.(packet)) }
+func (d *due) Pop() any {
+	old := *d
+	p := old[len(old)-1]
+	*d = old[:len(old)-1]
+	return p
+}
+
+// Link applies one Profile to the frames of one direction.
+type Link struct {
+	name string
+	p    Profile
+	rng  *rand.Rand
+	bad  bool  // the Gilbert model's state
+	free int64 // when the rate's transmitter is free, ns
+	seq  uint64
+	c    struct{ packets, bytes, lost, overflow, late, maxLate atomic.Uint64 }
+}
+
+func NewLink(name string, p Profile, seed int64) *Link {
+	return &Link{name: name, p: p, rng: rand.New(rand.NewPCG(uint64(seed), 0x5fb))}
+}
+
+func (l *Link) Counters() Counters {
+	return Counters{l.c.packets.Load(), l.c.bytes.Load(), l.c.lost.Load(), l.c.overflow.Load(), l.c.late.Load(),
+		l.c.maxLate.Load()}
+}
+
+// lose draws the loss model for one frame.
+func (l *Link) lose() bool {
+	p := l.p.LossPct / 100
+	if p == 0 {
+		return false
+	}
+	if l.p.Burst <= 1 {
+		return l.rng.Float64() < p
+	}
+	// Leave the bad state after Burst frames on average; enter it as often
+	// as keeps the long-run loss at p.
+	leave := 1 / l.p.Burst
+	enter := p * leave / (1 - p)
+	if l.bad {
+		l.bad = l.rng.Float64() >= leave
+	} else {
+		l.bad = l.rng.Float64() < enter
+	}
+	return l.bad
+}
+
+// schedule says when a frame of n bytes entering at now (ns) leaves, or
+// false when it is dropped.
+func (l *Link) schedule(now int64, n int) (int64, bool) {
+	l.c.packets.Add(1)
+	l.c.bytes.Add(uint64(n))
+	if l.lose() {
+		l.c.lost.Add(1)
+		return 0, false
+	}
+	t := now
+	if l.p.RateKbps > 0 {
+		start := max(now, l.free)
+		if l.p.QueueMs > 0 && float64(start-now) > l.p.QueueMs*1e6 {
+			l.c.overflow.Add(1)
+			return 0, false
+		}
+		l.free = start + int64(float64(n*8)/l.p.RateKbps*1e6)
+		t = l.free
+	}
+	d := l.p.DelayMs
+	if l.p.JitterMs > 0 {
+		d = math.Max(0, d+l.rng.NormFloat64()*l.p.JitterMs)
+	}
+	return t + int64(d*1e6), true
+}
+
+func monotonic() int64 { return time.Since(epoch).Nanoseconds() }
+
+var epoch = time.Now()
+
+func (l *Link) receive(in *port, q chan<- packet) error {
+	buf := make([]byte, 1<<16)
+	for {
+		n, err := in.read(buf)
+		if err != nil {
+			return fmt.Errorf("%s: reading %s: %w", l.name, in.name, err)
+		}
+		if n < 0 {
+			continue // a frame this process sent out of the interface
+		}
+		at, ok := l.schedule(monotonic(), n)
+		if !ok {
+			continue
+		}
+		l.seq++
+		select {
+		case q <- packet{at, l.seq, append([]byte(nil), buf[:n]...)}:
+		default:
+			l.c.overflow.Add(1)
+		}
+	}
+}
+
+// send writes each frame out when it is due; frames jitter put out of order
+// leave out of order, as netem's do.
+func (l *Link) send(out *port, q <-chan packet) error {
+	var pending due
+	timer := time.NewTimer(time.Hour)
+	for {
+		var wake <-chan time.Time
+		if len(pending) > 0 {
+			wait := pending[0].at - monotonic()
+			if wait <= 0 {
+				if err := l.write(out, heap.Pop(&pending).(packet)); err != nil {
+					return err
+				}
+				continue
+			}
+			timer.Reset(time.Duration(wait))
+			wake = timer.C
+		}
+		select {
+		case p := <-q:
+			heap.Push(&pending, p)
+		case <-wake:
+		}
+	}
+}
+
+func (l *Link) write(out *port, p packet) error {
+	if late := monotonic() - p.at; late > int64(time.Millisecond) {
+		l.c.late.Add(1)
+		if us := uint64(late / 1000); us > l.c.maxLate.Load() {
+			l.c.maxLate.Store(us)
+		}
+	}
+	if err := out.write(p.frame); err != nil {
+		return fmt.Errorf("%s: writing %s: %w", l.name, out.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+// Command sfubench-netem is the lab's link emulator: this kernel has no
+// netem, so the link between the clients and the SFU runs through a
+// namespace of its own where this process bridges two veth ends in user
+// space, frame by frame (AF_PACKET), applying a network profile to each
+// direction: loss (random or in bursts), a rate with a bounded queue, and
+// delay with jitter (which reorders frames, as netem's does).
+//
+//	sfubench-netem -a IF -b IF -up PROFILE -down PROFILE [-stats FILE]
+//
+// "up" is what enters on -a and leaves on -b (the clients' side to the
+// SFU's); "down" the other way. PROFILE is JSON: {"delay_ms", "jitter_ms",
+// "loss_pct", "burst", "rate_kbps", "queue_ms"}. Counters go to FILE as one
+// JSON line per second and at exit.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "sfubench-netem:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	a := flag.String("a", "", "the clients' side interface")
+	b := flag.String("b", "", "the SFU's side interface")
+	up := flag.String("up", "{}", "the profile from -a to -b (JSON)")
+	down := flag.String("down", "{}", "the profile from -b to -a (JSON)")
+	stats := flag.String("stats", "", "write counters here, a JSON line each second")
+	flag.Parse()
+	if *a == "" || *b == "" {
+		return fmt.Errorf("-a and -b name the two interfaces to bridge")
+	}
+	var pu, pd Profile
+	for _, p := range []struct {
+		s   string
+		dst *Profile
+	}{{*up, &pu}, {*down, &pd}} {
+		if err := json.Unmarshal([]byte(p.s), p.dst); err != nil {
+			return fmt.Errorf("profile %s: %w", p.s, err)
+		}
+		if err := p.dst.Validate(); err != nil {
+			return err
+		}
+	}
+	pa, err := openPort(*a)
+	if err != nil {
+		return err
+	}
+	pb, err := openPort(*b)
+	if err != nil {
+		return err
+	}
+	links := []*Link{NewLink("up", pu, time.Now().UnixNano()), NewLink("down", pd, time.Now().UnixNano()+1)}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i, ends := range [][2]*port{{pa, pb}, {pb, pa}} {
+		l, in, out := links[i], ends[0], ends[1]
+		q := make(chan packet, queueCap)
+		wg.Go(func() { errs <- l.receive(in, q) })
+		wg.Go(func() { errs <- l.send(out, q) })
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	write := func() {
+		if *stats == "" {
+			return
+		}
+		line, _ := json.Marshal(map[string]Counters{"up": links[0].Counters(), "down": links[1].Counters()})
+		tmp := *stats + ".tmp"
+		if os.WriteFile(tmp, append(line, '\n'), 0o644) == nil {
+			_ = os.Rename(tmp, *stats)
+		}
+	}
+	for {
+		select {
+		case <-tick.C:
+			write()
+		case <-sig:
+			write()
+			return nil
+		case err := <-errs:
+			write()
+			return err
+		}
+	}
+}

@@ -1,0 +1,151 @@
+"""Network profiles for the lab's link, and the link emulator that applies them (netem/, Go).
+
+This kernel has no netem, so a profile runs in user space: the lab puts a namespace of its own
+between the clients and the SFU, and sfubench-netem bridges its two veth ends frame by frame,
+applying each direction's profile. The same definitions render as `tc netem` commands for
+machines whose kernel has netem (cloud client nodes)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import ROOT, ConfigError
+from .gobuild import build
+
+PROFILES = Path(__file__).with_name("networks.toml")
+KEYS = ("delay_ms", "jitter_ms", "loss_pct", "burst", "rate_kbps", "queue_ms")
+
+
+@dataclass(frozen=True)
+class Direction:
+    delay_ms: float = 0.0
+    jitter_ms: float = 0.0
+    loss_pct: float = 0.0
+    burst: float = 0.0
+    rate_kbps: float = 0.0
+    queue_ms: float = 0.0
+
+    def __post_init__(self):
+        for k in KEYS:
+            v = getattr(self, k)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+                raise ConfigError(f"network profile: {k} must be a number >= 0, got {v!r}")
+        if self.loss_pct >= 100:
+            raise ConfigError(f"network profile: loss_pct must be below 100, got {self.loss_pct}")
+        if self.burst and self.burst < 1:
+            raise ConfigError(f"network profile: burst is a mean run of losses, at least 1, got {self.burst}")
+
+    def netem(self, dev: str) -> list[str]:
+        """The same direction as a `tc` command on a kernel with netem (egress of `dev`)."""
+        cmd = ["tc", "qdisc", "replace", "dev", dev, "root", "netem"]
+        if self.delay_ms or self.jitter_ms:
+            cmd += ["delay", f"{self.delay_ms:g}ms"] + ([f"{self.jitter_ms:g}ms", "distribution", "normal"]
+                                                        if self.jitter_ms else [])
+        if self.loss_pct:
+            if self.burst > 1:   # the same two-state model: p enters the bad state, r leaves it
+                r = 100 / self.burst
+                p = self.loss_pct * r / (100 - self.loss_pct)
+                cmd += ["loss", "gemodel", f"{p:.4g}%", f"{r:.4g}%", "100%", "0%"]
+            else:
+                cmd += ["loss", f"{self.loss_pct:g}%"]
+        if self.rate_kbps:
+            cmd += ["rate", f"{self.rate_kbps:g}kbit"]
+            if self.queue_ms:
+                cmd += ["limit", str(max(1, round(self.rate_kbps * self.queue_ms / 8 / 1200)))]
+        return cmd
+
+
+@dataclass(frozen=True)
+class Network:
+    name: str
+    up: Direction      # the clients' side to the SFU
+    down: Direction    # the SFU to the clients
+
+    def describe(self) -> dict:
+        return {"name": self.name, "up": dataclasses.asdict(self.up), "down": dataclasses.asdict(self.down)}
+
+    @property
+    def rtt_ms(self) -> float:
+        return self.up.delay_ms + self.down.delay_ms
+
+
+def _directions(name: str, table: dict) -> Network:
+    unknown = set(table) - set(KEYS) - {"up", "down"}
+    if unknown:
+        raise ConfigError(f"network profile {name!r}: unknown keys {', '.join(sorted(unknown))} "
+                          f"(known: {', '.join(KEYS)}, up, down)")
+    both = {k: v for k, v in table.items() if k in KEYS}
+    out = {}
+    for d in ("up", "down"):
+        own = table.get(d, {})
+        if not isinstance(own, dict) or set(own) - set(KEYS):
+            raise ConfigError(f"network profile {name!r}: [{d}] takes only {', '.join(KEYS)}")
+        out[d] = Direction(**{**both, **own})
+    return Network(name, out["up"], out["down"])
+
+
+def names() -> list[str]:
+    return list(tomllib.loads(PROFILES.read_text()))
+
+
+def resolve(spec: str) -> Network | None:
+    """`spec`: "" or "none" (no emulator), a profile name of networks.toml, or a TOML file holding
+    one profile (the same keys)."""
+    if spec in ("", "none"):
+        return None
+    profiles = tomllib.loads(PROFILES.read_text())
+    if spec in profiles:
+        return _directions(spec, profiles[spec])
+    path = Path(spec)
+    if path.suffix == ".toml" and path.is_file():
+        try:
+            return _directions(path.stem, tomllib.loads(path.read_text()))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"--network {spec}: {e}") from None
+    raise ConfigError(f"--network: no profile {spec!r}; built in: {', '.join(profiles)}, or a .toml file")
+
+
+def binary(cache: Path) -> Path:
+    """sfubench-netem for the current sources, built once into the cache."""
+    return build("sfubench-netem", ROOT / "netem", (ROOT / "netem",), cache)
+
+
+class Emulator:
+    """The sfubench-netem process of a run, bridging `a` (the clients' side) and `b` (the SFU's) in
+    the namespace `netns`; its counters land in `stats` once a second."""
+
+    def __init__(self, binary: Path, netns: str, a: str, b: str, network: Network, stats: Path, log: Path):
+        self.argv = ["ip", "netns", "exec", netns, str(binary), "-a", a, "-b", b,
+                     "-up", json.dumps(dataclasses.asdict(network.up)),
+                     "-down", json.dumps(dataclasses.asdict(network.down)), "-stats", str(stats)]
+        self.stats, self.log = stats, log
+        self.proc = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
+
+    def failure(self) -> str | None:
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        tail = self.log.read_text(errors="replace").strip().splitlines()[-1:] if self.log.exists() else []
+        return f"the link emulator exited with status {self.proc.returncode}" + (f": {tail[0]}" if tail else "")
+
+    def counters(self) -> dict | None:
+        try:
+            return json.loads(self.stats.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

@@ -1,0 +1,107 @@
+"""Known-answer tests: a network profile on the lab's link, real Chromium and a real SFU (Janus), and
+the figure the report shows must be the one the link was given. Plus the profiles themselves: the
+definitions, their checks and their `tc netem` form for kernels that have netem."""
+import json
+import sys
+
+import pytest
+
+from reports import metrics, runfiles
+from sfubench import config, loadtest, network
+from sfubench.config import ConfigError
+from sfubench.progress import Progress
+from sfubench.rundir import read
+
+PREFIX, SUBNET = "sfubn", "127.0.8"
+
+
+def test_every_built_in_profile_loads_and_renders_as_netem():
+    for name in network.names():
+        net = network.resolve(name)
+        assert net.name == name
+        for d in (net.up, net.down):
+            cmd = d.netem("eth0")
+            assert cmd[:7] == ["tc", "qdisc", "replace", "dev", "eth0", "root", "netem"], cmd
+    assert network.resolve("transatlantic-180ms").rtt_ms == 180
+    assert network.resolve("none") is None and network.resolve("") is None
+
+
+def test_a_profile_file_sets_each_direction(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text("delay_ms = 10\nloss_pct = 1\n[down]\nrate_kbps = 500\nqueue_ms = 100\n")
+    net = network.resolve(str(f))
+    assert net.up == network.Direction(delay_ms=10, loss_pct=1)
+    assert net.down == network.Direction(delay_ms=10, loss_pct=1, rate_kbps=500, queue_ms=100)
+    assert net.down.netem("c0")[7:] == ["delay", "10ms", "loss", "1%", "rate", "500kbit", "limit", "5"]
+
+
+@pytest.mark.parametrize("text,error", [
+    ("delay_ms = -1", "delay_ms must be a number >= 0"),
+    ("loss_pct = 100", "loss_pct must be below 100"),
+    ("burst = 0.5\nloss_pct = 1", "burst is a mean run"),
+    ("delya_ms = 5", "unknown keys delya_ms"),
+    ("[up]\nfoo = 1", "[up] takes only"),
+])
+def test_bad_profiles_are_refused_with_the_reason(tmp_path, text, error):
+    f = tmp_path / "bad.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=error.replace("[", r"\[")):
+        network.resolve(str(f))
+
+
+def test_an_unknown_profile_names_the_known_ones():
+    with pytest.raises(ConfigError, match="built in: lan, metro-17ms"):
+        network.resolve("moon")
+
+
+def run(tmp_path, profile: str, **more):
+    f = tmp_path / "link.toml"
+    f.write_text(profile)
+    cfg = config.load(cli={"sfu": "janus", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
+                           "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
+                           "quality_frames": 0, "network": str(f), **more}, env={})
+    run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
+    assert status == "ok", (run_dir / "meta.json").read_text()
+    return run_dir
+
+
+def target_stats(run_dir):
+    a = metrics.analyse(runfiles.load(run_dir))
+    target = [o for o in a.obs if o["phase"] == "target"]
+    return a, metrics.stream_stats(target)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("delay", [20, 90])
+def test_a_one_way_delay_shows_as_twice_that_round_trip(tmp_path, delay):
+    run_dir = run(tmp_path, f"delay_ms = {delay}\n", users_per_room=2, target_samples=4)
+    _, st = target_stats(run_dir)
+    rtt = st["rtt_send_ms"]
+    assert abs(rtt - 2 * delay) <= max(0.1 * 2 * delay, 5), (rtt, delay)
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["network"]["up"]["delay_ms"] == delay and meta["scenario"]["network"].endswith("link.toml")
+    counters = meta["network"]["counters"]
+    assert counters["up"]["packets"] > 100 and counters["down"]["packets"] > 100, counters
+    assert f"{delay:g} ms" in (run_dir / "report.html").read_text()
+
+
+@pytest.mark.e2e
+def test_a_rate_cap_on_the_uplink_caps_what_the_senders_report(tmp_path):
+    """Two participants share an uplink capped at 600 kbit/s (the lab has one link for all clients):
+    what their encoders send together must settle below the cap (their audio shares it) and above
+    half of it."""
+    cap = 600
+    run_dir = run(tmp_path, f"[up]\nrate_kbps = {cap}\nqueue_ms = 200\n", users_per_room=2, target_samples=8)
+    _, st = target_stats(run_dir)
+    sent = 2 * st["send_bps"] / 1000
+    assert 0.5 * cap < sent <= cap, sent
+
+
+@pytest.mark.e2e
+def test_random_loss_on_the_downlink_shows_as_the_receivers_loss(tmp_path):
+    loss = 5
+    run_dir = run(tmp_path, f"[down]\nloss_pct = {loss}\n", users_per_room=2, target_samples=8)
+    _, st = target_stats(run_dir)
+    assert 0.5 * loss <= st["loss_pct"] <= 1.5 * loss, st["loss_pct"]
+    counters = json.loads((run_dir / "meta.json").read_text())["network"]["counters"]["down"]
+    assert counters["lost"] > 0 and abs(100 * counters["lost"] / counters["packets"] - loss) < 1.5, counters
