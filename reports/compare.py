@@ -133,7 +133,7 @@ def cost_table(analyses: list[Analysis], names: list[str]) -> Table:
     counts = sorted({r["participants"] for a in analyses for r in a.cost})
     columns = ["Participants"]
     for n in names:
-        columns += [f"{n}: µs per packet", f"{n}: MHz per stream"]
+        columns += [f"{n}: µs per packet", f"{n}: MHz per stream", f"{n}: MHz per published"]
     bound = [{h["participants"] for h in a.health if h.get("client_bound")} for a in analyses]
     rows = []
     for p in counts:
@@ -142,11 +142,12 @@ def cost_table(analyses: list[Analysis], names: list[str]) -> Table:
             r = next((r for r in a.cost if r["participants"] == p), None)
             mark = " (client-bound)" if p in b and r else ""
             row += [None if r is None else f"{r['sfu_us_per_packet']:.1f}{mark}",
-                    None if r is None or r.get("sfu_mhz_per_stream") is None else round(r["sfu_mhz_per_stream"], 2)]
+                    None if r is None or r.get("sfu_mhz_per_stream") is None else round(r["sfu_mhz_per_stream"], 2),
+                    None if r is None or r.get("sfu_mhz_per_published") is None else round(r["sfu_mhz_per_published"], 1)]
         rows.append(row)
     return Table("cmp-cost", "SFU CPU per forwarded packet and stream, side by side", columns, rows,
                  note="Over each count's ramp-up and target windows; a forwarded stream is one published "
-                      "track delivered to one receiver.")
+                      "track delivered to one receiver; MHz of each run's machine clock.")
 
 
 def versions_table(analyses: list[Analysis], names: list[str]) -> tuple[Table, list[str]]:

@@ -548,10 +548,15 @@ def cost_series(run: runfiles.Run) -> list[dict]:
     those windows (Δpackets of each received audio and video stream between its first and last
     sample). `sfu_us_per_packet`: CPU µs per forwarded packet; `sfu_mhz_per_stream`: the cores it
     used, in MHz of this machine's clock, per forwarded stream (one published track delivered to one
-    receiver); `fwd_streams`, `fwd_pps`: what it forwarded."""
+    receiver), `sfu_mhz_per_published` per published track; `fwd_streams`, `fwd_pps`, `pub_streams`:
+    what it forwarded and was sent; `sfu_in_mbps`, `sfu_out_mbps`: its interface's traffic;
+    `sfu_udp_drops`: datagrams its namespace dropped for full socket buffers, per second."""
     span: dict[tuple, list] = {}   # (window, stream) -> [first t, first packets, last t, last packets]
     participants: dict = {}
+    published: dict = defaultdict(set)   # window -> sent streams
     for s in runfiles.iter_measured_samples(run):
+        if s.get("direction") == "send" and s.get("phase") in MEASURED:
+            published[s.get("window")].add(stream_key(s))
         if s.get("direction") != "recv" or s.get("phase") not in MEASURED:
             continue
         t, n = _n(s.get("t")), _n(s.get("packets"))
@@ -573,7 +578,8 @@ def cost_series(run: runfiles.Run) -> list[dict]:
     for r in run.server:
         if (r.get("role") or "sfu") == "sfu" and r.get("edge") in ("start", "end") and r.get("window") is not None:
             edges[r["window"]][r["edge"]] = r
-    acc: dict = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])   # p -> Σ dt, Σ cores·dt, Σ pps·dt, Σ streams·dt
+    # p -> Σ dt, Σ cores·dt, Σ pps·dt, Σ streams·dt, Σ published·dt, and Δ of each interface counter
+    acc: dict = defaultdict(lambda: defaultdict(float))
     for window, (streams, pps) in fwd.items():
         e = edges.get(window, {})
         start, end, p = e.get("start"), e.get("end"), participants.get(window)
@@ -582,19 +588,32 @@ def cost_series(run: runfiles.Run) -> list[dict]:
         dt = (end["t"] - start["t"]) / 1000.0
         if dt > 0:
             a = acc[p]
-            a[0] += dt
-            a[1] += (end["cpu_s"] - start["cpu_s"])
-            a[2] += pps * dt
-            a[3] += streams * dt
+            a["dt"] += dt
+            a["cpu_s"] += end["cpu_s"] - start["cpu_s"]
+            a["pps"] += pps * dt
+            a["streams"] += streams * dt
+            a["published"] += len(published.get(window, ())) * dt
+            for key in ("net_rx_bytes", "net_tx_bytes", "udp_rcvbuf_errors"):
+                if _n(start.get(key)) is not None and _n(end.get(key)) is not None:
+                    a[key] += end[key] - start[key]
+                    a[key + "_dt"] += dt
     mhz = _n((run.meta.get("machine") or {}).get("cpu_mhz"))
     out = []
     for p in sorted(acc):
-        dt, cpu_s, pps_dt, streams_dt = acc[p]
-        cores, pps, streams = cpu_s / dt, pps_dt / dt, streams_dt / dt
+        a = acc[p]
+        dt = a["dt"]
+        cores, pps, streams, pub = a["cpu_s"] / dt, a["pps"] / dt, a["streams"] / dt, a["published"] / dt
         row = {"participants": p, "fwd_streams": round(streams), "fwd_pps": pps, "sfu_cores_fwd": cores,
-               "sfu_us_per_packet": 1e6 * cores / pps}
+               "sfu_us_per_packet": 1e6 * cores / pps, "pub_streams": round(pub)}
         if mhz:
             row["sfu_mhz_per_stream"] = cores * mhz / streams
+            if pub:
+                row["sfu_mhz_per_published"] = cores * mhz / pub
+        if a["net_rx_bytes_dt"]:
+            row["sfu_in_mbps"] = 8e-6 * a["net_rx_bytes"] / a["net_rx_bytes_dt"]
+            row["sfu_out_mbps"] = 8e-6 * a["net_tx_bytes"] / a["net_tx_bytes_dt"]
+        if a["udp_rcvbuf_errors_dt"]:
+            row["sfu_udp_drops"] = a["udp_rcvbuf_errors"] / a["udp_rcvbuf_errors_dt"]
         out.append(row)
     return out
 
@@ -643,11 +662,14 @@ def _scaled(v, k):
 
 
 def cost_table(cost: list[dict]) -> Table:
-    rows = [[r["participants"], r["fwd_streams"], _round(r["fwd_pps"], 0), _round(r["sfu_cores_fwd"], 3),
-             _round(r["sfu_us_per_packet"], 2), _round(r.get("sfu_mhz_per_stream"), 2)] for r in cost]
+    rows = [[r["participants"], r.get("pub_streams"), r["fwd_streams"], _round(r["fwd_pps"], 0),
+             _round(r["sfu_cores_fwd"], 3), _round(r["sfu_us_per_packet"], 2), _round(r.get("sfu_mhz_per_published"), 1),
+             _round(r.get("sfu_mhz_per_stream"), 2), _round(r.get("sfu_in_mbps"), 2), _round(r.get("sfu_out_mbps"), 2),
+             _round(r.get("sfu_udp_drops"), 1)] for r in cost]
     return Table("cost", "What the SFU spent per forwarded stream and packet, at each step",
-                 ["Participants", "Forwarded streams", "Forwarded packets/s", "SFU CPU (cores)",
-                  "SFU CPU per packet (µs)", "SFU MHz per forwarded stream"], rows,
+                 ["Participants", "Published streams", "Forwarded streams", "Forwarded packets/s", "SFU CPU (cores)",
+                  "SFU CPU per packet (µs)", "SFU MHz per published stream", "SFU MHz per forwarded stream",
+                  "SFU in (Mbps)", "SFU out (Mbps)", "SFU socket drops / s"], rows,
                  note="Over the ramp-up and target windows at each count; a forwarded stream is one "
                       "published track (audio or video) delivered to one receiver, browser or synthetic.")
 

@@ -342,14 +342,15 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, sc
             def sfu_pid():
                 return next(iter(server.pids()), None)
 
-            probes = [GroupProbe("sfu", groups["sfu"], sfu_pid) if "sfu" in groups
-                      else TreeProbe("sfu", server.pids, sfu_pid)]
+            sfu_if, clients_if = lab.sfu.interface, lab.clients.interface
+            probes = [GroupProbe("sfu", groups["sfu"], sfu_pid, sfu_if) if "sfu" in groups
+                      else TreeProbe("sfu", server.pids, sfu_pid, sfu_if)]
             # the engine runs in the clients' namespace: its own counters are theirs
             if "clients" in groups:
-                probes.append(GroupProbe("clients", groups["clients"], os.getpid))
+                probes.append(GroupProbe("clients", groups["clients"], os.getpid, clients_if))
             elif grid is not None or generator is not None:
                 probes.append(TreeProbe("clients", lambda: (grid.pids() if grid else [])
-                                        + (generator.pids() if generator else []), os.getpid))
+                                        + (generator.pids() if generator else []), os.getpid, clients_if))
             probes += [MachineProbe(), EngineProbe()]
             pusher = None
             if cfg.pushgateway:

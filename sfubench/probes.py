@@ -3,9 +3,11 @@ core of the host) and `engine` (this process). Each row of server.jsonl carries 
 CPU seconds (`cpu_s`), so the CPU of any window is Δcpu_s / Δt between the rows at its edges; `cpu`
 (cores since the previous row) for the time series; and `cores`, what the role may use at most (its
 quota, else the machine's cores), which the client-bound rule compares the clients' CPU with. The
-`sfu` and `clients` rows also carry their network namespace's UDP counters (`udp_in`,
-`udp_rcvbuf_errors`: datagrams dropped because a socket's receive buffer was full), from which the
-client-bound rule learns that the clients could not keep up with what reached them."""
+`sfu` and `clients` rows also carry their network namespace's UDP counters (`udp_in`, `udp_out`,
+`udp_rcvbuf_errors` and `udp_sndbuf_errors`: datagrams dropped because a socket's buffer was full,
+`udp_in_errors`), from which the client-bound rule learns that the clients could not keep up with
+what reached them, and their interface's (`net_rx_bytes`, `net_rx_packets`, `net_rx_dropped` and
+the same for tx), from which the reports draw what the SFU received and sent."""
 from __future__ import annotations
 
 import os
@@ -27,19 +29,40 @@ def udp_counters(snmp: Path) -> dict:
         return {}
     row = dict(zip(lines[0][1:], lines[1][1:]))
     out = {}
-    for key, name in (("InDatagrams", "udp_in"), ("RcvbufErrors", "udp_rcvbuf_errors")):
+    for key, name in (("InDatagrams", "udp_in"), ("OutDatagrams", "udp_out"), ("InErrors", "udp_in_errors"),
+                      ("RcvbufErrors", "udp_rcvbuf_errors"), ("SndbufErrors", "udp_sndbuf_errors")):
         if row.get(key, "").isdigit():
             out[name] = int(row[key])
     return out
 
 
+# /proc/net/dev's columns: 8 receive counters, then 8 transmit ones
+_DEV = {0: "net_rx_bytes", 1: "net_rx_packets", 3: "net_rx_dropped", 8: "net_tx_bytes", 9: "net_tx_packets",
+        11: "net_tx_dropped"}
+
+
+def link_counters(dev: Path, interface: str) -> dict:
+    """One interface's counters from /proc/<pid>/net/dev (the namespace of <pid>)."""
+    try:
+        lines = dev.read_text().splitlines()[2:]
+    except OSError:
+        return {}
+    for line in lines:
+        name, _, rest = line.partition(":")
+        if name.strip() == interface:
+            values = rest.split()
+            return {key: int(values[i]) for i, key in _DEV.items() if i < len(values) and values[i].isdigit()}
+    return {}
+
+
 class Probe:
     role = ""
 
-    def __init__(self, cores: float | None = None, net=None):
-        """`net()`: a process of the role's network namespace, whose UDP counters are read."""
+    def __init__(self, cores: float | None = None, net=None, interface: str = ""):
+        """`net()`: a process of the role's network namespace, whose UDP counters and whose
+        `interface`'s counters are read."""
         self.cores = cores or os.cpu_count()
-        self.net = net
+        self.net, self.interface = net, interface
         self.last = None
 
     def read(self) -> tuple[float, int, dict]:
@@ -52,6 +75,8 @@ class Probe:
         pid = self.net() if self.net else None
         if pid is not None:
             extra = {**extra, **udp_counters(Path(f"/proc/{pid}/net/snmp"))}
+            if self.interface:
+                extra.update(link_counters(Path(f"/proc/{pid}/net/dev"), self.interface))
         row = {"t": int(now * 1000), "role": self.role, "cpu_s": round(cpu_s, 3), "rss": rss,
                "cores": self.cores, **extra, **fields}
         if self.last:
@@ -75,8 +100,8 @@ class GroupProbe(Probe):
     """A role in its own cgroup: CPU exactly as the kernel accounts it, and the time its quota held
     it back."""
 
-    def __init__(self, role: str, group: CpuGroup, net=None):
-        super().__init__(group.cores or (len(_cpu_list(group.cpus)) if group.cpus else None), net)
+    def __init__(self, role: str, group: CpuGroup, net=None, interface: str = ""):
+        super().__init__(group.cores or (len(_cpu_list(group.cpus)) if group.cpus else None), net, interface)
         self.role = role
         self.group = group
 
@@ -89,8 +114,8 @@ class TreeProbe(Probe):
     """A role as the process trees under `roots()`, where no cgroup holds it (a remote grid's
     browsers are not on this host at all: nothing to probe)."""
 
-    def __init__(self, role: str, roots, net=None):
-        super().__init__(net=net)
+    def __init__(self, role: str, roots, net=None, interface: str = ""):
+        super().__init__(net=net, interface=interface)
         self.role = role
         self.roots = roots
         self.dead = 0.0      # CPU of processes that ended: kept so the cumulative never drops

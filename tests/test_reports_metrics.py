@@ -330,9 +330,15 @@ def test_cost_per_forwarded_packet_and_stream_hand_computed(tmp_path):
                               "peer": peer, "direction": "recv", "kind": kind, "packets": 10 + pps * k})
     lines.append({"t": 0, "phase": "background", "window": 9, "participants": 2, "user": "a", "peer": "b",
                   "direction": "recv", "kind": "video", "packets": 99_999})
+    for user in ("a", "b"):   # each publishes audio and video
+        for kind in ("audio", "video"):
+            lines.append({"t": 1_500, "phase": "target", "window": 4, "participants": 2, "user": user, "peer": None,
+                          "direction": "send", "kind": kind, "packets": 7})
     (tmp_path / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in lines))
-    server = [{"role": "sfu", "edge": "start", "window": 4, "t": 1_000, "cpu_s": 5.0},
-              {"role": "sfu", "edge": "end", "window": 4, "t": 3_000, "cpu_s": 5.1},
+    server = [{"role": "sfu", "edge": "start", "window": 4, "t": 1_000, "cpu_s": 5.0, "net_rx_bytes": 0,
+               "net_tx_bytes": 0, "udp_rcvbuf_errors": 3},
+              {"role": "sfu", "edge": "end", "window": 4, "t": 3_000, "cpu_s": 5.1, "net_rx_bytes": 250_000,
+               "net_tx_bytes": 500_000, "udp_rcvbuf_errors": 7},
               {"role": "clients", "edge": "end", "window": 4, "t": 3_000, "cpu_s": 99.0}]
     run = runfiles.Run(path=tmp_path, meta={"machine": {"cpu_mhz": 3000}}, server=server)
     [row] = metrics.cost_series(run)
@@ -340,3 +346,6 @@ def test_cost_per_forwarded_packet_and_stream_hand_computed(tmp_path):
     assert row["fwd_pps"] == pytest.approx(300) and row["sfu_cores_fwd"] == pytest.approx(0.05)
     assert row["sfu_us_per_packet"] == pytest.approx(0.05e6 / 300)
     assert row["sfu_mhz_per_stream"] == pytest.approx(0.05 * 3000 / 4)
+    assert row["pub_streams"] == 4 and row["sfu_mhz_per_published"] == pytest.approx(0.05 * 3000 / 4)
+    assert row["sfu_in_mbps"] == pytest.approx(1.0) and row["sfu_out_mbps"] == pytest.approx(2.0)
+    assert row["sfu_udp_drops"] == pytest.approx(2.0)
