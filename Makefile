@@ -51,6 +51,7 @@ bench: deps
 	@$(PY) bench/report.py
 	@$(PY) bench/clients.py
 	@$(PY) bench/forwarding.py
+	@$(PY) bench/netem.py
 
 compare: deps
 	@$(PY) -m sfubench.cli compare $(RUNS)

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Profile is one direction of a link.
@@ -67,14 +70,13 @@ func (d *due) Pop() any {
 	return p
 }
 
-// Link applies one Profile to the frames of one direction.
+// Link applies one Profile to the frames of one direction (of one group).
 type Link struct {
 	name string
 	p    Profile
 	rng  *rand.Rand
 	bad  bool  // the Gilbert model's state
 	free int64 // when the rate's transmitter is free, ns
-	seq  uint64
 	c    struct{ packets, bytes, lost, overflow, late, maxLate atomic.Uint64 }
 }
 
@@ -134,27 +136,66 @@ func (l *Link) schedule(now int64, n int) (int64, bool) {
 	return t + int64(d*1e6), true
 }
 
-func monotonic() int64 { return time.Since(epoch).Nanoseconds() }
+// monotonic is CLOCK_MONOTONIC in ns, the clock sleepUntil sleeps on.
+func monotonic() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
 
-var epoch = time.Now()
+// sleepUntil sleeps on a kernel high-resolution timer: Go's timers wake up
+// to a millisecond late on a busy two-core machine, a sizeable share of a
+// profile's delay.
+func sleepUntil(at int64) {
+	ts := unix.NsecToTimespec(at)
+	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
+	}
+}
 
-func (l *Link) receive(in *port, q chan<- packet) error {
+// fine is how close to a frame's time send stops waiting on Go's timer and
+// sleeps on the kernel's.
+const fine = 2 * time.Millisecond
+
+// Direction is what enters on one interface: a Link for most frames, and
+// optionally another for a group of clients, told apart by their IPv4
+// address (the source going up, the destination coming down).
+type Direction struct {
+	Name  string
+	All   *Link
+	Group *Link
+	IP    [4]byte
+	// at is where the address sits in an Ethernet frame: 26 (source) or
+	// 30 (destination).
+	at  int
+	seq uint64
+}
+
+func (d *Direction) pick(frame []byte) *Link {
+	if d.Group != nil && len(frame) >= 34 && frame[12] == 0x08 && frame[13] == 0x00 &&
+		[4]byte(frame[d.at:d.at+4]) == d.IP {
+		return d.Group
+	}
+	return d.All
+}
+
+func (d *Direction) receive(in *port, q chan<- packet) error {
 	buf := make([]byte, 1<<16)
 	for {
 		n, err := in.read(buf)
 		if err != nil {
-			return fmt.Errorf("%s: reading %s: %w", l.name, in.name, err)
+			return fmt.Errorf("%s: reading %s: %w", d.Name, in.name, err)
 		}
 		if n < 0 {
 			continue // a frame this process sent out of the interface
 		}
+		l := d.pick(buf[:n])
 		at, ok := l.schedule(monotonic(), n)
 		if !ok {
 			continue
 		}
-		l.seq++
+		d.seq++
 		select {
-		case q <- packet{at, l.seq, append([]byte(nil), buf[:n]...)}:
+		case q <- packet{at, d.seq, append([]byte(nil), buf[:n]...)}:
 		default:
 			l.c.overflow.Add(1)
 		}
@@ -163,20 +204,28 @@ func (l *Link) receive(in *port, q chan<- packet) error {
 
 // send writes each frame out when it is due; frames jitter put out of order
 // leave out of order, as netem's do.
-func (l *Link) send(out *port, q <-chan packet) error {
+func (d *Direction) send(out *port, q <-chan packet) error {
+	// The thread sleeps on its own timer slack: the default 50 µs is fine,
+	// but a nice-d or busy machine may have raised it.
+	runtime.LockOSThread()
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
 	var pending due
 	timer := time.NewTimer(time.Hour)
 	for {
 		var wake <-chan time.Time
 		if len(pending) > 0 {
-			wait := pending[0].at - monotonic()
-			if wait <= 0 {
-				if err := l.write(out, heap.Pop(&pending).(packet)); err != nil {
+			at := pending[0].at
+			wait := at - monotonic()
+			if wait <= int64(fine) {
+				// Frames coming meanwhile wait in q; with jitter one of them may
+				// be due sooner, and leaves up to `fine` late (counted as late).
+				sleepUntil(at)
+				if err := d.write(out, heap.Pop(&pending).(packet)); err != nil {
 					return err
 				}
 				continue
 			}
-			timer.Reset(time.Duration(wait))
+			timer.Reset(time.Duration(wait) - fine)
 			wake = timer.C
 		}
 		select {
@@ -187,15 +236,16 @@ func (l *Link) send(out *port, q <-chan packet) error {
 	}
 }
 
-func (l *Link) write(out *port, p packet) error {
+func (d *Direction) write(out *port, p packet) error {
 	if late := monotonic() - p.at; late > int64(time.Millisecond) {
+		l := d.pick(p.frame)
 		l.c.late.Add(1)
 		if us := uint64(late / 1000); us > l.c.maxLate.Load() {
 			l.c.maxLate.Store(us)
 		}
 	}
 	if err := out.write(p.frame); err != nil {
-		return fmt.Errorf("%s: writing %s: %w", l.name, out.name, err)
+		return fmt.Errorf("%s: writing %s: %w", d.Name, out.name, err)
 	}
 	return nil
 }

@@ -97,3 +97,33 @@ func TestBadProfilesAreRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestAGroupIsToldApartByItsAddress(t *testing.T) {
+	frame := func(ethertype uint16, src, dst [4]byte) []byte {
+		f := make([]byte, 60)
+		f[12], f[13] = byte(ethertype>>8), byte(ethertype)
+		copy(f[26:30], src[:])
+		copy(f[30:34], dst[:])
+		return f
+	}
+	group, sfu, other := [4]byte{127, 0, 8, 3}, [4]byte{127, 0, 8, 1}, [4]byte{127, 0, 8, 2}
+	up := &Direction{Name: "up", All: NewLink("up", Profile{}, 1), Group: NewLink("g", Profile{}, 2), IP: group, at: 26}
+	down := &Direction{Name: "down", All: NewLink("down", Profile{}, 1), Group: NewLink("g", Profile{}, 2), IP: group, at: 30}
+	cases := []struct {
+		d    *Direction
+		f    []byte
+		want *Link
+	}{
+		{up, frame(0x0800, group, sfu), up.Group},
+		{up, frame(0x0800, other, sfu), up.All},
+		{down, frame(0x0800, sfu, group), down.Group},
+		{down, frame(0x0800, sfu, other), down.All},
+		{up, frame(0x0806, group, sfu), up.All}, // ARP: not IPv4, the link everyone shares
+		{up, frame(0x0800, group, sfu)[:20], up.All},
+	}
+	for i, c := range cases {
+		if got := c.d.pick(c.f); got != c.want {
+			t.Fatalf("case %d: picked %s", i, got.name)
+		}
+	}
+}

@@ -6,17 +6,21 @@
 // delay with jitter (which reorders frames, as netem's does).
 //
 //	sfubench-netem -a IF -b IF -up PROFILE -down PROFILE [-stats FILE]
+//	               [-group-ip IP -group-up PROFILE -group-down PROFILE]
 //
 // "up" is what enters on -a and leaves on -b (the clients' side to the
 // SFU's); "down" the other way. PROFILE is JSON: {"delay_ms", "jitter_ms",
-// "loss_pct", "burst", "rate_kbps", "queue_ms"}. Counters go to FILE as one
-// JSON line per second and at exit.
+// "loss_pct", "burst", "rate_kbps", "queue_ms"}. The -group profiles apply
+// instead to the client whose IPv4 address is -group-ip (a group of clients
+// on an address of their own), each direction with a rate of its own.
+// Counters go to FILE as one JSON line per second and at exit.
 package main
 
 import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"sync"
@@ -37,15 +41,18 @@ func run() error {
 	up := flag.String("up", "{}", "the profile from -a to -b (JSON)")
 	down := flag.String("down", "{}", "the profile from -b to -a (JSON)")
 	stats := flag.String("stats", "", "write counters here, a JSON line each second")
+	groupIP := flag.String("group-ip", "", "a client address whose frames take the -group profiles")
+	groupUp := flag.String("group-up", "{}", "the profile from -group-ip to -b (JSON)")
+	groupDown := flag.String("group-down", "{}", "the profile from -b to -group-ip (JSON)")
 	flag.Parse()
 	if *a == "" || *b == "" {
 		return fmt.Errorf("-a and -b name the two interfaces to bridge")
 	}
-	var pu, pd Profile
+	var pu, pd, gu, gd Profile
 	for _, p := range []struct {
 		s   string
 		dst *Profile
-	}{{*up, &pu}, {*down, &pd}} {
+	}{{*up, &pu}, {*down, &pd}, {*groupUp, &gu}, {*groupDown, &gd}} {
 		if err := json.Unmarshal([]byte(p.s), p.dst); err != nil {
 			return fmt.Errorf("profile %s: %w", p.s, err)
 		}
@@ -61,14 +68,25 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	links := []*Link{NewLink("up", pu, time.Now().UnixNano()), NewLink("down", pd, time.Now().UnixNano()+1)}
+	seed := time.Now().UnixNano()
+	dirs := []*Direction{{Name: "up", All: NewLink("up", pu, seed), at: 26},
+		{Name: "down", All: NewLink("down", pd, seed+1), at: 30}}
+	if *groupIP != "" {
+		ip := net.ParseIP(*groupIP).To4()
+		if ip == nil {
+			return fmt.Errorf("-group-ip %q is no IPv4 address", *groupIP)
+		}
+		for i, p := range []Profile{gu, gd} {
+			dirs[i].Group, dirs[i].IP = NewLink("group_"+dirs[i].Name, p, seed+2+int64(i)), [4]byte(ip)
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for i, ends := range [][2]*port{{pa, pb}, {pb, pa}} {
-		l, in, out := links[i], ends[0], ends[1]
+		d, in, out := dirs[i], ends[0], ends[1]
 		q := make(chan packet, queueCap)
-		wg.Go(func() { errs <- l.receive(in, q) })
-		wg.Go(func() { errs <- l.send(out, q) })
+		wg.Go(func() { errs <- d.receive(in, q) })
+		wg.Go(func() { errs <- d.send(out, q) })
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -78,7 +96,14 @@ func run() error {
 		if *stats == "" {
 			return
 		}
-		line, _ := json.Marshal(map[string]Counters{"up": links[0].Counters(), "down": links[1].Counters()})
+		counters := map[string]Counters{}
+		for _, d := range dirs {
+			counters[d.Name] = d.All.Counters()
+			if d.Group != nil {
+				counters["group_"+d.Name] = d.Group.Counters()
+			}
+		}
+		line, _ := json.Marshal(counters)
 		tmp := *stats + ".tmp"
 		if os.WriteFile(tmp, append(line, '\n'), 0o644) == nil {
 			_ = os.Rename(tmp, *stats)

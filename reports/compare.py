@@ -150,6 +150,43 @@ def cost_table(analyses: list[Analysis], names: list[str]) -> Table:
                       "track delivered to one receiver; MHz of each run's machine clock.")
 
 
+REPEAT = (("recv_bps", "Received"), ("send_bps", "Sent"), ("rtt_send_ms", "Sender RTT"), ("fps", "Frame rate"),
+          ("delay_ms", "Delay"), ("server_cpu_per_participant", "SFU CPU / participant"))
+
+
+def repeat_table(analyses: list[Analysis], names: list[str]) -> Table:
+    """For an SFU run more than once in the comparison (same scenario, by the comparison's rule): its
+    knees, and how far each target figure spread over its runs: (max - min) / mean."""
+    groups: dict[tuple, list[int]] = {}
+    for i, a in enumerate(analyses):
+        groups.setdefault((a.ident["sfu"], a.ident["version"]), []).append(i)
+    rows = []
+    for (sfu, version), idx in groups.items():
+        if len(idx) < 2:
+            continue
+        knees = [analyses[i].knee.participants for i in idx]
+        row = [f"{sfu} {version or ''}".strip(), len(idx), " / ".join("none" if k is None else str(k) for k in knees)]
+        for key, _ in REPEAT:
+            vals = [v for i in idx if (v := analyses[i].headline.get(key)) is not None]
+            mean = sum(vals) / len(vals) if vals else 0
+            row.append(round(100 * (max(vals) - min(vals)) / mean, 1) if len(vals) > 1 and mean else None)
+        rows.append(row)
+    return Table("repeat", "Repeatability: the same SFU and scenario, run again",
+                 ["SFU", "Runs", "Knees"] + [f"{label} spread (%)" for _, label in REPEAT], rows,
+                 note="Spread: (max - min) / mean of the figure at target over the SFU's runs. A difference "
+                      "between SFUs smaller than their runs' own spread is noise.")
+
+
+def repeat_sentence(table: Table) -> str:
+    """The widest spread of repeated runs, in one sentence, or "" when no SFU was run twice."""
+    spreads = [(v, table.columns[j]) for row in table.rows for j, v in enumerate(row) if j > 2 and v is not None]
+    if not spreads:
+        return ""
+    worst, column = max(spreads)
+    return (f"Repeated runs of the same SFU differed by up to {worst:g} % ({column.replace(' spread (%)', '')}); "
+            "differences between SFUs smaller than that are noise.")
+
+
 def versions_table(analyses: list[Analysis], names: list[str]) -> tuple[Table, list[str]]:
     """Versions, options, machine and config per run; the classes mark rows that differ."""
     per_run = []
@@ -241,7 +278,7 @@ def build(run_dirs: list[str | Path], out_dir: str | Path, force: bool = False,
     figs = plots(analyses, names, out)
     versions, version_classes = versions_table(analyses, names)
     tables = [ranking_table(analyses, names)] + [study_table(analyses, names, i) for i in range(3)] + \
-        [versions, study.table(), cost_table(analyses, names)]
+        [versions, study.table(), cost_table(analyses, names), repeat_table(analyses, names)]
     export.write_tables(tables, out, {"runs": {n: {"path": str(a.run.path), "headline": a.headline,
                                                    "knee": vars(a.knee)} for n, a in zip(names, analyses)},
                                       "knee_rule": rule.text(), "ranking_rule": RANKING_RULE})
@@ -289,6 +326,8 @@ def render(analyses: list[Analysis], names: list[str], figs: dict, tables: list[
         "<h2>Ranking</h2>",
         f'<p>Best: <b>{html.escape(names[best])}</b>. {html.escape(RANKING_RULE)}</p>',
         html.table(by_id["ranking"], ["best"] + [""] * (len(analyses) - 1)),
+        (f"<p>{html.escape(repeat_sentence(by_id['repeat']))}</p>" + html.table(by_id["repeat"])
+         if by_id["repeat"].rows else ""),
         f'<div class="rule"><ul>{knees}</ul><span class="small">Rule: {html.escape(rule.text())}</span></div>',
         "<h2>Bitrate and round-trip time</h2>",
         fig("fig-cmp-bitrate", "Video bitrate vs participants, all runs",

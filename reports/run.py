@@ -305,6 +305,10 @@ def _header(a: Analysis) -> str:
     net = run.meta.get("network") if isinstance(run.meta.get("network"), dict) else None
     link = (f" · network <b>{html.escape(str(net.get('name')))}</b> ({html.escape(_link_text(net))})"
             if net else " · network: the lab's plain link")
+    group = net.get("synthetic") if net and isinstance(net.get("synthetic"), dict) else None
+    if group:
+        link += (f" · synthetic participants' network <b>{html.escape(str(group.get('name')))}</b> "
+                 f"({html.escape(_link_text(group))})")
     return (f"<header><h1>{html.escape(title)} — {h['participants'] or 0} participants</h1>"
             f'<p class="sub">run <code>{html.escape(ident["run"])}</code> · '
             f'<span class="status {badge}">{html.escape(status or "unfinished")}</span>{when}'

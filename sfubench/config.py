@@ -94,6 +94,9 @@ class Config:
                        "(lan, metro-17ms, transatlantic-180ms, antipodes-360ms, lossy-2pct, 3g, bad-wifi) "
                        "or a .toml file holding one; applied by a link emulator in user space",
                        metavar="NAME|FILE")
+    synthetic_network: str = opt("", "network profile for the synthetic participants alone (as --network; "
+                                 "they get an address of their own on the clients' side); empty: the "
+                                 "same link as the browsers", metavar="NAME|FILE")
     sfu_profile: str = opt("defaults", "the adapter's profile: defaults (as the package ships) or "
                            "tuned (as its makers advise for production on this machine); "
                            "`sfubench list-sfus` lists each adapter's", metavar="NAME")

@@ -62,6 +62,8 @@ class LocalLab:
         self.prefix = prefix
         self.sfu = Host(f"{prefix}-sfu", f"{prefix}-s0", f"{subnet}.1")
         self.clients = Host(f"{prefix}-cli", f"{prefix}-c0", f"{subnet}.2")
+        # a second address on the clients' side, for a group with a network of its own
+        self.group_address = f"{subnet}.3"
         # the emulator's ends: facing the clients, facing the SFU
         self.link = (Host(f"{prefix}-net", f"{prefix}-e1", ""), Host(f"{prefix}-net", f"{prefix}-e0", "")) \
             if emulated else None
@@ -93,6 +95,8 @@ class LocalLab:
                 ns = ["ip", "netns", "exec", h.netns]
                 _run(*ns, "ip", "link", "set", "lo", "up")
                 _run(*ns, "ip", "addr", "add", f"{h.address}/24", "dev", h.interface)
+                if h is self.clients:
+                    _run(*ns, "ip", "addr", "add", f"{self.group_address}/24", "dev", h.interface)
                 _run(*ns, "ip", "link", "set", h.interface, "up")
                 for conf in ("all", h.interface):
                     _run(*ns, "sysctl", "-q", "-w", f"net.ipv4.conf.{conf}.route_localnet=1")

@@ -99,9 +99,17 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     if cfg.browser_participants and not cfg.grid_url:
         grid_mod.install(grid_mod.grid_cache_dir(cache))
     net = network.resolve(cfg.network)
+    group_net = network.resolve(cfg.synthetic_network) if cfg.synthetic_network else None
+    if group_net is not None and synth is None:
+        raise ConfigError("--synthetic-network needs synthetic participants (see --real-per-room, --real-rooms)")
+    if group_net is not None and net is None:
+        net = network.PLAIN
+    if synth is not None:
+        synth["own_address"] = group_net is not None   # the emulator tells their frames apart by it
     emulator_binary = None
     if net is not None:
-        progress.say(f"network: {net.name}, applied by the link emulator (netem/; built once, then cached)")
+        progress.say(f"network: {net.name}" + (f", synthetic participants {group_net.name}" if group_net else "")
+                     + ", applied by the link emulator (netem/; built once, then cached)")
         try:
             emulator_binary = network.binary(cache)
         except GoBuildError as e:
@@ -131,7 +139,8 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                         "keyframe_every_frames": synth["encoded"].keyframe_every,
                         "note": "a pre-encoded clip at a fixed bitrate: no congestion control, no "
                                 "encoder; receivers send NACKs, receiver reports and TWCC feedback"}},
-        "network": None if net is None else net.describe(),
+        "network": None if net is None else {
+            **net.describe(), "synthetic": None if group_net is None else group_net.describe()},
         "cgroups": {role: g.describe() for role, g in groups.items()},
         "git_sha": _git_sha(),
         "machine": _machine(),
@@ -148,7 +157,8 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
         if net is not None:
             emulator = network.Emulator(emulator_binary, lab.link[0].netns, lab.link[0].interface,
                                         lab.link[1].interface, net, run_dir.path / "netem.json",
-                                        run_dir.path / "netem.log")
+                                        run_dir.path / "netem.log",
+                                        None if group_net is None else (lab.group_address, group_net))
             emulator.start()
         for g in groups.values():
             g.create()
@@ -308,7 +318,8 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, sc
         grid = generator = None
         if synth is not None:
             generator = synthetic.Generator(synth["binary"], synth["driver"], pages.url() + "/collect",
-                                            synth["encoded"], media.fps, lab.clients.address,
+                                            synth["encoded"], media.fps,
+                                            lab.group_address if synth["own_address"] else lab.clients.address,
                                             run_dir.path / "synth.log", **_wrap(groups, "clients"))
         if cfg.grid_url or not sessions:
             grid_url = cfg.grid_url

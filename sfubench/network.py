@@ -73,6 +73,9 @@ class Network:
         return self.up.delay_ms + self.down.delay_ms
 
 
+PLAIN = Network("plain", Direction(), Direction())   # the lab's link as it is
+
+
 def _directions(name: str, table: dict) -> Network:
     unknown = set(table) - set(KEYS) - {"up", "down"}
     if unknown:
@@ -118,10 +121,16 @@ class Emulator:
     """The sfubench-netem process of a run, bridging `a` (the clients' side) and `b` (the SFU's) in
     the namespace `netns`; its counters land in `stats` once a second."""
 
-    def __init__(self, binary: Path, netns: str, a: str, b: str, network: Network, stats: Path, log: Path):
+    def __init__(self, binary: Path, netns: str, a: str, b: str, network: Network, stats: Path, log: Path,
+                 group: tuple[str, Network] | None = None):
+        """`group`: (a client address, the network its frames take instead)."""
         self.argv = ["ip", "netns", "exec", netns, str(binary), "-a", a, "-b", b,
                      "-up", json.dumps(dataclasses.asdict(network.up)),
                      "-down", json.dumps(dataclasses.asdict(network.down)), "-stats", str(stats)]
+        if group is not None:
+            address, net = group
+            self.argv += ["-group-ip", address, "-group-up", json.dumps(dataclasses.asdict(net.up)),
+                          "-group-down", json.dumps(dataclasses.asdict(net.down))]
         self.stats, self.log = stats, log
         self.proc = None
 

@@ -1,6 +1,7 @@
-"""Known-answer tests: a network profile on the lab's link, real Chromium and a real SFU (Janus), and
-the figure the report shows must be the one the link was given. Plus the profiles themselves: the
-definitions, their checks and their `tc netem` form for kernels that have netem."""
+"""Known-answer tests: a network profile on the lab's link, or a deliberately broken SFU, with real
+Chromium and a real SFU; the figure the report shows must be the one the link (or the fault) was
+given. Plus the profiles themselves: the definitions, their checks and their `tc netem` form for
+kernels that have netem."""
 import json
 import sys
 
@@ -105,3 +106,46 @@ def test_random_loss_on_the_downlink_shows_as_the_receivers_loss(tmp_path):
     assert 0.5 * loss <= st["loss_pct"] <= 1.5 * loss, st["loss_pct"]
     counters = json.loads((run_dir / "meta.json").read_text())["network"]["counters"]["down"]
     assert counters["lost"] > 0 and abs(100 * counters["lost"] / counters["packets"] - loss) < 1.5, counters
+
+
+@pytest.mark.e2e
+def test_an_sfu_that_drops_one_publishers_video_fails_exactly_those_checks(tmp_path):
+    """The in-house SFU in its deliberate fault mode never forwards r1u2's video: every check of that
+    video by another participant must fail, and every other check pass (r1u2's own camera too)."""
+    cfg = config.load(cli={"sfu": "inhouse", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
+                           "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
+                           "quality_frames": 0, "users_per_room": 3, "video_timeout": 15, "target_samples": 2,
+                           "sfu_options": "drop_video_from=r1u2"}, env={})
+    run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
+    assert status == "ok"
+    checks = {(c["user"], c["peer"]): c for c in read(run_dir, "checks")}
+    users = ("r1u1", "r1u2", "r1u3")
+    assert set(checks) == {(u, p) for u in users for p in users}
+    failed = {pair for pair, c in checks.items() if not c["ok"]}
+    assert failed == {("r1u1", "r1u2"), ("r1u3", "r1u2")}, {p: checks[p]["verdict"] for p in failed}
+    assert {checks[p]["verdict"] for p in failed} <= {"missing", "blank", "frozen"}
+
+
+@pytest.mark.e2e
+def test_synthetic_participants_get_a_network_of_their_own(tmp_path):
+    """Browsers on the plain link, synthetic participants behind 40 ms each way (told apart by their
+    own address): the synthetic publishers' RTT must show the 80 ms, the browser's not."""
+    f = tmp_path / "far.toml"
+    f.write_text("delay_ms = 40\n")
+    cfg = config.load(cli={"sfu": "inhouse", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
+                           "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
+                           "quality_frames": 0, "users_per_room": 3, "real_per_room": 1, "target_samples": 4,
+                           "synthetic_network": str(f)}, env={})
+    run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
+    assert status == "ok"
+    a = metrics.analyse(runfiles.load(run_dir))
+    target = [o for o in a.obs if o["phase"] == "target" and o["direction"] == "send"]
+    synthetic = [r for o in target if o["client"] == "synthetic" for r in o["rtt"]]
+    browser = [r for o in target if o["client"] == "browser" for r in o["rtt"]]
+    assert synthetic and browser
+    assert abs(sum(synthetic) / len(synthetic) - 80) <= 8, synthetic
+    assert sum(browser) / len(browser) < 20, browser
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["network"]["name"] == "plain" and meta["network"]["synthetic"]["up"]["delay_ms"] == 40
+    assert meta["network"]["counters"]["group_up"]["packets"] > 100
+    assert all(c["ok"] for c in read(run_dir, "checks"))

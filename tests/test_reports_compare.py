@@ -109,6 +109,13 @@ def test_same_sfu_twice_gets_distinct_labels(runs, tmp_path):
     assert list(doc["runs"]) == [f"janus 1.1.2 ({runs['janus'].name})", f"janus 1.1.2 ({again.name}) #1",
                                  f"janus 1.1.2 ({again.name}) #2"]
     assert f"janus 1.1.2 ({runs['janus'].name})" in path.read_text()
+    # Three runs of one SFU: how far they spread, so a reader knows what difference is noise.
+    [row] = doc["tables"]["repeat"]["rows"]
+    assert row[:3] == ["janus 1.1.2", 3, "35 / none / none"], row
+    received = [r["headline"]["recv_bps"] for r in doc["runs"].values()]
+    mean = sum(received) / 3
+    assert row[3] == round(100 * (max(received) - min(received)) / mean, 1)
+    assert "Repeated runs of the same SFU differed by up to" in path.read_text()
 
 
 def test_nothing_to_compare(tmp_path):

@@ -47,6 +47,7 @@ func run() error {
 		burst    = flag.Int("message-burst", 50, "signalling messages a connection may send at once")
 		origins  = flag.String("allow-origins", "", "comma-separated page origins (scheme://host:port, host:port or a bare host) allowed to open sessions from a browser, or *; same-host pages and non-browser clients always are")
 		replace  = flag.Bool("replace-sessions", false, "let a second join of a live user id take over its session (default: refuse it)")
+		dropFrom = flag.String("drop-video-from", "", "a deliberate fault: never forward the video this `user` publishes")
 		maxMsg   = flag.Int64("max-message", 1<<20, "largest signalling message in `bytes`")
 		join     = flag.Duration("join-timeout", 10*time.Second, "time a new WebSocket has to join")
 		connect  = flag.Duration("connect-timeout", 20*time.Second, "time a participant has to establish media")
@@ -80,7 +81,7 @@ func run() error {
 	s, err := sfu.New(sfu.Config{
 		UDP: conn, Announce: *announce,
 		MaxRoomPeers: *maxPeers, MaxRooms: *maxRooms, MaxPeers: *maxConns, MaxMessageBytes: *maxMsg,
-		MessageRate: *rate, MessageBurst: *burst, AllowOrigins: allowed, ReplaceSessions: *replace,
+		MessageRate: *rate, MessageBurst: *burst, AllowOrigins: allowed, ReplaceSessions: *replace, DropVideoFrom: *dropFrom,
 		JoinTimeout: *join, ConnectTimeout: *connect, PongTimeout: *pong, ICEFailedTimeout: *iceFail,
 		Log: log,
 	})

@@ -47,6 +47,10 @@ type Config struct {
 	// ReplaceSessions lets a second join of a live user id take over its
 	// session; by default it is refused.
 	ReplaceSessions bool
+	// DropVideoFrom names a user whose published video is received and
+	// never forwarded: a deliberate fault, so that tests can check that
+	// exactly the checks of that video fail.
+	DropVideoFrom string
 
 	JoinTimeout    time.Duration // WebSocket open without a join (default 10 s)
 	AnswerTimeout  time.Duration // offer without an answer (default 15 s)

@@ -45,6 +45,7 @@ func (t *pubTrack) run() {
 	defer close(t.done)
 	m, conn := &t.owner.s.m, t.owner.s.cfg.UDP
 	vp8 := t.video && strings.EqualFold(t.track.Codec().MimeType, webrtc.MimeTypeVP8)
+	dropped := t.video && t.owner.s.cfg.DropVideoFrom != "" && t.owner.user == t.owner.s.cfg.DropVideoFrom
 	for {
 		p := rtpfwd.NewPacket()
 		n, _, err := t.track.Read(p.Buf())
@@ -59,6 +60,10 @@ func (t *pubTrack) run() {
 		}
 		m.packetsIn.Add(1)
 		m.bytesIn.Add(uint64(n))
+		if dropped {
+			p.Release()
+			continue
+		}
 		if t.history != nil {
 			t.history.Put(p)
 		}
