@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -73,6 +74,7 @@ func (d *due) Pop() any {
 // Link applies one Profile to the frames of one direction (of one group).
 type Link struct {
 	name string
+	mu   sync.Mutex // p changes mid-run (Set)
 	p    Profile
 	rng  *rand.Rand
 	bad  bool  // the Gilbert model's state
@@ -87,6 +89,14 @@ func NewLink(name string, p Profile, seed int64) *Link {
 func (l *Link) Counters() Counters {
 	return Counters{l.c.packets.Load(), l.c.bytes.Load(), l.c.lost.Load(), l.c.overflow.Load(), l.c.late.Load(),
 		l.c.maxLate.Load()}
+}
+
+// Set replaces the profile, from the next frame on; frames already
+// scheduled keep their time.
+func (l *Link) Set(p Profile) {
+	l.mu.Lock()
+	l.p = p
+	l.mu.Unlock()
 }
 
 // lose draws the loss model for one frame.
@@ -113,6 +123,8 @@ func (l *Link) lose() bool {
 // schedule says when a frame of n bytes entering at now (ns) leaves, or
 // false when it is dropped.
 func (l *Link) schedule(now int64, n int) (int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.c.packets.Add(1)
 	l.c.bytes.Add(uint64(n))
 	if l.lose() {

@@ -13,13 +13,18 @@
 // "loss_pct", "burst", "rate_kbps", "queue_ms"}. The -group profiles apply
 // instead to the client whose IPv4 address is -group-ip (a group of clients
 // on an address of their own), each direction with a rate of its own.
-// Counters go to FILE as one JSON line per second and at exit.
+// Counters go to FILE as one JSON line per second and at exit. Each line on
+// stdin, {"up": PROFILE, "down": PROFILE}, replaces the profiles (not the
+// group's) from then on: a load shape degrading the network mid-run.
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -88,6 +93,8 @@ func run() error {
 		wg.Go(func() { errs <- d.receive(in, q) })
 		wg.Go(func() { errs <- d.send(out, q) })
 	}
+	changes := make(chan [2]Profile)
+	go readChanges(os.Stdin, changes)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	tick := time.NewTicker(time.Second)
@@ -113,6 +120,9 @@ func run() error {
 		select {
 		case <-tick.C:
 			write()
+		case p := <-changes:
+			dirs[0].All.Set(p[0])
+			dirs[1].All.Set(p[1])
 		case <-sig:
 			write()
 			return nil
@@ -120,5 +130,23 @@ func run() error {
 			write()
 			return err
 		}
+	}
+}
+
+// readChanges passes on each valid line of r as the new profiles; a bad
+// line is reported and ignored, the link keeps what it had.
+func readChanges(r io.Reader, out chan<- [2]Profile) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var c struct{ Up, Down Profile }
+		err := json.Unmarshal(sc.Bytes(), &c)
+		if err == nil {
+			err = errors.Join(c.Up.Validate(), c.Down.Validate())
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sfubench-netem: ignoring %q: %v\n", sc.Text(), err)
+			continue
+		}
+		out <- [2]Profile{c.Up, c.Down}
 	}
 }

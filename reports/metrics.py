@@ -657,6 +657,35 @@ def kind_table(obs: list[dict], playback: list[dict], checks: list[dict], events
                  "sender has no capture or encoding in it.")
 
 
+def network_table(obs: list[dict], playback: list[dict], events: list[dict], base: str) -> Table:
+    """The same participants under each network profile the degrade shape stepped through (its
+    `network` windows), beside the target window under the run's own network (`base`)."""
+    windows: dict = {}
+    for o in obs:
+        if o["phase"] in ("network", "target") and o["kind"] == "video":
+            windows.setdefault(o["window"], []).append(o)
+    if not any(group[0]["phase"] == "network" for group in windows.values()):
+        return Table("network", "Under each network profile", [], [])
+    changes = sorted((e["t"], e.get("network")) for e in events if e.get("event") == "network_changed" and e.get("t"))
+    rows = []
+    for window, group in sorted(windows.items(), key=lambda kv: min(o["t"] or 0 for o in kv[1])):
+        t = min(o["t"] or 0 for o in group)
+        name = base
+        for changed, net in changes:
+            if changed <= t:
+                name = net
+        st = stream_stats(group)
+        pb = playback_stats([r for r in playback if r.get("window") == window])
+        rows.append([name, group[0]["phase"], group[0]["participants"], _round(_scaled(st.get("recv_bps"), 1e-6), 3),
+                     _round(st.get("fps"), 1), _round(st.get("rtt_send_ms"), 1), _round(st.get("loss_pct"), 2),
+                     _round(st.get("jitter_ms"), 1), _round(st.get("freezes_per_min"), 2), _round(pb.get("delay_ms"), 0)])
+    return Table("network", "Under each network profile: the same participants",
+                 ["Network", "Window", "Participants", "Recv video per stream (Mbps)", "Recv fps", "Sender RTT (ms)",
+                  "Loss (%)", "Jitter (ms)", "Freezes / stream-min", "Delay (ms)"], rows,
+                 note="The degrade shape measures the same load under each profile after a settling time; "
+                      "the target window is under the run's own network.")
+
+
 def _scaled(v, k):
     return None if v is None else v * k
 

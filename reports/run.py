@@ -51,6 +51,11 @@ def plot_timeline(a: Analysis, out: Path) -> str | None:
             if e.get("event") == "run_finished":
                 ax_.axvline(_minutes(e["t"], t0), color="#555", linestyle=":",
                             label=f"finished ({e.get('status')})" if ax_ is ax else None)
+            if e.get("event") == "network_changed":
+                ax_.axvline(_minutes(e["t"], t0), color="#9467bd", linestyle="--", linewidth=1)
+                if ax_ is axes[-1]:
+                    ax_.annotate(f"network: {e.get('network')}", (_minutes(e["t"], t0), 1), xycoords=("data", "axes fraction"),
+                                 rotation=90, va="top", ha="right", fontsize=7, color="#9467bd")
     ax.set(title="Participants started", ylabel="participants")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(bottom=0)
@@ -413,6 +418,7 @@ def render(a: Analysis, figs: dict[str, str | None], tables: dict[str, metrics.T
             "Server CPU and memory: not measured (no server.jsonl)."),
         html.key_values("cpu", "CPU at target load (meta.json)", cpu_rows) if cpu_rows else "",
         html.table(tables["cost"]) if tables["cost"].rows else "",
+        "<h2>Network profiles</h2>" + html.table(tables["network"]) if tables["network"].rows else "",
         "<h2>Browsers and synthetic participants</h2>" + html.table(tables["clients"])
         if any(r[1] == "synthetic" for r in tables["clients"].rows) else "",
         "<h2>Tables IV–VI, as in the 2018 study</h2>",
@@ -444,6 +450,8 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     tables["health"] = metrics.health_table(a.health)
     tables["cost"] = metrics.cost_table(a.cost)
     tables["clients"] = metrics.kind_table(a.obs, a.run.playback, a.run.checks, a.run.events)
+    net = a.run.meta.get("network") if isinstance(a.run.meta.get("network"), dict) else {}
+    tables["network"] = metrics.network_table(a.obs, a.run.playback, a.run.events, str(net.get("name") or "plain"))
     export.write_tables(list(tables.values()), run_dir,
                         {"headline": a.headline, "knee": vars(a.knee), "knee_rule": a.rule.text(),
                          "client_rule": a.client_rule.text(), "clients": clientbound.sentence(a.health)})

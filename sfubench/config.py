@@ -53,10 +53,14 @@ class Config:
                              "frame-coded clip, synth/). 64, the most a room holds: all", min=0, max=64)
     real_rooms: int = opt(1000, "rooms that have browser participants, counted from the first; the "
                           "rooms after them are all synthetic. 1000: every room", min=0, max=1000)
-    shape: str = opt("ramp", "load shape: ramp (a room at a time, up to --rooms) or until-knee (a "
+    shape: str = opt("ramp", "load shape: ramp (a room at a time, up to --rooms), until-knee (a "
                      "room at a time until the knee rule fires, the clients become the limit, or "
-                     "--max-rooms)", choices=tuple(SHAPES))
+                     "--max-rooms) or degrade (the ramp, then the same load under each --degrade "
+                     "network profile)", choices=tuple(SHAPES))
     max_rooms: int = opt(40, "the most rooms the until-knee shape adds", min=1, max=1000)
+    degrade: str = opt("", "the degrade shape's network profiles, in order (names or .toml files, "
+                       "comma-separated): after the ramp, the same participants are measured under each",
+                       metavar="NAME,...")
     participants_per_browser: int = opt(
         7, "participants hosted by one browser tab, each in its own iframe; 1 is the study's "
         "one browser per participant", min=1, max=64, scenario=False)

@@ -102,7 +102,13 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     group_net = network.resolve(cfg.synthetic_network) if cfg.synthetic_network else None
     if group_net is not None and synth is None:
         raise ConfigError("--synthetic-network needs synthetic participants (see --real-per-room, --real-rooms)")
-    if group_net is not None and net is None:
+    steps = {}
+    if cfg.shape == "degrade":
+        steps = {name: network.resolve(name) for name in shape_mod.Degrade.from_config(cfg, None).profiles}
+        if not steps or None in steps.values():
+            raise ConfigError("--shape degrade needs --degrade: the network profiles to measure under, in "
+                              "order (names or .toml files, comma-separated; not none)")
+    if (group_net is not None or steps) and net is None:
         net = network.PLAIN
     if synth is not None:
         synth["own_address"] = group_net is not None   # the emulator tells their frames apart by it
@@ -140,7 +146,8 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                         "note": "a pre-encoded clip at a fixed bitrate: no congestion control, no "
                                 "encoder; receivers send NACKs, receiver reports and TWCC feedback"}},
         "network": None if net is None else {
-            **net.describe(), "synthetic": None if group_net is None else group_net.describe()},
+            **net.describe(), "synthetic": None if group_net is None else group_net.describe(),
+            "steps": [steps[n].describe() for n in steps]},
         "cgroups": {role: g.describe() for role, g in groups.items()},
         "git_sha": _git_sha(),
         "machine": _machine(),
@@ -160,6 +167,12 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                                         run_dir.path / "netem.log",
                                         None if group_net is None else (lab.group_address, group_net))
             emulator.start()
+
+            def set_network(name):
+                """The link under profile `name` of the degrade shape's, or the run's own (None)."""
+                chosen = steps[name] if name is not None else net
+                emulator.change(chosen)
+                return chosen.name
         for g in groups.values():
             g.create()
         with lab.inside_clients():
@@ -168,7 +181,8 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
             progress.say(f"sfu: starting {adapter.name} at {lab.sfu.address} ({lab.sfu.netns})")
             server = adapter.start(lab.sfu, run_dir.path, cache, **_wrap(groups, "sfu"))
             try:
-                _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario, lab, synth)
+                _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario, lab, synth,
+                       set_network if emulator else None)
                 status = "ok"
             finally:
                 server.stop()
@@ -310,7 +324,7 @@ def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | Non
     return status
 
 
-def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario, lab, synth):
+def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario, lab, synth, set_network):
     sessions = -(-cfg.browser_participants // cfg.participants_per_browser)
     collector = Collector(bus, media, run_dir.path / "frames")
     assets = adapter.assets(cfg.cache_dir())
@@ -375,7 +389,7 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, sc
 
             runner = Runner(cfg, shape_mod.from_config(cfg, knee), bus, collector, open_browser, client_url,
                             probes=probes, watches=[server.check, run_dir.check], synthetic=generator,
-                            client_params=client_params)
+                            client_params=client_params, set_network=set_network)
             try:
                 scenario(runner)
             finally:

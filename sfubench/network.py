@@ -136,7 +136,16 @@ class Emulator:
 
     def start(self) -> None:
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
+
+    def change(self, network: Network) -> None:
+        """Puts the link (not the group's) under `network` from now on."""
+        line = json.dumps({"up": dataclasses.asdict(network.up), "down": dataclasses.asdict(network.down)})
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, AttributeError) as e:
+            raise RuntimeError(f"the link emulator cannot change its network: {self.failure() or e}") from None
 
     def failure(self) -> str | None:
         if self.proc is None or self.proc.poll() is None:

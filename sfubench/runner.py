@@ -32,6 +32,7 @@ CAPTURE_GAP_S = 0.5   # between two captured frames of one video
 POLL_S = 0.25
 WATCH_S = 1.0         # how often the SFU and the run folder are checked
 QUIT_S = 10.0         # how long closing the browser sessions may take
+NETWORK_SETTLE_S = 5.0  # after the network changes: congestion control and jitter buffers adapt
 
 
 class ClientFailure(RuntimeError):
@@ -72,7 +73,7 @@ class Runner:
     run cannot go on."""
 
     def __init__(self, cfg, shape: LoadShape, bus: Bus, collector: Collector, open_browser, client_url,
-                 probes=(), watches=(), synthetic=None, client_params=None):
+                 probes=(), watches=(), synthetic=None, client_params=None, set_network=None):
         self.cfg = cfg
         self.shape = shape
         self.bus = bus
@@ -81,6 +82,8 @@ class Runner:
         self.client_url = client_url
         self.synthetic = synthetic
         self.client_params = client_params
+        self.set_network = set_network   # (profile name or None: the run's own) -> applies it to the link
+        self.network = None
         self.probes = list(probes)
         self.watches = list(watches)   # callables that raise when the run cannot go on
         self.next_watch = 0.0
@@ -96,6 +99,8 @@ class Runner:
         if self.cfg.background_interval > 0:
             self.next_background = time.monotonic() + self.cfg.background_interval
         while (want := self.shape.tick(self.status)) is not None:
+            if self.shape.network != self.network:
+                self.change_network(self.shape.network)
             new_rooms = []
             while self.status.participants < want:
                 room = self.status.participants // self.cfg.users_per_room + 1
@@ -106,12 +111,28 @@ class Runner:
                 self.start_participant(room)
             for room in new_rooms:
                 self.validate(room)
-            self.measure("ramp", self.cfg.ramp_samples)
+            if self.shape.phase == "network":
+                self.measure("network", self.cfg.target_samples)
+            else:
+                self.measure("ramp", self.cfg.ramp_samples)
+        if self.network is not None:
+            self.change_network(None)
         if self.shape.done:
             self.say(f"load: {self.shape.done}")
         self.event("target_reached", reason=self.shape.done)
         self.measure("target", self.cfg.target_samples)
         self.end_background()
+
+    def change_network(self, name: str | None) -> None:
+        """Puts the link under profile `name` (None: the run's own), then lets the clients' congestion
+        control and jitter buffers settle before anything is measured."""
+        if self.set_network is None:
+            raise RuntimeError("this run's link cannot change its network (no emulator)")
+        shown = self.set_network(name)
+        self.network = name
+        self.event("network_changed", network=shown)
+        self.say(f"network: now {shown}")
+        self.wait(NETWORK_SETTLE_S)
 
     def event(self, name: str, **fields) -> None:
         self.bus.event(name, self.status.participants, **fields)

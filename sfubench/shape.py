@@ -1,7 +1,9 @@
 """Load shapes, locust-style: a small class whose tick() says how many participants the run should
 have next, or None when it is done (and `done` then says why). The runner adds participants room by
-room and calls tick() again once the new ones are validated and measured. Shapes are chosen by name
-(`--shape`); each takes its own settings from the config."""
+room and calls tick() again once the new ones are validated and measured. A step may also run under
+another network profile (`network`, a profile name; None: the run's own) and be measured as a
+`network` window instead of a ramp-up one. Shapes are chosen by name (`--shape`); each takes its own
+settings from the config."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -17,6 +19,8 @@ class Status:
 class LoadShape:
     name = ""
     done: str | None = None      # why the last tick() ended the run
+    network: str | None = None   # the profile the step tick() asked for runs under; None: the run's
+    phase = "ramp"               # how the step is measured: "ramp" or "network"
 
     def tick(self, status: Status) -> int | None:
         raise NotImplementedError
@@ -69,7 +73,33 @@ class UntilKnee(LoadShape):
         return (status.rooms + 1) * self.users_per_room
 
 
-SHAPES: dict[str, type] = {s.name: s for s in (RoomRamp, UntilKnee)}
+@dataclass
+class Degrade(LoadShape):
+    """The study's ramp to `rooms` rooms under the run's network, then one step per profile of
+    `profiles`: the same participants measured under each (a `network` window), worst last; the run's
+    own network comes back for the target measurement."""
+    rooms: int
+    users_per_room: int
+    profiles: tuple[str, ...]
+    name = "degrade"
+
+    @classmethod
+    def from_config(cls, cfg, knee) -> "Degrade":
+        return cls(cfg.rooms, cfg.users_per_room, tuple(p.strip() for p in cfg.degrade.split(",") if p.strip()))
+
+    def tick(self, status: Status) -> int | None:
+        if status.rooms < self.rooms:
+            return (status.rooms + 1) * self.users_per_room
+        step = self.profiles.index(self.network) + 1 if self.network in self.profiles else 0
+        if step >= len(self.profiles):
+            self.network, self.phase = None, "ramp"
+            self.done = f"{self.rooms} room(s) measured under {len(self.profiles)} network profile(s)"
+            return None
+        self.network, self.phase = self.profiles[step], "network"
+        return status.participants
+
+
+SHAPES: dict[str, type] = {s.name: s for s in (RoomRamp, UntilKnee, Degrade)}
 
 
 def from_config(cfg, knee: Callable[[], object]) -> LoadShape:

@@ -149,3 +149,26 @@ def test_synthetic_participants_get_a_network_of_their_own(tmp_path):
     assert meta["network"]["name"] == "plain" and meta["network"]["synthetic"]["up"]["delay_ms"] == 40
     assert meta["network"]["counters"]["group_up"]["packets"] > 100
     assert all(c["ok"] for c in read(run_dir, "checks"))
+
+
+@pytest.mark.e2e
+def test_the_degrade_shape_measures_the_same_room_under_each_profile(tmp_path):
+    """A room of two, then the same room behind 50 ms each way, then with 5 % loss coming down; the
+    target is under the run's own (plain) link again. Each window's figures must show its profile."""
+    far, lossy = tmp_path / "far.toml", tmp_path / "lossy.toml"
+    far.write_text("delay_ms = 50\n")
+    lossy.write_text("[down]\nloss_pct = 5\n")
+    cfg = config.load(cli={"sfu": "janus", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
+                           "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
+                           "quality_frames": 0, "users_per_room": 2, "target_samples": 6, "shape": "degrade",
+                           "degrade": f"{far},{lossy}"}, env={})
+    run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
+    assert status == "ok"
+    changed = [e["network"] for e in read(run_dir, "events") if e["event"] == "network_changed"]
+    assert changed == ["far", "lossy", "plain"]
+    rows = json.loads((run_dir / "tables.json").read_text())["tables"]["network"]["rows"]
+    assert [r[:3] for r in rows] == [["far", "network", 2], ["lossy", "network", 2], ["plain", "target", 2]], rows
+    rtt, loss = {r[0]: r[5] for r in rows}, {r[0]: r[6] for r in rows}
+    assert abs(rtt["far"] - 100) <= 10 and rtt["plain"] < 10 and rtt["lossy"] < 10, rtt
+    assert 2.5 <= loss["lossy"] <= 7.5 and loss["plain"] < 1 and loss["far"] < 1, loss
+    assert "Network profiles" in (run_dir / "report.html").read_text()

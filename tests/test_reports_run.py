@@ -51,7 +51,8 @@ def test_report_opens_from_disk_without_network(full_report):
 def test_tables_are_exported_next_to_the_report(runs, full_report):
     d = runs["full"]
     doc = json.loads((d / "tables.json").read_text())
-    assert set(doc["tables"]) == {"table4", "table5", "table6", "checks", "series", "health", "cost", "clients"}
+    assert set(doc["tables"]) == {"table4", "table5", "table6", "checks", "series", "health", "cost", "clients",
+                                  "network"}
     assert doc["headline"]["knee"] == 42 and "knee_rule" in doc
     with open(d / "table-table6.csv") as f:
         rows = list(csv.reader(f))

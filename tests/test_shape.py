@@ -1,4 +1,4 @@
-from sfubench.shape import SHAPES, RoomRamp, Status, UntilKnee
+from sfubench.shape import SHAPES, Degrade, RoomRamp, Status, UntilKnee
 
 
 def test_room_ramp_adds_one_full_room_per_tick_then_stops():
@@ -51,5 +51,14 @@ def test_until_knee_gives_up_at_max_rooms():
 
 
 def test_shapes_are_chosen_by_name():
-    assert set(SHAPES) == {"ramp", "until-knee"}
+    assert set(SHAPES) == {"ramp", "until-knee", "degrade"}
     assert all(SHAPES[name].name == name for name in SHAPES)
+
+
+def test_degrade_ramps_then_holds_the_load_under_each_profile_and_comes_back():
+    shape, status, steps = Degrade(rooms=2, users_per_room=5, profiles=("3g", "lossy-2pct")), Status(), []
+    while (n := shape.tick(status)) is not None:
+        steps.append((n, shape.network, shape.phase))
+        status.participants, status.rooms = n, max(status.rooms, n // 5)
+    assert steps == [(5, None, "ramp"), (10, None, "ramp"), (10, "3g", "network"), (10, "lossy-2pct", "network")]
+    assert shape.network is None and shape.done == "2 room(s) measured under 2 network profile(s)"
