@@ -90,17 +90,21 @@ def ranking_table(analyses: list[Analysis], names: list[str]) -> Table:
     rows = []
     for rank, i in enumerate(ranked(analyses), 1):
         a, h = analyses[i], analyses[i].headline
+        at = next((r for r in a.cost if r["participants"] == h["target_participants"]), {})
         values = [_r(h["recv_bps"], 1e-6), _r(h["send_bps"], 1e-6), _r(h["rtt_send_ms"], 1, 1),
                   _r(h["brisque"], 1, 1), _r(h["vmaf"], 1, 1), _r(h["delay_ms"], 1, 0),
-                  _r(h["check_pass_rate"], 100, 1), _r(h["server_cpu_per_participant"], 100, 3)]
+                  _r(h["check_pass_rate"], 100, 1), _r(h["server_cpu_per_participant"], 100, 3),
+                  _r(at.get("sfu_mhz_per_stream"), 1, 2)]
         if h.get("target_client_bound"):
             values = [None if v is None else f"({v})" for v in values]
         rows.append([rank, names[i], _knee_cell(a), h["participants"], *values])
     return Table("ranking", "Ranking (values at target load)",
                  ["Rank", "SFU", "Knee", "Reached", "Received (Mbps)", "Sent (Mbps)", "Sender RTT (ms)", "BRISQUE",
-                  "VMAF", "Delay (ms)", "Checks passed (%)", "SFU CPU / participant (%)"], rows,
+                  "VMAF", "Delay (ms)", "Checks passed (%)", "SFU CPU / participant (%)",
+                  "SFU MHz / forwarded stream"], rows,
                  note="Knee and Reached in participants; bitrates per video stream; delay is the median "
-                      "glass-to-glass delay; SFU CPU in percent of one core per participant. Values in "
+                      "glass-to-glass delay; SFU CPU in percent of one core per participant, and in MHz of "
+                      "its machine's clock per forwarded stream at target. Values in "
                       "brackets come from a client-bound target window: they describe the clients.")
 
 

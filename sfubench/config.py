@@ -154,6 +154,11 @@ class Config:
         return self.max_rooms if self.shape == "until-knee" else self.rooms
 
     @property
+    def degrade_profiles(self) -> tuple[str, ...]:
+        """The degrade shape's network profiles, in order."""
+        return tuple(p.strip() for p in self.degrade.split(",") if p.strip())
+
+    @property
     def participants(self) -> int:
         """The most participants the run may have."""
         return self.rooms_cap * self.users_per_room

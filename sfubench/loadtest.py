@@ -98,23 +98,13 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                  "driver": adapter.synthetic_driver}
     if cfg.browser_participants and not cfg.grid_url:
         grid_mod.install(grid_mod.grid_cache_dir(cache))
-    net = network.resolve(cfg.network)
-    group_net = network.resolve(cfg.synthetic_network) if cfg.synthetic_network else None
-    if group_net is not None and synth is None:
-        raise ConfigError("--synthetic-network needs synthetic participants (see --real-per-room, --real-rooms)")
-    steps = {}
-    if cfg.shape == "degrade":
-        steps = {name: network.resolve(name) for name in shape_mod.Degrade.from_config(cfg, None).profiles}
-        if not steps or None in steps.values():
-            raise ConfigError("--shape degrade needs --degrade: the network profiles to measure under, in "
-                              "order (names or .toml files, comma-separated; not none)")
-    if (group_net is not None or steps) and net is None:
-        net = network.PLAIN
+    net_plan = network.plan(cfg, synth is not None)
     if synth is not None:
-        synth["own_address"] = group_net is not None   # the emulator tells their frames apart by it
+        synth["own_address"] = net_plan.synthetic is not None   # the emulator tells their frames apart by it
     emulator_binary = None
-    if net is not None:
-        progress.say(f"network: {net.name}" + (f", synthetic participants {group_net.name}" if group_net else "")
+    if net_plan.own is not None:
+        progress.say(f"network: {net_plan.own.name}"
+                     + (f", synthetic participants {net_plan.synthetic.name}" if net_plan.synthetic else "")
                      + ", applied by the link emulator (netem/; built once, then cached)")
         try:
             emulator_binary = network.binary(cache)
@@ -126,7 +116,7 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     bus.subscribe(run_dir.append, STREAMS)
     bus.subscribe(lambda _, r: progress.say(r["message"], r.get("transient", False)), ["progress"])
     progress.say(f"run folder: {run_dir.path}")
-    lab = LocalLab(cfg.lab_prefix, cfg.lab_subnet, emulated=net is not None)
+    lab = LocalLab(cfg.lab_prefix, cfg.lab_subnet, emulated=net_plan.own is not None)
     groups = _groups(cfg)
     meta = {
         "config": cfg.as_dict(),
@@ -145,9 +135,7 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                         "keyframe_every_frames": synth["encoded"].keyframe_every,
                         "note": "a pre-encoded clip at a fixed bitrate: no congestion control, no "
                                 "encoder; receivers send NACKs, receiver reports and TWCC feedback"}},
-        "network": None if net is None else {
-            **net.describe(), "synthetic": None if group_net is None else group_net.describe(),
-            "steps": [steps[n].describe() for n in steps]},
+        "network": net_plan.describe(),
         "cgroups": {role: g.describe() for role, g in groups.items()},
         "git_sha": _git_sha(),
         "machine": _machine(),
@@ -161,18 +149,17 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     server = emulator = None
     try:
         lab.up()
-        if net is not None:
+        if net_plan.own is not None:
             emulator = network.Emulator(emulator_binary, lab.link[0].netns, lab.link[0].interface,
-                                        lab.link[1].interface, net, run_dir.path / "netem.json",
+                                        lab.link[1].interface, net_plan.own, run_dir.path / "netem.json",
                                         run_dir.path / "netem.log",
-                                        None if group_net is None else (lab.group_address, group_net))
+                                        None if net_plan.synthetic is None else (lab.group_address, net_plan.synthetic))
             emulator.start()
 
             def set_network(name):
                 """The link under profile `name` of the degrade shape's, or the run's own (None)."""
-                chosen = steps[name] if name is not None else net
-                emulator.change(chosen)
-                return chosen.name
+                emulator.change(net_plan.step(name))
+                return net_plan.step(name).name
         for g in groups.values():
             g.create()
         with lab.inside_clients():

@@ -91,6 +91,42 @@ def _directions(name: str, table: dict) -> Network:
     return Network(name, out["up"], out["down"])
 
 
+@dataclass(frozen=True)
+class LinkPlan:
+    """What a run puts on the lab's link: its own network (None: the plain veth, no emulator), the
+    synthetic participants' own, and the degrade shape's steps by name."""
+    own: Network | None = None
+    synthetic: Network | None = None
+    steps: dict = dataclasses.field(default_factory=dict)
+
+    def describe(self) -> dict | None:
+        if self.own is None:
+            return None
+        return {**self.own.describe(), "synthetic": None if self.synthetic is None else self.synthetic.describe(),
+                "steps": [n.describe() for n in self.steps.values()]}
+
+    def step(self, name: str | None) -> Network:
+        """The degrade shape's profile `name`, or the run's own (None)."""
+        return self.own if name is None else self.steps[name]
+
+
+def plan(cfg, synthetic: bool) -> LinkPlan:
+    """The link plan of a run's settings (`synthetic`: whether it has synthetic participants)."""
+    own = resolve(cfg.network)
+    group = resolve(cfg.synthetic_network) if cfg.synthetic_network else None
+    if group is not None and not synthetic:
+        raise ConfigError("--synthetic-network needs synthetic participants (see --real-per-room, --real-rooms)")
+    steps = {}
+    if cfg.shape == "degrade":
+        steps = {name: resolve(name) for name in cfg.degrade_profiles}
+        if not steps or None in steps.values():
+            raise ConfigError("--shape degrade needs --degrade: the network profiles to measure under, in "
+                              "order (names or .toml files, comma-separated; not none)")
+    if (group is not None or steps) and own is None:
+        own = PLAIN
+    return LinkPlan(own, group, steps)
+
+
 def names() -> list[str]:
     return list(tomllib.loads(PROFILES.read_text()))
 

@@ -7,7 +7,9 @@ quota, else the machine's cores), which the client-bound rule compares the clien
 `udp_rcvbuf_errors` and `udp_sndbuf_errors`: datagrams dropped because a socket's buffer was full,
 `udp_in_errors`), from which the client-bound rule learns that the clients could not keep up with
 what reached them, and their interface's (`net_rx_bytes`, `net_rx_packets`, `net_rx_dropped` and
-the same for tx), from which the reports draw what the SFU received and sent."""
+the same for tx), from which the reports draw what the SFU received and sent. `sfu` rows also
+break its CPU down by process name (`processes`: name -> CPU seconds of its live processes), so a
+multi-process SFU (mediasoup's workers, a Node.js signalling process) shows where the time goes."""
 from __future__ import annotations
 
 import os
@@ -86,6 +88,20 @@ class Probe:
         return row
 
 
+def by_name(pids) -> dict[str, float]:
+    """CPU seconds of the live processes `pids`, summed per process name."""
+    out: dict[str, float] = {}
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            with p.oneshot():
+                t = p.cpu_times()
+                out[p.name()] = out.get(p.name(), 0.0) + t.user + t.system
+        except psutil.NoSuchProcess:
+            continue
+    return {name: round(v, 3) for name, v in out.items()}
+
+
 def _rss(pids) -> int:
     total = 0
     for pid in pids:
@@ -107,7 +123,10 @@ class GroupProbe(Probe):
 
     def read(self):
         pids = self.group.pids()
-        return self.group.usage_s(), _rss(pids), {"throttled_s": round(self.group.throttled_s(), 3)}
+        extra = {"throttled_s": round(self.group.throttled_s(), 3)}
+        if self.role == "sfu":
+            extra["processes"] = by_name(pids)
+        return self.group.usage_s(), _rss(pids), extra
 
 
 class TreeProbe(Probe):
@@ -146,7 +165,7 @@ class TreeProbe(Probe):
             if pid not in alive or alive[pid][0] != created:
                 self.dead += cpu
         self.seen = alive
-        return total + self.dead, rss, {}
+        return total + self.dead, rss, ({"processes": by_name(alive)} if self.role == "sfu" else {})
 
 
 class MachineProbe(Probe):

@@ -85,7 +85,7 @@ class Degrade(LoadShape):
 
     @classmethod
     def from_config(cls, cfg, knee) -> "Degrade":
-        return cls(cfg.rooms, cfg.users_per_room, tuple(p.strip() for p in cfg.degrade.split(",") if p.strip()))
+        return cls(cfg.rooms, cfg.users_per_room, cfg.degrade_profiles)
 
     def tick(self, status: Status) -> int | None:
         if status.rooms < self.rooms:
