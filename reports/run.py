@@ -221,9 +221,9 @@ def plot_server(a: Analysis, out: Path) -> str | None:
     return _panels(a, out, "server", [
         (rows, "sfu_cpu", "SFU CPU", "cores", 1, "mean"),
         (rows, "sfu_rss", "SFU memory (RSS)", "MB", 1e-6, "mean"),
-        (a.cost, "sfu_mhz_per_stream", "SFU MHz per forwarded stream", "MHz", 1, "mean"),
-        (a.cost, "sfu_mhz_per_published", "SFU MHz per published stream", "MHz", 1, "mean"),
-        (rows, "clients_cpu_per_participant", "Browser CPU per participant", "cores", 1, "mean"),
+        (a.cost, "sfu_mhz_per_stream", "SFU per forwarded\nstream", "MHz", 1, "mean"),
+        (a.cost, "sfu_mhz_per_published", "SFU per published\nstream", "MHz", 1, "mean"),
+        (rows, "clients_cpu_per_participant", "Browser CPU per\nparticipant", "cores", 1, "mean"),
     ], "Server and browser resources vs participants")
 
 
