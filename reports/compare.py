@@ -17,16 +17,29 @@ class ScenarioMismatch(ValueError):
     """The runs were not made under the same scenario, so setting them side by side would mislead."""
 
 
-def scenario(ident: dict) -> dict:
+def scenario(ident: dict, defaults: dict | None = None) -> dict:
     """What must match for runs to be comparable (flattened, dotted keys): the settings the run's
-    metadata records as its scenario (the settings schema decides which), else its whole config."""
+    metadata records as its scenario (the settings schema decides which), else its whole config;
+    those at their default (the run's recorded defaults, and `defaults`) left out, so that a run made
+    before a setting existed matches one that leaves it at its default."""
     chosen = ident.get("scenario")
-    return dict(html.flatten(chosen if chosen is not None else ident.get("config") or {}))
+    flat = dict(html.flatten(chosen if chosen is not None else ident.get("config") or {}))
+    defaults = {**(ident.get("scenario_defaults") or {}), **(defaults or {})}
+    return {k: v for k, v in flat.items() if k not in defaults or v != defaults[k]}
+
+
+def shared_defaults(idents: list[dict]) -> dict:
+    """Every scenario default any of the runs recorded (the newest schema among them knows most)."""
+    out: dict = {}
+    for i in idents:
+        out.update(i.get("scenario_defaults") or {})
+    return out
 
 
 def scenario_differences(idents: list[dict]) -> list[str]:
     """'key: a / b' for every scenario entry that is not the same in all runs."""
-    flat = [scenario(i) for i in idents]
+    defaults = shared_defaults(idents)
+    flat = [scenario(i, defaults) for i in idents]
     keys = sorted(set().union(*flat)) if flat else []
     return [f"{k}: " + " / ".join(str(f.get(k, "(unset)")) for f in flat)
             for k in keys if len({repr(f.get(k)) for f in flat}) > 1]
@@ -320,7 +333,8 @@ def render(analyses: list[Analysis], names: list[str], figs: dict, tables: list[
                     + (f"knee at {a.knee.participants} participants — {html.escape(a.knee.detail)}"
                        if a.knee.participants is not None else html.escape(a.knee.detail)) + "</li>"
                     for n, a in zip(names, analyses))
-    scenario_line = ", ".join(f"{k} {v}" for k, v in scenario(analyses[0].ident).items()
+    first = analyses[0].ident
+    scenario_line = ", ".join(f"{k} {v}" for k, v in html.flatten(first.get("scenario") or first.get("config") or {})
                               if k in ("rooms", "users_per_room", "media.profile", "participants_per_browser"))
     body = [
         f"<header><h1>SFU comparison — {len(analyses)} runs</h1>"

@@ -98,9 +98,9 @@ class _DB:
         self.conn.close()
 
 
-def scenario_id(ident: dict) -> str:
+def scenario_id(ident: dict, defaults: dict | None = None) -> str:
     """A short hash of the run's scenario (see compare.scenario)."""
-    canon = json.dumps(compare.scenario(ident), sort_keys=True, default=str)
+    canon = json.dumps(compare.scenario(ident, defaults), sort_keys=True, default=str)
     return hashlib.sha256(canon.encode()).hexdigest()[:12]
 
 
@@ -150,6 +150,21 @@ def band(previous: list[float], k: float, floor: float = 0.0) -> tuple[float, fl
     return med, med - width, med + width
 
 
+def _rescoped(stored: list[tuple]) -> list[tuple]:
+    """The runs with their scenario ids taken again under every default any of them recorded, so a
+    run made before a setting existed stays in the series of the runs that leave it at its default."""
+    idents = {}
+    for run, *_, meta in stored:
+        try:
+            meta = json.loads(meta) if meta else {}
+        except ValueError:
+            meta = {}
+        idents[run] = runfiles.identity(meta if isinstance(meta, dict) else {}, Path(run))
+    defaults = compare.shared_defaults(list(idents.values()))
+    return [(run, started, version, git_sha, scenario_id(idents[run], defaults) if idents[run]["scenario"] else scen,
+             status) for run, started, version, git_sha, scen, status, _ in stored]
+
+
 def trend(sfu: str, db: str | Path, metric: str | None = None, window: int = 10, k: float = 3.0,
           min_history: int = 3) -> dict[str, list[dict]]:
     """Per metric, the SFU's runs in time order: {run, started, version, git_sha, scenario, status, value,
@@ -158,11 +173,12 @@ def trend(sfu: str, db: str | Path, metric: str | None = None, window: int = 10,
     if metric is not None and metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
     with _DB(db) as conn:
-        runs = conn.execute("SELECT run, started, version, git_sha, scenario, status FROM runs WHERE sfu = ? "
-                            "ORDER BY started, run", (sfu,)).fetchall()
+        stored = conn.execute("SELECT run, started, version, git_sha, scenario, status, meta FROM runs WHERE sfu = ? "
+                              "ORDER BY started, run", (sfu,)).fetchall()
         rows = conn.execute("SELECT m.run, m.name, m.value FROM metrics m JOIN runs r ON r.run = m.run "
                             "WHERE r.sfu = ?", (sfu,)).fetchall()
     vals: dict[tuple[str, str], float] = {(run, name): value for run, name, value in rows}
+    runs = _rescoped(stored)
     out = {}
     for name in [metric] if metric else list(METRICS):
         direction, series, history = METRICS[name], [], {}

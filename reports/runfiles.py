@@ -149,6 +149,7 @@ def identity(meta: dict, run_dir: Path) -> dict:
         "machine": meta.get("machine") or {},
         "config": meta.get("config") or {},
         "scenario": meta.get("scenario") if isinstance(meta.get("scenario"), dict) else None,
+        "scenario_defaults": meta.get("scenario_defaults") if isinstance(meta.get("scenario_defaults"), dict) else {},
         "media": meta.get("media") or {},
         "cpu": meta.get("cpu") or {},
     }

@@ -202,6 +202,13 @@ class Config:
         """The settings that define the scenario (see opt), recorded in every run's metadata."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata["scenario"]}
 
+    @classmethod
+    def scenario_defaults(cls) -> dict:
+        """The defaults of the scenario settings, recorded beside the scenario: a run made before a
+        setting existed ran as its default does, so comparisons and trends can still set them side
+        by side."""
+        return {f.name: f.default for f in dataclasses.fields(cls) if f.metadata["scenario"]}
+
 
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 

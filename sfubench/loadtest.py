@@ -121,6 +121,7 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     meta = {
         "config": cfg.as_dict(),
         "scenario": cfg.scenario(),
+        "scenario_defaults": cfg.scenario_defaults(),
         "sfu": {"name": adapter.name, "version": adapter.version,
                 "installed": adapter.installed_version(cache), "profile": adapter.profile,
                 "options": adapter.options},

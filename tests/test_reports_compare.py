@@ -94,12 +94,23 @@ def test_the_recorded_scenario_decides_what_must_match():
                                                                                            "out": "runs"}
 
 
+def test_a_run_from_before_a_setting_existed_matches_one_at_its_default():
+    old = {"config": {}, "scenario": {"rooms": 2, "media": "local"}}
+    new = {"config": {}, "scenario": {"rooms": 2, "media": "local", "network": "none"},
+           "scenario_defaults": {"rooms": 1, "media": "local", "network": "none"}}
+    assert compare.scenario_differences([old, new]) == []
+    degraded = dict(new, scenario=dict(new["scenario"], network="3g"))
+    assert compare.scenario_differences([old, degraded]) == ["network: (unset) / 3g"]
+    assert compare.scenario_differences([dict(old, scenario={"rooms": 3, "media": "local"}), new]) == ["rooms: 3 / 2"]
+
+
 def test_the_engine_records_only_scenario_settings_as_the_scenario():
     from sfubench import config
 
     cfg = config.load(cli={"sfu": "inhouse", "out": "elsewhere", "client_cpus": 1.4, "rooms": 3}, env={})
     assert cfg.scenario()["rooms"] == 3
     assert not {"sfu", "out", "client_cpus", "cache", "lab_prefix"} & set(cfg.scenario())
+    assert set(cfg.scenario_defaults()) == set(cfg.scenario()) and cfg.scenario_defaults()["rooms"] == 1
 
 
 def test_same_sfu_twice_gets_distinct_labels(runs, tmp_path):

@@ -1,3 +1,4 @@
+import json
 import sqlite3
 import statistics
 import sys
@@ -113,3 +114,19 @@ def test_main(nights, tmp_path, capsys):
     assert history.main(["record", str(tmp_path / "new.sqlite"), str(runs[0])]) == 0
     assert runs[0].name in capsys.readouterr().out
     assert history.main(["bogus"]) == 2
+
+
+def test_a_run_from_before_a_setting_existed_stays_in_its_scenarios_series(tmp_path):
+    """Four nights recorded before `network` existed, a fifth that records it at its default: one
+    series, so the fifth is judged against the four."""
+    db = tmp_path / "results.sqlite"
+    for i in range(5):
+        extra = {} if i < 4 else {"network": "none"}
+        run = synthetic.make_run(tmp_path, rooms=4, seed=i, start_ms=1_760_000_000_000 + i * DAY, config=extra)
+        if i == 4:   # what the engine records now: the scenario's defaults beside it
+            meta = json.loads((run / "meta.json").read_text())
+            meta["scenario_defaults"] = {"network": "none"}
+            (run / "meta.json").write_text(json.dumps(meta))
+        history.record(run, db)
+    points = history.trend("janus", db, "recv_bps")["recv_bps"]
+    assert len({p["scenario"] for p in points}) == 1 and points[-1]["median"] is not None
