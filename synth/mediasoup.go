@@ -98,6 +98,29 @@ type msConsumer struct {
 	closed        bool
 }
 
+// mediasoup probes the receive bandwidth with padding on a stream of its
+// own; mediasoup-client gives it a section of its own with these values, so
+// the client's transport-wide feedback covers it.
+const (
+	msProbator     = "probator"
+	msProbatorSSRC = 1234
+	msProbatorPT   = 127
+)
+
+// probator is the probation stream's pseudo-consumer, made from the first
+// video consumer's parameters.
+func probator(video *msConsumer) *msConsumer {
+	rp := video.RtpParameters
+	codec := rp.Codecs[0]
+	codec.PayloadType = msProbatorPT
+	rp.Mid, rp.Codecs = msProbator, []msCodec{codec}
+	rp.Encodings = []struct {
+		SSRC uint32 `json:"ssrc"`
+	}{{msProbatorSSRC}}
+	rp.Rtcp.Cname = msProbator
+	return &msConsumer{ID: msProbator, Kind: "video", RtpParameters: rp, user: msProbator}
+}
+
 type msProducerInfo struct {
 	ProducerID string `json:"producerId"`
 	User       string `json:"user"`
@@ -153,7 +176,13 @@ func (mediasoupDriver) Join(ctx context.Context, p Participant) (Session, error)
 	if s.recv, err = p.NewPeerConnection(); err != nil {
 		return fail(err)
 	}
-	s.recv.OnTrack(func(t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) { p.OnTrack(t.StreamID(), t) })
+	s.recv.OnTrack(func(t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+		if user := t.StreamID(); user != msProbator {
+			p.OnTrack(user, t)
+		} else {
+			p.OnTrack("", t) // no participant's: read and dropped
+		}
+	})
 	for _, pr := range joined.Producers {
 		if err := s.consume(ctx, pr); err != nil {
 			return fail(fmt.Errorf("consuming %s: %w", pr.User, err))
@@ -180,6 +209,7 @@ type msSession struct {
 	recvT      msTransport
 	nmu        sync.Mutex // one renegotiation of the receive connection at a time
 	recvDone   bool       // the receive transport is connected
+	probing    bool       // the probation stream has its section
 	consumers  []*msConsumer
 	caps       struct {
 		Codecs           []msCodec     `json:"codecs"`
@@ -414,6 +444,10 @@ func (s *msSession) consume(ctx context.Context, pr msProducerInfo) error {
 		c.RtpParameters.Mid = strconv.Itoa(len(s.consumers))
 	}
 	s.consumers = append(s.consumers, c)
+	if c.Kind == "video" && !s.probing && len(c.RtpParameters.Codecs) > 0 {
+		s.consumers = append(s.consumers, probator(c))
+		s.probing = true
+	}
 	s.mu.Unlock()
 	if err := s.renegotiate(ctx); err != nil {
 		return err

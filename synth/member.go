@@ -67,7 +67,11 @@ func (m *member) join(g *generator) {
 
 func (m *member) receive(from string, t *webrtc.TrackRemote, c *clip) {
 	if from == "" || from == m.user {
-		return // not a participant's (an SFU's probe stream), or our own echoed back
+		// Not a participant's (an SFU's probation stream) or our own echoed back: read and
+		// dropped, but read, because pion's interceptors see only what is read and the SFU
+		// wants feedback on these packets too, as a browser gives it.
+		go drain(t)
+		return
 	}
 	in := newInbound(from, t, c, &series{})
 	m.mu.Lock()
@@ -139,5 +143,15 @@ func (m *member) close() {
 	}
 	if started {
 		m.pub.close()
+	}
+}
+
+// drain reads a track until it ends.
+func drain(t *webrtc.TrackRemote) {
+	buf := make([]byte, 1500)
+	for {
+		if _, _, err := t.Read(buf); err != nil {
+			return
+		}
 	}
 }
