@@ -55,6 +55,9 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 	lf.DefaultLogLevel = logging.LogLevelError
 	se.LoggerFactory = lf
 	se.SetIncludeLoopbackCandidate(true)
+	// An SFU that answers our offer may send on new SSRCs before its answer is
+	// applied (LiveKit does); Chrome takes that media by its MID, so do we.
+	se.SetHandleUndeclaredSSRCWithoutAnswer(true)
 	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
 	if o.IPFilter != nil {
 		se.SetIPFilter(o.IPFilter)
