@@ -171,7 +171,7 @@ REPEAT = (("recv_bps", "Received"), ("send_bps", "Sent"), ("rtt_send_ms", "Sende
           ("delay_ms", "Delay"), ("server_cpu_per_participant", "SFU CPU / participant"))
 
 
-def repeat_table(analyses: list[Analysis], names: list[str]) -> Table:
+def repeat_table(analyses: list[Analysis]) -> Table:
     """For an SFU run more than once in the comparison (same scenario, by the comparison's rule): its
     knees, and how far each target figure spread over its runs: (max - min) / mean."""
     groups: dict[tuple, list[int]] = {}
@@ -295,7 +295,7 @@ def build(run_dirs: list[str | Path], out_dir: str | Path, force: bool = False,
     figs = plots(analyses, names, out)
     versions, version_classes = versions_table(analyses, names)
     tables = [ranking_table(analyses, names)] + [study_table(analyses, names, i) for i in range(3)] + \
-        [versions, study.table(), cost_table(analyses, names), repeat_table(analyses, names)]
+        [versions, study.table(), cost_table(analyses, names), repeat_table(analyses)]
     export.write_tables(tables, out, {"runs": {n: {"path": str(a.run.path), "headline": a.headline,
                                                    "knee": vars(a.knee)} for n, a in zip(names, analyses)},
                                       "knee_rule": rule.text(), "ranking_rule": RANKING_RULE})

@@ -19,6 +19,8 @@ from sfubench.progress import Progress
 from sfubench.rundir import read
 from sfubench.sfu import Adapter
 
+from scenarios import leave_and_rejoin
+
 # Built fresh by `make test` (minutes); the others take half an hour each on two cores.
 SUITE = ("janus", "inhouse", "livekit")
 LOCAL = tuple(name for name in config.available_sfus() if "local" in Adapter.load(name).where)
@@ -29,20 +31,8 @@ PREFIX, SUBNET = "sfubk", "127.0.3"
 pytestmark = pytest.mark.e2e
 
 
-def conformance(runner) -> None:
-    """The scenario: a room of 7, validated and measured; one leaves; it rejoins; validated again."""
-    want = runner.shape.tick(runner.status)
-    runner.status.rooms = 1
-    runner.event("room_started", room=1)
-    while runner.status.participants < want:
-        runner.start_participant(1)
-    runner.validate(1)
-    runner.measure("ramp", 2)
-    runner.leave("r1u3")
-    runner.wait(3)
-    runner.rejoin("r1u3")
-    runner.validate(1)
-    runner.measure("target", 2)
+# a room of 7, validated and measured; one leaves; it rejoins; validated again
+conformance = leave_and_rejoin("r1u3", pause_s=3, target_samples=2)
 
 
 @pytest.fixture(scope="module", params=ADAPTERS)

@@ -19,6 +19,8 @@ from sfubench.progress import Progress
 from sfubench.rundir import read
 from sfubench.sfu import Adapter
 
+from scenarios import leave_and_rejoin
+
 SUITE = ("janus", "inhouse", "livekit")
 WITH_DRIVER = tuple(n for n in config.available_sfus()
                     if "local" in Adapter.load(n).where and Adapter.load(n).synthetic_driver)
@@ -33,29 +35,13 @@ def settings(sfu, out, **more):
                             "lab_subnet": SUBNET, "results_db": str(out / "results.sqlite"), **more}, env={})
 
 
-def leave_and_rejoin(runner) -> None:
-    """The room validated and measured; a synthetic participant leaves and joins again with the same
-    id (everyone renegotiates through the driver); validated and measured again."""
-    want = runner.shape.tick(runner.status)
-    runner.status.rooms = 1
-    runner.event("room_started", room=1)
-    while runner.status.participants < want:
-        runner.start_participant(1)
-    runner.validate(1)
-    runner.measure("ramp", 2)
-    runner.leave("r1u3")
-    runner.wait(2)
-    runner.rejoin("r1u3")
-    runner.validate(1)
-    runner.measure("target", 4)
-
-
 @pytest.fixture(scope="module", params=DRIVERS)
 def mixed(request, tmp_path_factory):
     """One room of three: r1u1 in Chromium, r1u2 and r1u3 synthetic; r1u3 leaves and rejoins."""
     out = tmp_path_factory.mktemp(request.param)
     cfg = settings(request.param, out, users_per_room=3, real_per_room=1, quality_frames=1)
-    run_dir, status = loadtest.run(cfg, Progress(sys.stdout), leave_and_rejoin)
+    # r1u3, a synthetic participant, leaves and rejoins: everyone renegotiates through the driver
+    run_dir, status = loadtest.run(cfg, Progress(sys.stdout), leave_and_rejoin("r1u3", pause_s=2, target_samples=4))
     return request.param, run_dir, status
 
 
