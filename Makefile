@@ -9,7 +9,7 @@ PY := .venv/bin/python
 help:
 	@echo "make loadtest [SFU=janus] [ROOMS=1] [ARGS='--media paper ...']   run a ramp, write runs/<stamp>-<sfu>/"
 	@echo "make test                                                         the test suite (what CI runs)"
-	@echo "make test-sfus                                                    the adapter conformance suite for every local SFU"
+	@echo "make test-sfus                                                    the adapter conformance suite and synthetic drivers, every local SFU"
 	@echo "make list-sfus                                                    the SFU adapters, their versions and profiles"
 	@echo "make bench                                                        speed and memory benchmarks"
 	@echo "make report RUN=runs/<dir>                                        rebuild a run's report"
@@ -41,7 +41,7 @@ test: deps
 # Every local adapter through the conformance suite, mediasoup and Medooze included: their builds
 # take about half an hour each on two cores, once (cached by version), so `make test` leaves them out.
 test-sfus: deps
-	@SFUBENCH_CONFORMANCE=all $(PY) -m pytest -ra tests/test_conformance.py $(ARGS)
+	@SFUBENCH_CONFORMANCE=all $(PY) -m pytest -ra tests/test_conformance.py tests/test_synthetic.py $(ARGS)
 
 list-sfus: deps
 	@$(PY) -m sfubench.cli list-sfus
