@@ -51,6 +51,17 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list-sfus", help="the SFU adapters: version, profiles and where each runs")
 
+    sv = sub.add_parser("serve", help="install and run one SFU on this host until stopped (a cloud "
+                        "host's service)", description="Install an SFU adapter and run it on this "
+                        "host's ADDRESS as a load test would, until SIGTERM; exits 1 when the SFU "
+                        "fails. Cloud hosts run this from cloud-init (terraform/).")
+    sv.add_argument("--sfu", required=True, choices=config_mod.available_sfus())
+    sv.add_argument("--address", required=True, help="the address of this host the SFU listens on")
+    sv.add_argument("--sfu-profile", default="defaults", metavar="NAME")
+    sv.add_argument("--out", type=Path, default=Path("/var/lib/sfubench"),
+                    help="folder for the SFU's rendered configuration and log")
+    sv.add_argument("--cache", default=None, help="cache folder (default: ~/.cache/sfubench)")
+
     cf = sub.add_parser("config", help="show the settings a loadtest would use")
     config_mod.add_arguments(cf)
     cf.add_argument("--markdown", action="store_true", help="print the settings table (docs/config.md)")
@@ -118,6 +129,9 @@ def _dispatch(args) -> int:
                 print(f"{'':21} profile {profile}: {spec.get('description', '')}")
         return 0
 
+    if args.command == "serve":
+        return _serve(args)
+
     if args.command == "media":
         from . import media
         _require("ffmpeg")
@@ -177,6 +191,38 @@ def _dispatch(args) -> int:
         _print_summary(run_dir)
         return 0 if status == "ok" else EXIT_FAILED
     raise AssertionError(args.command)
+
+
+def _serve(args) -> int:
+    """The SFU as a service: started as the engine starts it, watched as the engine watches it."""
+    import signal
+    import time
+    from .lab import host_of
+    from .sfu import Adapter, SfuFailed
+    host = host_of(args.address)
+    cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
+    adapter = Adapter.load(args.sfu, profile=args.sfu_profile)
+    print(f"serve: installing {adapter.name} {adapter.version} (skipped when installed)", flush=True)
+    adapter.install(cache)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    def stop(signum, frame):   # systemd stops the service with SIGTERM: a clean stop, exit 0
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    server = adapter.start(host, args.out, cache)
+    print(f"serve: {adapter.name} healthy at {server.health} ({host.interface})", flush=True)
+    try:
+        while True:
+            time.sleep(1)
+            server.check()
+    except KeyboardInterrupt:
+        return 0
+    except SfuFailed as e:
+        print(f"sfubench: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        server.stop()
 
 
 def _score_if_needed(run_dir: Path) -> None:

@@ -115,6 +115,15 @@ class Config:
                            "run; empty pushes nothing", metavar="URL", scenario=False)
     grid_url: str = opt("", "Selenium Grid to use; empty starts a local standalone grid in the "
                         "lab's client namespace", metavar="URL", scenario=False)
+    sfu_address: str = opt("", "address of an SFU already running elsewhere (a cloud host's `sfubench "
+                           "serve`, from Terraform's outputs); then no lab is built and --grid-url is "
+                           "needed; empty starts the SFU in the local lab", metavar="ADDR", scenario=False)
+    page_address: str = opt("", "address the engine serves the client pages on, one the grid's nodes "
+                            "reach (with --sfu-address); empty: 127.0.0.1, for the local lab",
+                            metavar="ADDR", scenario=False)
+    node_cache: str = opt("", "the cache folder on the grid's nodes where `sfubench media --cache DIR` "
+                          "put the fake media (with --sfu-address); empty: the same as --cache",
+                          metavar="DIR", scenario=False)
     lab_prefix: str = opt("sfub", "name prefix of the lab's network namespaces and links", scenario=False)
     lab_subnet: str = opt("127.0.1", "first three octets of the lab's /24 inside 127.0.0.0/8",
                           metavar="A.B.C", scenario=False)
@@ -147,6 +156,17 @@ class Config:
                                   f"(0-{(os.cpu_count() or 1) - 1}) as e.g. 0 or 0-1 or 0,2, got "
                                   f"{getattr(self, name)!r}")
         self.sfu_option_map()  # validates the syntax early
+        if self.sfu_address and not self.grid_url:
+            raise ConfigError("--sfu-address needs --grid-url: with a remote SFU the browsers run on a "
+                              "remote grid too")
+        if (self.page_address or self.node_cache) and not self.sfu_address:
+            raise ConfigError("--page-address and --node-cache are for remote runs (with --sfu-address)")
+        if self.sfu_address and (self.network != "none" or self.synthetic_network):
+            raise ConfigError("--network emulates the local lab's link; a remote run's network is "
+                              "the cloud's own")
+        if self.sfu_address and self.browser_participants < self.participants:
+            raise ConfigError("synthetic participants run in the local lab only for now: leave "
+                              "--real-per-room and --real-rooms at their defaults with --sfu-address")
 
     @property
     def rooms_cap(self) -> int:

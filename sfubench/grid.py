@@ -260,9 +260,11 @@ def check_reachable(url: str, timeout: float = 10) -> None:
 
 
 def chrome_options(
-    video: Path, audio: Path, user_data_dir: str | None = None, extra: Sequence[str] = ()
+    video: Path, audio: Path, user_data_dir: str | None = None, extra: Sequence[str] = (),
+    binary: str | None = CHROMIUM,
 ) -> ChromeOptions:
     """Options for one participant's browser; `video` (y4m) and `audio` (wav) are paths on the node.
+    `binary` None leaves the browser to the node's stereotype (a remote grid's own Chrome).
 
     The profile: by default no --user-data-dir is passed, so chromedriver creates a fresh temporary profile
     on the node for each session and deletes it on quit. That is the right choice for a grid, where the
@@ -271,7 +273,8 @@ def chrome_options(
     that no other live session uses.
     """
     o = ChromeOptions()
-    o.binary_location = CHROMIUM
+    if binary:
+        o.binary_location = binary
     for arg in (
         "--headless=new",
         "--no-sandbox",

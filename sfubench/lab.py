@@ -54,7 +54,18 @@ class Host:
     address: str
 
     def command(self, argv: list[str]) -> list[str]:
-        return ["ip", "netns", "exec", self.netns, *argv]
+        """`argv` run on this host: in its namespace, or as is on a host of its own (netns "")."""
+        return ["ip", "netns", "exec", self.netns, *argv] if self.netns else list(argv)
+
+
+def host_of(address: str) -> Host:
+    """This machine as a host (no namespace of the lab's): the interface that holds `address`."""
+    r = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        fields = line.split()
+        if len(fields) > 3 and fields[3].split("/")[0] == address:
+            return Host("", fields[1], address)
+    raise LabError(f"no interface of this host has the address {address}")
 
 
 class LocalLab:

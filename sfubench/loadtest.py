@@ -32,7 +32,7 @@ from .collector import Collector
 from .config import ROOT, Config, ConfigError
 from .events import Bus
 from .gobuild import GoBuildError
-from .lab import LocalLab
+from .lab import Host, LocalLab
 from .pages import PageServer
 from .probes import EngineProbe, GroupProbe, MachineProbe, TreeProbe
 from .progress import Progress
@@ -72,20 +72,32 @@ def _on_sigterm(signum, frame):
     raise _Terminated()
 
 
-def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scenario) -> tuple[Path, str]:
+# How long a remote SFU may take to answer its health check: a cloud host may still be installing.
+SFU_ATTACH_TIMEOUT_S = 900
+
+
+def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scenario,
+        listeners=()) -> tuple[Path, str]:
     """Runs one load test; returns (run folder, status). Status is 'ok' when the scenario ran to
     its end (failed video checks are results, not errors). `scenario(runner)` drives the load once
-    the SFU, the grid and the collector are up (the benchmarks bring their own)."""
+    the SFU, the grid and the collector are up (the benchmarks bring their own). `listeners` are
+    (handler, streams) pairs subscribed to the run's events (a cloud grid scales with the rooms).
+
+    With `cfg.sfu_address` the SFU and the grid are remote (a cloud's, or the miniature's in the
+    tests): no lab is built, the engine stays where it runs and serves the pages on
+    `cfg.page_address`; everything else is the same path."""
     progress = progress or Progress()
     signal.signal(signal.SIGTERM, _on_sigterm)
     cache = cfg.cache_dir()
     adapter = Adapter.load(cfg.sfu, cfg.sfu_option_map(), cfg.sfu_profile, cfg.sfu_cores())
-    if "local" not in adapter.where:
+    remote = bool(cfg.sfu_address)
+    if "local" not in adapter.where and not remote:
         why = adapter.data.get("why_cloud", "it cannot be installed on this machine")
         raise ConfigError(f"{adapter.name} runs in the cloud only ({why}): see terraform/ and "
                           f"`make cloud-loadtest`")
-    progress.say(f"sfu: installing {adapter.name} {adapter.version} (skipped when installed)")
-    adapter.install(cache)
+    if not remote:
+        progress.say(f"sfu: installing {adapter.name} {adapter.version} (skipped when installed)")
+        adapter.install(cache)
     progress.say(f"media: {cfg.media} profile (built once, then cached)")
     media = media_mod.build(cfg.media, cache)
     synth = None
@@ -115,15 +127,18 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     bus = Bus()
     bus.subscribe(run_dir.append, STREAMS)
     bus.subscribe(lambda _, r: progress.say(r["message"], r.get("transient", False)), ["progress"])
+    for handler, streams in listeners:
+        bus.subscribe(handler, streams)
     progress.say(f"run folder: {run_dir.path}")
-    lab = LocalLab(cfg.lab_prefix, cfg.lab_subnet, emulated=net_plan.own is not None)
+    lab = None if remote else LocalLab(cfg.lab_prefix, cfg.lab_subnet, emulated=net_plan.own is not None)
     groups = _groups(cfg)
     meta = {
         "config": cfg.as_dict(),
         "scenario": cfg.scenario(),
         "scenario_defaults": cfg.scenario_defaults(),
         "sfu": {"name": adapter.name, "version": adapter.version,
-                "installed": adapter.installed_version(cache), "profile": adapter.profile,
+                "installed": None if remote else adapter.installed_version(cache), "profile": adapter.profile,
+                "address": cfg.sfu_address or None,
                 "options": adapter.options},
         "media": {"profile": media.profile, "width": media.width, "height": media.height,
                   "fps": media.fps, "loop_frames": media.frames, "y4m": str(media.y4m),
@@ -149,7 +164,8 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     bus.event("run_started", 0)
     server = emulator = None
     try:
-        lab.up()
+        if lab is not None:
+            lab.up()
         if net_plan.own is not None:
             emulator = network.Emulator(emulator_binary, lab.link[0].netns, lab.link[0].interface,
                                         lab.link[1].interface, net_plan.own, run_dir.path / "netem.json",
@@ -163,11 +179,15 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                 return net_plan.step(name).name
         for g in groups.values():
             g.create()
-        with lab.inside_clients():
+        with lab.inside_clients() if lab is not None else contextlib.nullcontext():
             if cfg.grid_url:
                 grid_mod.check_reachable(cfg.grid_url)
-            progress.say(f"sfu: starting {adapter.name} at {lab.sfu.address} ({lab.sfu.netns})")
-            server = adapter.start(lab.sfu, run_dir.path, cache, **_wrap(groups, "sfu"))
+            if lab is None:
+                progress.say(f"sfu: waiting for {adapter.name} at {cfg.sfu_address} to answer its health check")
+                server = adapter.attach(Host("", "", cfg.sfu_address), run_dir.path, SFU_ATTACH_TIMEOUT_S)
+            else:
+                progress.say(f"sfu: starting {adapter.name} at {lab.sfu.address} ({lab.sfu.netns})")
+                server = adapter.start(lab.sfu, run_dir.path, cache, **_wrap(groups, "sfu"))
             try:
                 _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario, lab, synth,
                        set_network if emulator else None)
@@ -190,7 +210,8 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                 failure = emulator.failure()   # before it is stopped: whether it died during the run
                 emulator.stop()
                 meta["network"].update(counters=emulator.counters(), failure=failure)
-            lab.down()
+            if lab is not None:
+                lab.down()
             for g in groups.values():
                 g.remove()
             status = _finish(run_dir, bus, meta, status, error, progress, cfg.results_db_path(), media,
@@ -241,10 +262,10 @@ class _Cleanup:
             signal.signal(sig, handler)
 
 
-def _leftovers(lab: LocalLab, groups: dict[str, CpuGroup], server) -> list[str]:
+def _leftovers(lab: LocalLab | None, groups: dict[str, CpuGroup], server) -> list[str]:
     """What a run stopped mid-teardown leaves, and how to remove it."""
     out = []
-    left = lab.remaining()
+    left = lab.remaining() if lab is not None else []
     if left:
         out.append(f"network namespaces {', '.join(left)} ({'; '.join(f'ip netns del {n}' for n in left)})")
     for role, g in groups.items():
@@ -252,7 +273,7 @@ def _leftovers(lab: LocalLab, groups: dict[str, CpuGroup], server) -> list[str]:
         if pids:
             out.append(f"{role} processes {' '.join(map(str, pids))} in cgroup {g.describe()['cgroup']} "
                        f"(kill {' '.join(map(str, pids))})")
-    if server is not None and server.proc.poll() is None:
+    if server is not None and server.pids():
         out.append(f"SFU process {server.proc.pid}")
     return out
 
@@ -260,6 +281,8 @@ def _leftovers(lab: LocalLab, groups: dict[str, CpuGroup], server) -> list[str]:
 def _groups(cfg: Config) -> dict[str, CpuGroup]:
     """A cgroup per local role, so its CPU is exact and can be capped; none where the host has no
     cgroup cpu controller (then the probes walk process trees and quotas are refused)."""
+    if cfg.sfu_address:   # nothing of the run's is local but the engine
+        return {}
     if cgroups.version() is None:
         if cfg.sfu_cpus or cfg.client_cpus or cfg.sfu_cpuset or cfg.client_cpuset:
             raise cgroups.CgroupError("CPU quotas and pinning need a cgroup cpu controller, and this "
@@ -316,7 +339,8 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, sc
     sessions = -(-cfg.browser_participants // cfg.participants_per_browser)
     collector = Collector(bus, media, run_dir.path / "frames")
     assets = adapter.assets(cfg.cache_dir())
-    with PageServer(collector=collector, mounts={f"/sfu/{adapter.name}/assets/": assets} if assets else None) as pages:
+    with PageServer(host=cfg.page_address or "127.0.0.1", collector=collector,
+                    mounts={f"/sfu/{adapter.name}/assets/": assets} if assets else None) as pages:
         grid = generator = None
         if synth is not None:
             generator = synthetic.Generator(synth["binary"], synth["driver"], pages.url() + "/collect",
@@ -332,8 +356,17 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, sc
             grid.start()
             grid_url = grid.url
         try:
+            if lab is None:
+                # the nodes' own Chromium and their copy of the media; pages on a private address
+                # are not a secure context, and getUserMedia needs one
+                on_node = Path(cfg.node_cache or cfg.cache).expanduser()
+                video, audio = (on_node / p.relative_to(cfg.cache_dir()) for p in (media.y4m, media.wav))
+                options_kw = {"binary": None, "extra": [f"--unsafely-treat-insecure-origin-as-secure={pages.url()}"]}
+            else:
+                video, audio, options_kw = media.y4m, media.wav, {}
+
             def open_browser():
-                options = grid_mod.chrome_options(media.y4m, media.wav)
+                options = grid_mod.chrome_options(video, audio, **options_kw)
                 driver = grid_mod.open_session(grid_url, options)
                 driver.set_script_timeout(30)
                 driver.get(pages.url() + "/host.html")
@@ -355,15 +388,18 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, sc
             def sfu_pid():
                 return next(iter(server.pids()), None)
 
-            sfu_if, clients_if = lab.sfu.interface, lab.clients.interface
-            probes = [GroupProbe("sfu", groups["sfu"], sfu_pid, sfu_if) if "sfu" in groups
-                      else TreeProbe("sfu", server.pids, sfu_pid, sfu_if)]
-            # the engine runs in the clients' namespace: its own counters are theirs
-            if "clients" in groups:
-                probes.append(GroupProbe("clients", groups["clients"], os.getpid, clients_if))
-            elif grid is not None or generator is not None:
-                probes.append(TreeProbe("clients", lambda: (grid.pids() if grid else [])
-                                        + (generator.pids() if generator else []), os.getpid, clients_if))
+            probes = []
+            if lab is not None:
+                sfu_if, clients_if = lab.sfu.interface, lab.clients.interface
+                probes.append(GroupProbe("sfu", groups["sfu"], sfu_pid, sfu_if) if "sfu" in groups
+                              else TreeProbe("sfu", server.pids, sfu_pid, sfu_if))
+                # the engine runs in the clients' namespace: its own counters are theirs
+                if "clients" in groups:
+                    probes.append(GroupProbe("clients", groups["clients"], os.getpid, clients_if))
+                elif grid is not None or generator is not None:
+                    probes.append(TreeProbe("clients", lambda: (grid.pids() if grid else [])
+                                            + (generator.pids() if generator else []), os.getpid, clients_if))
+            # a remote SFU's and nodes' CPU is on their hosts: the run records what it can see here
             probes += [MachineProbe(), EngineProbe()]
             pusher = None
             if cfg.pushgateway:

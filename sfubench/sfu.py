@@ -228,6 +228,34 @@ class Adapter:
         """The signalling driver of sfubench-synth for this SFU (`[synthetic] driver`), if it has one."""
         return self.data.get("synthetic", {}).get("driver")
 
+    def firewall(self) -> tuple[list[int], list[tuple[int, int]]]:
+        """What a host's firewall opens to this SFU's clients: TCP ports and UDP port ranges. A
+        `<name>_min`/`<name>_max` pair of `[ports]` is a UDP range, `media` one UDP port, and every
+        other port TCP (signalling and HTTP APIs)."""
+        ports = self.data.get("ports", {})
+        tcp, udp = [], []
+        for key, port in ports.items():
+            if key.endswith("_min"):
+                end = ports.get(key[:-4] + "_max")
+                if end is None:
+                    raise AdapterError(f"{self.name}: port range {key} has no {key[:-4]}_max")
+                udp.append((int(port), int(end)))
+            elif key == "media":
+                udp.append((int(port), int(port)))
+            elif not key.endswith("_max"):
+                tcp.append(int(port))
+        return tcp, udp
+
+    def attach(self, host, run_dir: Path, timeout: float) -> "Server":
+        """The server someone else started on `host` (a cloud host's `sfubench serve`), known by
+        its health check alone; waits up to `timeout` s for it, since a host may still be
+        installing."""
+        values = self.values(host, run_dir / "sfu-conf", run_dir, run_dir)
+        server = Server(self, None, run_dir / "sfu.log", render(self.data["health"], values,
+                                                                 f"{self.name} health"), values)
+        server.wait_healthy(timeout)
+        return server
+
     def start(self, host, run_dir: Path, cache_root: Path, wrap=lambda argv: argv) -> "Server":
         """Starts the server on `host`; `wrap` turns its argv into one that first joins the SFU's
         cgroup."""
@@ -254,7 +282,7 @@ class Adapter:
 @dataclass
 class Server:
     adapter: Adapter
-    proc: subprocess.Popen
+    proc: subprocess.Popen | None   # None: started elsewhere, seen through its health check only
     log: Path
     health: str
     values: dict[str, str]   # the placeholders it was started with; client pages need them too
@@ -263,7 +291,7 @@ class Server:
     def wait_healthy(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if self.proc is not None and self.proc.poll() is not None:
                 raise AdapterError(f"{self.adapter.name} exited with {self.proc.returncode} at start; "
                                    f"{self._log_tail()}")
             if self._probe():
@@ -287,7 +315,7 @@ class Server:
     def check(self) -> None:
         """Raises SfuFailed if the server has exited, or failed HEALTH_FAILURES health checks in a row
         (the caller checks about once a second)."""
-        code = self.proc.poll()
+        code = None if self.proc is None else self.proc.poll()
         if code is not None:
             raise SfuFailed(f"{self.adapter.name} exited with {describe_exit(code)} during the run; "
                             f"{self._log_tail()}", code, self._log_lines())
@@ -306,6 +334,8 @@ class Server:
             return []
 
     def _log_tail(self) -> str:
+        if self.proc is None:
+            return "its log is on its own host"
         lines = self._log_lines(3)
         if not self.log.exists():
             return "no log"
@@ -313,10 +343,10 @@ class Server:
 
     def pids(self) -> list[int]:
         """The server's processes (the `ip netns exec` wrapper execs, so its pid is the server's)."""
-        return [self.proc.pid] if self.proc.poll() is None else []
+        return [self.proc.pid] if self.proc is not None and self.proc.poll() is None else []
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(5)

@@ -1,0 +1,21 @@
+"""The command-line tools of the cloud path (terraform, kustomize), found on PATH or built once
+from the Go module proxy by scripts/tools.sh."""
+from __future__ import annotations
+
+import subprocess
+
+from ..config import ROOT
+
+
+class ToolError(RuntimeError):
+    pass
+
+
+def tool(name: str) -> str:
+    """The path of `name`, building it into the cache first when it is neither there nor on PATH
+    (minutes, once per version)."""
+    r = subprocess.run([str(ROOT / "scripts" / "tools.sh"), "--path", name], capture_output=True, text=True)
+    if r.returncode:
+        lines = r.stderr.strip().splitlines()
+        raise ToolError(lines[-1] if lines else f"scripts/tools.sh could not provide {name}")
+    return r.stdout.strip().splitlines()[-1]

@@ -1,0 +1,33 @@
+# What every cloud's environment needs to know about the SFU hosts, computed without any provider:
+# names, tags, firewall rules and the cloud-init script. A provider module (../aws-sfu-host) only
+# turns these into resources, so another cloud is one small module and this logic is tested once.
+locals {
+  prefix = "sfubench-${var.run_id}"
+
+  hosts = {
+    for name, sfu in var.sfus : name => {
+      name = "${local.prefix}-${name}"
+      tags = {
+        "sfubench:run"   = var.run_id
+        "sfubench:sfu"   = name
+        "sfubench:owner" = var.owner
+        Name             = "${local.prefix}-${name}"
+      }
+      ingress = concat(
+        [for p in sfu.tcp_ports : { protocol = "tcp", from = p, to = p, cidr = var.client_cidr, why = "signalling" }],
+        [for r in sfu.udp_ranges : { protocol = "udp", from = r.from, to = r.to, cidr = var.client_cidr, why = "media" }],
+        [{ protocol = "tcp", from = 22, to = 22, cidr = var.operator_cidr, why = "ssh" }],
+      )
+      user_data = templatefile("${path.module}/cloud-init.sh.tftpl", {
+        sfu      = name
+        version  = sfu.version
+        profile  = var.sfu_profile
+        repo_url = var.repo_url
+        git_ref  = var.git_ref
+        run_id   = var.run_id
+      })
+    }
+  }
+
+  price_per_hour = lookup(var.hourly_prices, var.instance_type, null)
+}

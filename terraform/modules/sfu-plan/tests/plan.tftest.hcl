@@ -1,0 +1,114 @@
+# Offline tests of the SFU hosts' logic: no provider, no cloud API.
+
+variables {
+  run_id        = "nightly-42"
+  owner         = "ci"
+  client_cidr   = "10.42.0.0/16"
+  operator_cidr = "203.0.113.7/32"
+  git_ref       = "b940d9a"
+  hourly_prices = { "c5.2xlarge" = 0.34 }
+  sfus = {
+    janus   = { version = "1.1.2", tcp_ports = [8188, 8088], udp_ranges = [{ from = 20000, to = 20999 }] }
+    inhouse = { version = "0.1.0", tcp_ports = [7000], udp_ranges = [{ from = 7001, to = 7001 }] }
+  }
+}
+
+run "one_identical_host_per_sfu" {
+  command = plan
+
+  assert {
+    condition     = toset(keys(output.hosts)) == toset(["janus", "inhouse"])
+    error_message = "expected one host per SFU"
+  }
+  assert {
+    condition     = output.hosts["janus"].name == "sfubench-nightly-42-janus"
+    error_message = "host names must carry the run id and the SFU"
+  }
+  assert {
+    condition     = alltrue([for h in values(output.hosts) : h.tags["sfubench:run"] == "nightly-42" && h.tags["sfubench:owner"] == "ci"])
+    error_message = "every host must be tagged with the run and the owner"
+  }
+  assert {
+    condition     = output.hosts["inhouse"].tags["sfubench:sfu"] == "inhouse"
+    error_message = "every host must be tagged with its SFU"
+  }
+}
+
+run "firewall_opens_only_what_the_adapter_lists" {
+  command = plan
+
+  assert {
+    condition = [for r in output.hosts["janus"].ingress : "${r.protocol}/${r.from}-${r.to}/${r.cidr}"] == [
+      "tcp/8188-8188/10.42.0.0/16", "tcp/8088-8088/10.42.0.0/16", "udp/20000-20999/10.42.0.0/16", "tcp/22-22/203.0.113.7/32",
+    ]
+    error_message = "janus's ingress must be its ports from the client network and SSH from the operator only"
+  }
+  assert {
+    condition     = length([for r in output.hosts["inhouse"].ingress : r if r.cidr == "0.0.0.0/0"]) == 0
+    error_message = "nothing may be open to the world"
+  }
+}
+
+run "cloud_init_starts_this_sfu_at_the_runners_commit" {
+  command = plan
+
+  assert {
+    condition     = strcontains(output.hosts["janus"].user_data, "serve --sfu janus --sfu-profile defaults")
+    error_message = "cloud-init must start the host's own SFU"
+  }
+  assert {
+    condition     = strcontains(output.hosts["inhouse"].user_data, "checkout --quiet 'b940d9a'")
+    error_message = "cloud-init must check out the runner's commit"
+  }
+}
+
+run "cost_estimate" {
+  command = plan
+
+  variables {
+    hours = 3
+  }
+  assert {
+    condition     = abs(output.cost.total - 2 * 0.34 * 3) < 1e-9
+    error_message = "cost must be hosts x price x hours"
+  }
+}
+
+run "unknown_price_gives_no_total" {
+  command = plan
+
+  variables {
+    instance_type = "m7i.large"
+  }
+  assert {
+    condition     = output.cost.total == null
+    error_message = "an instance type without a price must not be estimated as free"
+  }
+}
+
+run "rejects_ssh_from_anywhere" {
+  command = plan
+
+  variables {
+    operator_cidr = "0.0.0.0/0"
+  }
+  expect_failures = [var.operator_cidr]
+}
+
+run "rejects_a_moving_git_ref" {
+  command = plan
+
+  variables {
+    git_ref = "main"
+  }
+  expect_failures = [var.git_ref]
+}
+
+run "rejects_bad_udp_range" {
+  command = plan
+
+  variables {
+    sfus = { janus = { version = "1.1.2", tcp_ports = [8188], udp_ranges = [{ from = 21000, to = 20000 }] } }
+  }
+  expect_failures = [var.sfus]
+}

@@ -1,0 +1,116 @@
+variable "run_id" {
+  description = "Identifies one benchmark run; part of every name and tag, so a leaked resource can be traced to its run."
+  type        = string
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9-]{0,30}$", var.run_id))
+    error_message = "run_id must be 1-31 characters of a-z, 0-9 and '-', starting with a letter or digit."
+  }
+}
+
+variable "owner" {
+  description = "Who started the run (a person or the nightly workflow); tagged on everything."
+  type        = string
+  validation {
+    condition     = length(trimspace(var.owner)) > 0
+    error_message = "owner must not be empty: it is how a leaked resource finds its way home."
+  }
+}
+
+variable "sfus" {
+  description = "The SFUs under test, by adapter name, as `sfubench cloud tfvars` reads them from sfu-configs/<name>/sfu.toml: version, TCP ports, UDP port ranges."
+  type = map(object({
+    version    = string
+    tcp_ports  = list(number)
+    udp_ranges = list(object({ from = number, to = number }))
+  }))
+  validation {
+    condition     = length(var.sfus) > 0
+    error_message = "sfus must name at least one SFU."
+  }
+  validation {
+    condition     = alltrue([for name, _ in var.sfus : can(regex("^[a-z][a-z0-9]{1,15}$", name))])
+    error_message = "SFU names must be 2-16 characters of a-z and 0-9, starting with a letter (they become host names)."
+  }
+  validation {
+    condition = alltrue(flatten([for _, s in var.sfus : concat(
+      [for p in s.tcp_ports : p >= 1 && p <= 65535],
+      [for r in s.udp_ranges : r.from >= 1 && r.from <= r.to && r.to <= 65535],
+    )]))
+    error_message = "ports must lie in 1-65535 and every UDP range must have from <= to."
+  }
+}
+
+variable "instance_type" {
+  description = "The one instance type every SFU host gets: identical hosts are the point of the comparison."
+  type        = string
+  default     = "c5.2xlarge"
+}
+
+variable "disk_gb" {
+  description = "Root disk of each SFU host, GB (builds of mediasoup and Medooze need room)."
+  type        = number
+  default     = 30
+  validation {
+    condition     = var.disk_gb >= 20 && var.disk_gb <= 500
+    error_message = "disk_gb must be between 20 and 500."
+  }
+}
+
+variable "client_cidr" {
+  description = "The network the browsers (the grid's nodes) and the runner connect from; the only source of signalling and media traffic."
+  type        = string
+  validation {
+    condition     = can(cidrhost(var.client_cidr, 0))
+    error_message = "client_cidr must be a CIDR block such as 10.42.0.0/16."
+  }
+}
+
+variable "operator_cidr" {
+  description = "Where SSH may come from (an operator's address as a /32); no other SSH is allowed."
+  type        = string
+  validation {
+    condition     = can(cidrhost(var.operator_cidr, 0)) && var.operator_cidr != "0.0.0.0/0"
+    error_message = "operator_cidr must be a CIDR block, and not 0.0.0.0/0."
+  }
+}
+
+variable "repo_url" {
+  description = "The sfubench repository the hosts clone to install and start their SFU."
+  type        = string
+  default     = "https://github.com/sfubench/sfubench.git"
+}
+
+variable "git_ref" {
+  description = "The commit the hosts check out: the runner's own, so both sides run the same adapters."
+  type        = string
+  validation {
+    condition     = can(regex("^[0-9a-f]{7,40}$", var.git_ref))
+    error_message = "git_ref must be a commit hash (7-40 hex digits), not a branch that may move during the run."
+  }
+}
+
+variable "sfu_profile" {
+  description = "The adapters' profile every host starts: defaults or tuned."
+  type        = string
+  default     = "defaults"
+  validation {
+    condition     = contains(["defaults", "tuned"], var.sfu_profile)
+    error_message = "sfu_profile must be defaults or tuned."
+  }
+}
+
+variable "hourly_prices" {
+  description = "On-demand price per hour (USD) by instance type, for the estimate printed before apply."
+  type        = map(number)
+  default     = {}
+}
+
+variable "hours" {
+  description = "How long the hosts are expected to live, for the cost estimate."
+  type        = number
+  default     = 2
+  validation {
+    condition     = var.hours > 0
+    error_message = "hours must be positive."
+  }
+}

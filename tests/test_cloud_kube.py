@@ -1,0 +1,154 @@
+"""The cloud grid's provisioner against a real control plane (tests/controlplane.py): the manifests
+of k8s/ applied, the Chrome nodes scaled with the rooms, the runner's Role confined to its
+namespace, and the teardown. Every assertion reads the API server's own state."""
+from __future__ import annotations
+
+import time
+
+import kubernetes_validate
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from sfubench import config
+from sfubench.cloud import kube
+
+from controlplane import ControlPlane
+
+OVERLAYS = ["base"] + sorted(p.name for p in (kube.MANIFESTS / "overlays").iterdir())
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_rendered_manifests_validate_strictly(overlay):
+    """Every overlay's `kustomize build` output passes the Kubernetes schemas with unknown fields
+    refused (kubernetes-validate --strict), as the suite's cluster version sees them."""
+    objects = kube.render(overlay)
+    assert {(o["kind"], o["metadata"]["name"]) for o in objects} >= {
+        ("Deployment", "selenium-hub"), ("Deployment", "chrome-node"), ("Service", "selenium-hub"),
+        ("Role", "sfubench-runner"), ("RoleBinding", "sfubench-runner"), ("Namespace", "sfubench")}
+    for o in objects:
+        kubernetes_validate.validate(o, "1.36", strict=True)
+    assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")], \
+        "the runner's rights must stay inside its namespace"
+
+
+def test_validation_catches_a_broken_manifest():
+    """The check above can fail: a misspelt field is refused."""
+    node = next(o for o in kube.render("base") if o["metadata"]["name"] == "chrome-node")
+    node["spec"]["template"]["spec"]["containers"][0]["resourcez"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(node, "1.36", strict=True)
+
+
+def test_kustomize_reports_a_missing_overlay():
+    with pytest.raises(kube.KubeError, match="no kustomize overlay 'gcp'; there are: base, aws, small"):
+        kube.render("gcp")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cp = ControlPlane(tmp_path_factory.mktemp("controlplane"))
+    try:
+        cp.start()
+        for i in range(2):
+            cp.add_node(f"fake-{i}", cpu="2", memory="4Gi")
+        yield cp
+    except BaseException:
+        print(cp.logs())
+        raise
+    finally:
+        cp.stop()
+
+
+def _cfg(**kw):
+    return config.Config(**{"sfu": "janus", "users_per_room": 5, "participants_per_browser": 1, **kw})
+
+
+def test_node_count_follows_rooms_sessions_and_participants_per_browser():
+    grid = kube.KubeGrid(None, "x", objects=kube.render("small"))
+    assert grid.sessions_per_node == 2
+    assert [grid.nodes_for(_cfg(), rooms) for rooms in (1, 2, 3)] == [3, 5, 8]   # 5, 10, 15 sessions
+    assert grid.nodes_for(_cfg(participants_per_browser=5), 3) == 2             # 3 sessions
+    assert grid.nodes_for(config.Config(sfu="janus"), 3) == 2                   # the default: 3 tabs
+    assert grid.nodes_for(_cfg(real_per_room=2, real_rooms=1), 4) == 1          # 2 browsers at most
+
+
+def test_deploy_scale_with_rooms_and_teardown(cluster):
+    api = cluster.api()
+    grid = kube.KubeGrid(api, "sfubench-t1", overlay="small")
+    apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
+    try:
+        grid.deploy(timeout=120)
+        hub = apps.read_namespaced_deployment("selenium-hub", "sfubench-t1")
+        assert hub.status.ready_replicas == 1
+        assert grid.url() == "http://selenium-hub.sfubench-t1.svc:4444"
+        binding = k8s.RbacAuthorizationV1Api(api).read_namespaced_role_binding("sfubench-runner", "sfubench-t1")
+        assert binding.subjects[0].namespace == "sfubench-t1"
+
+        # the run's events drive the scaling: room 1 of 5 browsers needs 3 nodes of 2 sessions
+        handler, streams = grid.listener(_cfg(), timeout=120)
+        assert streams == ["events"]
+        handler("events", {"event": "room_started", "room": 1})
+        assert apps.read_namespaced_deployment("chrome-node", "sfubench-t1").status.ready_replicas == 3
+        pods = core.list_namespaced_pod("sfubench-t1", label_selector="app.kubernetes.io/name=chrome-node").items
+        assert len(pods) == 3 and all(p.status.phase == "Running" and p.spec.node_name for p in pods)
+        assert {c.name for c in pods[0].spec.init_containers} == {"media"}
+        handler("events", {"event": "participant_joined", "room": 1})   # other events change nothing
+        assert grid.nodes == 3
+
+        # beside the hub's 500m, 5 nodes of 650m fill the two fake nodes of 2 cores; a 6th cannot be placed
+        with pytest.raises(kube.KubeError, match="6 Chrome node"):
+            grid.scale(6, timeout=8)
+        def phases():
+            pods = core.list_namespaced_pod("sfubench-t1", label_selector="app.kubernetes.io/name=chrome-node").items
+            unschedulable = [p for p in pods if any(c.type == "PodScheduled" and c.reason == "Unschedulable"
+                                                    for c in p.status.conditions or [])]
+            return sum(p.status.phase == "Running" for p in pods), len(unschedulable)
+        deadline = time.monotonic() + 60
+        while phases() != (5, 1) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert phases() == (5, 1)
+        grid.scale(2, timeout=120)
+        assert apps.read_namespaced_deployment("chrome-node", "sfubench-t1").status.ready_replicas == 2
+    finally:
+        grid.teardown(timeout=120)
+    names = [n.metadata.name for n in core.list_namespace().items]
+    assert "sfubench-t1" not in names
+
+
+def test_runner_role_is_confined_to_its_namespace(cluster):
+    """With the token of the runner's ServiceAccount (the Role of k8s/base) the grid can be scaled,
+    and nothing outside its namespace can be read or changed."""
+    admin = cluster.api()
+    grid = kube.KubeGrid(admin, "sfubench-t2", overlay="small")
+    try:
+        grid.deploy(timeout=120)
+        token = k8s.CoreV1Api(admin).create_namespaced_service_account_token(
+            "sfubench-runner", "sfubench-t2",
+            k8s.AuthenticationV1TokenRequest(spec=k8s.V1TokenRequestSpec(audiences=["sfubench"]))).status.token
+        runner = kube.KubeGrid(cluster.api(token), "sfubench-t2", overlay="small")
+        runner.scale(1, timeout=120)
+        assert k8s.AppsV1Api(admin).read_namespaced_deployment("chrome-node", "sfubench-t2").spec.replicas == 1
+        core = k8s.CoreV1Api(cluster.api(token))
+        with pytest.raises(ApiException) as e:
+            core.list_namespaced_pod("default")
+        assert e.value.status == 403
+        with pytest.raises(ApiException) as e:
+            core.delete_namespace("sfubench-t2")
+        assert e.value.status == 403
+    finally:
+        grid.teardown(timeout=120)
+
+
+def test_deploy_refuses_what_the_api_server_refuses(cluster):
+    """An object the server rejects stops the deploy with the server's reason."""
+    objects = kube.render("small")
+    hub = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "selenium-hub")
+    hub["spec"]["replicas"] = -1
+    grid = kube.KubeGrid(cluster.api(), "sfubench-t3", objects=objects)
+    try:
+        with pytest.raises(kube.KubeError, match="applying Deployment selenium-hub: .*replicas"):
+            grid.deploy(timeout=30)
+    finally:
+        grid.teardown(timeout=120)
+
