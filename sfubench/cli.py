@@ -3,6 +3,7 @@ traceback."""
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -50,6 +51,18 @@ def _parser() -> argparse.ArgumentParser:
     md.add_argument("--cache", default=None, help="cache folder (default: ~/.cache/sfubench)")
 
     sub.add_parser("list-sfus", help="the SFU adapters: version, profiles and where each runs")
+
+    cl = sub.add_parser("cloud-loadtest", help="the same load test on cloud hosts (Terraform) and a "
+                        "grid on Kubernetes", description="Create the SFU's host with Terraform and "
+                        "the grid on Kubernetes, run the load test against them, destroy both. The "
+                        "plan and its cost are printed first; nothing is created when a credential "
+                        "is missing.")
+    cl.add_argument("--cloud", default="aws", help="the cloud (terraform/environments/<cloud>)")
+    cl.add_argument("--dry-run", action="store_true", help="print the plan and the cost estimate, "
+                    "create nothing")
+    cl.add_argument("--owner", default=None, help="tagged on everything (default: $USER)")
+    cl.add_argument("--hours", type=float, default=2, help="expected lifetime, for the cost estimate")
+    config_mod.add_arguments(cl)
 
     sv = sub.add_parser("serve", help="install and run one SFU on this host until stopped (a cloud "
                         "host's service)", description="Install an SFU adapter and run it on this "
@@ -128,6 +141,24 @@ def _dispatch(args) -> int:
             for profile, spec in profiles_of(a.data).items():
                 print(f"{'':21} profile {profile}: {spec.get('description', '')}")
         return 0
+
+    if args.command == "cloud-loadtest":
+        from .cloud import run as cloud_run
+        from .cloud.kube import KubeError
+        from .cloud.terraform import TerraformError
+        from .cloud.tools import ToolError
+        cfg = _settings(args)
+        owner = cloud_run.valid_owner(args.owner or os.environ.get("USER") or "unknown")
+        if args.hours <= 0:
+            raise UsageError(f"--hours must be positive, got {args.hours:g}")
+        try:
+            run_dir, status = cloud_run.cloud_loadtest(cfg, args.cloud, args.dry_run, owner, args.hours)
+        except (TerraformError, KubeError, ToolError) as e:
+            print(f"sfubench: error: {_one_line(e)}", file=sys.stderr)
+            return EXIT_FAILED
+        if run_dir is not None:
+            _print_summary(run_dir)
+        return 0 if status in ("ok", "dry-run") else EXIT_FAILED
 
     if args.command == "serve":
         return _serve(args)

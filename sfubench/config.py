@@ -159,8 +159,6 @@ class Config:
         if self.sfu_address and not self.grid_url:
             raise ConfigError("--sfu-address needs --grid-url: with a remote SFU the browsers run on a "
                               "remote grid too")
-        if (self.page_address or self.node_cache) and not self.sfu_address:
-            raise ConfigError("--page-address and --node-cache are for remote runs (with --sfu-address)")
         if self.sfu_address and (self.network != "none" or self.synthetic_network):
             raise ConfigError("--network emulates the local lab's link; a remote run's network is "
                               "the cloud's own")

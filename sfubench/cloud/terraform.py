@@ -47,7 +47,10 @@ def prices(cloud: str) -> dict[str, float]:
 
 def _env() -> dict[str, str]:
     # no update check (a call to HashiCorp) and no interactive prompt
-    return {**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1", "TF_INPUT": "0"}
+    env = {**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1", "TF_INPUT": "0"}
+    if not Path(env.get("TF_CLI_CONFIG_FILE") or "/").is_file():   # a missing one only adds warnings
+        env.pop("TF_CLI_CONFIG_FILE", None)
+    return env
 
 
 def run(args: list[str], cwd: Path, what: str, data_dir: Path | None = None) -> str:
@@ -59,14 +62,16 @@ def run(args: list[str], cwd: Path, what: str, data_dir: Path | None = None) -> 
 
 
 def plan_offline(variables: dict, cloud: str) -> dict:
-    """What the hosts would be (names, tags, firewall, cloud-init) and their cost, from the
+    """`variables` are the environment's (those of the sfu-plan module, and vpc_cidr). What the hosts would be (names, tags, firewall, cloud-init) and their cost, from the
     provider-free sfu-plan module alone: no provider, no credentials, nothing created."""
     with tempfile.TemporaryDirectory(prefix="sfubench-tfplan-") as d:
         root = Path(d)
         (root / "main.tf").write_text(
             'variable "v" {\n  type = any\n}\n'
             f'module "plan" {{\n  source = "{PLAN_MODULE}"\n'
-            + "".join(f"  {k} = var.v.{k}\n" for k in variables)
+            # as the environments call it: the clients are the VPC's
+            + "".join(f"  {k} = var.v.{k}\n" for k in variables if k != "vpc_cidr")
+            + "  client_cidr = var.v.vpc_cidr\n"
             + f'  hourly_prices = jsondecode(file("{environment(cloud) / "prices.json"}")).prices\n}}\n'
             'output "hosts" {\n  value = module.plan.hosts\n}\n'
             'output "cost" {\n  value = module.plan.cost\n}\n')

@@ -6,7 +6,6 @@ module "plan" {
   owner         = var.owner
   sfus          = var.sfus
   instance_type = var.instance_type
-  disk_gb       = var.disk_gb
   client_cidr   = var.vpc_cidr
   operator_cidr = var.operator_cidr
   repo_url      = var.repo_url

@@ -30,15 +30,18 @@ variable "instance_type" {
 }
 
 variable "disk_gb" {
-  description = "Root disk of each SFU host, GB."
+  description = "Root disk of each SFU host, GB (builds of mediasoup and Medooze need room)."
   type        = number
   default     = 30
+  validation {
+    condition     = var.disk_gb >= 20 && var.disk_gb <= 500
+    error_message = "disk_gb must be between 20 and 500."
+  }
 }
 
 variable "vpc_cidr" {
   description = "The block the SFUs accept clients from: the run's VPC, or the given subnet's VPC's block."
   type        = string
-  default     = "10.42.0.0/16"
   validation {
     condition     = can(cidrhost(var.vpc_cidr, 0))
     error_message = "vpc_cidr must be a CIDR block."

@@ -14,7 +14,7 @@ locals {
         Name             = "${local.prefix}-${name}"
       }
       ingress = concat(
-        [for p in sfu.tcp_ports : { protocol = "tcp", from = p, to = p, cidr = var.client_cidr, why = "signalling" }],
+        [for p in sfu.tcp_ports : { protocol = "tcp", from = p, to = p, cidr = var.client_cidr, why = "signalling and APIs" }],
         [for r in sfu.udp_ranges : { protocol = "udp", from = r.from, to = r.to, cidr = var.client_cidr, why = "media" }],
         [{ protocol = "tcp", from = 22, to = 22, cidr = var.operator_cidr, why = "ssh" }],
       )

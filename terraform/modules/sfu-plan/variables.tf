@@ -46,16 +46,6 @@ variable "instance_type" {
   default     = "c5.2xlarge"
 }
 
-variable "disk_gb" {
-  description = "Root disk of each SFU host, GB (builds of mediasoup and Medooze need room)."
-  type        = number
-  default     = 30
-  validation {
-    condition     = var.disk_gb >= 20 && var.disk_gb <= 500
-    error_message = "disk_gb must be between 20 and 500."
-  }
-}
-
 variable "client_cidr" {
   description = "The network the browsers (the grid's nodes) and the runner connect from; the only source of signalling and media traffic."
   type        = string

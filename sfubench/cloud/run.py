@@ -1,0 +1,171 @@
+"""`sfubench cloud-loadtest`: the SFU's host from Terraform, the grid on Kubernetes, then the
+engine's own run against them (sfubench/loadtest.py with --sfu-address and --grid-url), and
+everything destroyed whatever happened. Nothing is created before the plan and its cost are
+printed, and nothing at all when a credential is missing."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..config import ROOT, Config, ConfigError
+from ..progress import Progress
+from . import terraform
+from .kube import KubeGrid, render
+
+
+# Shown by a dry run without SFUBENCH_OPERATOR_CIDR (a documentation address, RFC 5737).
+OPERATOR_PLACEHOLDER = "203.0.113.7/32"
+# The run's VPC when SFUBENCH_VPC_CIDR does not name the one the cluster and the runner are in.
+VPC_CIDR = "10.42.0.0/16"
+
+
+@dataclasses.dataclass
+class Cloud:
+    """What differs between clouds: the Terraform environment, the kustomize overlay, and how to
+    tell that credentials are there (never what they are)."""
+    name: str
+    overlay: str
+    credentials: Callable[[], list[str]]
+
+
+def _aws_credentials() -> list[str]:
+    env = os.environ
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        return []
+    if env.get("AWS_WEB_IDENTITY_TOKEN_FILE") and env.get("AWS_ROLE_ARN"):   # CI's OIDC role
+        return []
+    home = Path(env.get("HOME", "~")).expanduser()
+    if env.get("AWS_PROFILE") or (home / ".aws" / "credentials").exists():
+        return []
+    return ["AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, "
+            "~/.aws/credentials, or AWS_ROLE_ARN with AWS_WEB_IDENTITY_TOKEN_FILE)"]
+
+
+CLOUDS = {"aws": Cloud("aws", "aws", _aws_credentials)}
+
+
+def cloud(name: str) -> Cloud:
+    if name not in CLOUDS:
+        raise ConfigError(f"unknown cloud {name!r}; sfubench knows: {', '.join(CLOUDS)}")
+    return CLOUDS[name]
+
+
+def missing(c: Cloud, cfg: Config) -> list[str]:
+    """What the run needs and this machine lacks, named (not the secrets themselves)."""
+    out = c.credentials()
+    kubeconfig = os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+    if not all(Path(p).exists() for p in kubeconfig.split(os.pathsep) if p):
+        out.append(f"a kubeconfig for the grid's cluster (KUBECONFIG or ~/.kube/config; looked at {kubeconfig})")
+    if not os.environ.get("SFUBENCH_OPERATOR_CIDR"):
+        out.append("SFUBENCH_OPERATOR_CIDR (the only address SSH to the SFU hosts may come from, e.g. 203.0.113.7/32)")
+    if not cfg.page_address:
+        out.append("--page-address (this runner's address that the grid's nodes reach, inside the VPC)")
+    return out
+
+
+def _git_ref() -> tuple[str, bool]:
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True).stdout.strip())
+    return sha, dirty
+
+
+def variables(cfg: Config, run_id: str, owner: str, hours: float) -> dict:
+    """The Terraform environment's variables for a run of `cfg`."""
+    sha, _ = _git_ref()
+    return {"run_id": run_id, "owner": owner, "sfus": terraform.sfus_variable([cfg.sfu]),
+            "vpc_cidr": os.environ.get("SFUBENCH_VPC_CIDR") or VPC_CIDR,
+            "operator_cidr": os.environ.get("SFUBENCH_OPERATOR_CIDR") or OPERATOR_PLACEHOLDER,
+            "git_ref": sha or "0000000", "sfu_profile": cfg.sfu_profile, "hours": hours}
+
+
+def run_id_for() -> str:
+    return f"r{datetime.now(timezone.utc):%Y%m%d%H%M%S}"
+
+
+def describe_plan(c: Cloud, cfg: Config, plan: dict, grid: KubeGrid, needs: list[str]) -> str:
+    """The plan as the user reads it before anything is created."""
+    lines = [f"plan for {c.name}: {len(plan['hosts'])} SFU host(s), instance type {plan['cost']['instance_type']}"]
+    for name, h in plan["hosts"].items():
+        lines.append(f"  host {h['name']} ({name}): tags {', '.join(f'{k}={v}' for k, v in sorted(h['tags'].items()))}")
+        for r in h["ingress"]:
+            ports = str(r["from"]) if r["from"] == r["to"] else f"{r['from']}-{r['to']}"
+            note = " (a placeholder: SFUBENCH_OPERATOR_CIDR is unset)" if r["cidr"] == OPERATOR_PLACEHOLDER else ""
+            lines.append(f"    allow {r['protocol']} {ports} from {r['cidr']}{note} ({r['why']})")
+        lines.append(f"    cloud-init: {len(h['user_data'].splitlines())} lines, starts `sfubench serve --sfu {name}`")
+    peak = grid.nodes_for(cfg, cfg.rooms_cap)
+    node = next(o for o in grid.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "chrome-node")
+    req = node["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    lines.append(f"grid (k8s/overlays/{c.overlay}) in namespace {grid.namespace}: a hub, Chrome nodes scaled "
+                 f"with the rooms up to {peak} ({grid.sessions_per_node} sessions each, {req['cpu']} CPU "
+                 f"and {req['memory']} per node)")
+    cost = plan["cost"]
+    if cost["total"] is None:
+        lines.append(f"cost: no price for {cost['instance_type']} in terraform/environments/{c.name}/prices.json")
+    else:
+        lines.append(f"cost estimate: {cost['hosts']} x {cost['instance_type']} at ${cost['price_per_hour']:.3f}/h "
+                     f"x {cost['hours']:g} h = ${cost['total']:.2f} (SFU hosts; the cluster's nodes are billed as the cluster is)")
+    if needs:
+        lines.append("a real run would also need: " + "; ".join(needs))
+    return "\n".join(lines)
+
+
+def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hours: float,
+                   progress: Progress | None = None) -> tuple[Path | None, str]:
+    progress = progress or Progress()
+    c = cloud(cloud_name)
+    needs = missing(c, cfg)
+    if needs and not dry_run:
+        raise ConfigError("cloud-loadtest needs, before anything is created: " + "; ".join(needs))
+    sha, dirty = _git_ref()
+    if dirty and not dry_run:
+        raise ConfigError("the working tree has uncommitted changes: the SFU hosts check out the commit "
+                          f"{sha[:12]} and would not run them; commit (and push) first")
+    run_id = run_id_for()
+    tfvars = variables(cfg, run_id, owner, hours)
+    plan = terraform.plan_offline(tfvars, c.name)
+    grid = KubeGrid(None, f"sfubench-{run_id}", objects=render(c.overlay))
+    progress.say(describe_plan(c, cfg, plan, grid, needs))
+    if dry_run:
+        return None, "dry-run"
+    return _apply_and_run(c, cfg, tfvars, run_id, progress)
+
+
+def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: Progress) -> tuple[Path, str]:
+    from kubernetes import config as kubeconfig
+
+    from .. import loadtest
+
+    work = Path(cfg.out) / f"{run_id}-cloud"
+    hosts = terraform.Hosts(c.name, tfvars, work)
+    grid = KubeGrid(kubeconfig.new_client_from_config(), f"sfubench-{run_id}", overlay=c.overlay)
+    try:
+        progress.say(f"terraform: creating the {cfg.sfu} host (state in {work})")
+        hosts.apply()
+        address = hosts.outputs()["sfus"][cfg.sfu]["address"]
+        progress.say(f"kubernetes: deploying the grid into namespace {grid.namespace}")
+        grid.deploy()
+        remote = dataclasses.replace(cfg, sfu_address=address, grid_url=grid.url(),
+                                     node_cache=cfg.node_cache or "/media")
+        return loadtest.run(remote, progress, listeners=[grid.listener(remote)])
+    finally:
+        started = time.monotonic()
+        for what, stop in (("grid", grid.teardown), ("terraform", hosts.destroy)):
+            try:
+                stop()
+            except Exception as e:   # the other still goes; what is left is said, never hidden
+                progress.say(f"{what}: teardown failed, resources of run {run_id} may be left "
+                             f"(tagged sfubench:run={run_id}): {e}")
+        progress.say(f"cloud: torn down in {time.monotonic() - started:.0f} s")
+
+
+def valid_owner(owner: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", owner):
+        raise ConfigError(f"--owner must be 1-64 characters of letters, digits and _.@-, got {owner!r}")
+    return owner

@@ -1,0 +1,147 @@
+"""terraform/ checked offline: no AWS provider can be obtained here, so the provider-free logic
+module (sfu-plan) is validated, linted and tested with `terraform test`, its plan is computed from
+the real adapters and its cloud-init scripts parsed by bash; every module is fmt-checked and
+linted. Not exercised here: the AWS provider's resources (environments/aws, modules/aws-sfu-host)
+beyond formatting and lint, and any call to a cloud API."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sfubench import cli, config
+from sfubench.cloud import terraform
+from sfubench.cloud.tools import tool
+from sfubench.sfu import Adapter
+
+TF = terraform.TERRAFORM
+MODULES = [TF / "modules" / "sfu-plan", TF / "modules" / "aws-sfu-host", TF / "environments" / "aws"]
+
+
+def _tf(*args, cwd: Path, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([tool("terraform"), *args], cwd=cwd, capture_output=True, text=True,
+                          env={**terraform._env(), **(env or {})})
+
+
+def test_every_module_is_formatted():
+    r = _tf("fmt", "-check", "-recursive", "-diff", cwd=TF)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_logic_module_validates_and_its_tests_pass(tmp_path):
+    data = {"TF_DATA_DIR": str(tmp_path / "data")}
+    module = TF / "modules" / "sfu-plan"
+    assert _tf("init", "-backend=false", "-input=false", cwd=module, env=data).returncode == 0
+    r = _tf("validate", "-no-color", cwd=module, env=data)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _tf("test", "-no-color", cwd=module, env=data)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "8 passed, 0 failed" in r.stdout
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(TF)))
+def test_tflint(module):
+    """tflint's bundled Terraform rules (no AWS ruleset can be fetched here): declared types,
+    documented variables and outputs, pinned providers, no unused declarations."""
+    r = subprocess.run([tool("tflint"), f"--chdir={module}", "--format=compact",
+                        f"--config={TF / '.tflint.hcl'}"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_firewall_ports_come_from_the_adapters():
+    assert Adapter.load("janus").firewall() == ([8188, 8088], [(20000, 20999)])
+    assert Adapter.load("inhouse").firewall() == ([7000], [(7001, 7001)])
+    assert Adapter.load("jitsi").firewall() == ([443], [(10000, 10000)])
+    for name in config.available_sfus():
+        tcp, udp = Adapter.load(name).firewall()
+        assert tcp and udp, f"{name} must open signalling and media"
+
+
+@pytest.fixture(scope="module")
+def plan():
+    variables = {"run_id": "t1", "owner": "ci", "sfus": terraform.sfus_variable(config.available_sfus()),
+                 "vpc_cidr": "10.42.0.0/16", "operator_cidr": "203.0.113.7/32", "git_ref": "b940d9a",
+                 "sfu_profile": "tuned", "hours": 1.5}
+    return terraform.plan_offline(variables, "aws")
+
+
+def test_offline_plan_has_one_identical_host_per_sfu(plan):
+    assert sorted(plan["hosts"]) == sorted(config.available_sfus())
+    rules = plan["hosts"]["livekit"]["ingress"]
+    assert {(r["protocol"], r["from"], r["to"], r["cidr"]) for r in rules} == {
+        ("tcp", 7880, 7880, "10.42.0.0/16"), ("udp", 50000, 60000, "10.42.0.0/16"), ("tcp", 22, 22, "203.0.113.7/32")}
+    prices = terraform.prices("aws")
+    n = len(config.available_sfus())
+    assert plan["cost"]["total"] == pytest.approx(n * prices["c5.2xlarge"] * 1.5)
+
+
+def test_rendered_cloud_init_is_valid_bash_for_every_sfu(plan, tmp_path):
+    for name, host in plan["hosts"].items():
+        script = tmp_path / f"{name}.sh"
+        script.write_text(host["user_data"])
+        r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert r.returncode == 0, f"{name}: {r.stderr}"
+        assert f"serve --sfu {name} --sfu-profile tuned" in host["user_data"]
+        assert "checkout --quiet 'b940d9a'" in host["user_data"]
+
+
+def test_bash_check_can_fail(tmp_path):
+    """The syntax check above rejects a broken script."""
+    bad = tmp_path / "bad.sh"
+    bad.write_text("if true; then\n  echo unterminated\n")
+    assert subprocess.run(["bash", "-n", str(bad)], capture_output=True).returncode != 0
+
+
+def test_cloud_loadtest_without_credentials_stops_naming_what_is_missing(tmp_path, monkeypatch, capsys):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_ROLE_ARN",
+                "AWS_WEB_IDENTITY_TOKEN_FILE", "KUBECONFIG", "SFUBENCH_OPERATOR_CIDR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code = cli.main(["cloud-loadtest", "--sfu", "janus", "--cloud", "aws", "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE
+    for what in ("AWS credentials", "kubeconfig", "SFUBENCH_OPERATOR_CIDR", "--page-address"):
+        assert what in err
+    assert not (tmp_path / "runs").exists(), "nothing may be created"
+
+
+def test_cloud_loadtest_with_credentials_named_still_checks_each(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    monkeypatch.setenv("SFUBENCH_OPERATOR_CIDR", "203.0.113.7/32")
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    code = cli.main(["cloud-loadtest", "--sfu", "janus", "--page-address", "10.42.0.5"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE and "kubeconfig" in err and "AWS credentials" not in err
+
+
+def test_cloud_loadtest_dry_run_prints_plan_and_cost(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+    code = cli.main(["cloud-loadtest", "--sfu", "janus", "--dry-run", "--rooms", "4", "--users-per-room", "7",
+                     "--participants-per-browser", "1", "--owner", "nightly", "--hours", "3",
+                     "--out", str(tmp_path / "runs")])
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert code == 0, text
+    price = terraform.prices("aws")["c5.2xlarge"]
+    assert f"cost estimate: 1 x c5.2xlarge at ${price:.3f}/h x 3 h = ${price * 3:.2f}" in text
+    assert "allow udp 20000-20999 from 10.42.0.0/16 (media)" in text
+    assert "sfubench:owner=nightly" in text
+    assert "up to 7 (4 sessions each" in text        # 28 browsers at peak, 4 sessions per node
+    assert "a real run would also need: AWS credentials" in text
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cloud_loadtest_rejects_unknown_cloud(capsys):
+    assert cli.main(["cloud-loadtest", "--sfu", "janus", "--cloud", "gcp", "--dry-run"]) == cli.EXIT_USAGE
+    assert "unknown cloud 'gcp'; sfubench knows: aws" in capsys.readouterr().err
+
+
+def test_a_cloud_only_sfu_gets_its_plan(capsys):
+    assert cli.main(["cloud-loadtest", "--sfu", "jitsi", "--dry-run"]) == 0
+    out = capsys.readouterr()
+    assert "allow tcp 443 from 10.42.0.0/16" in out.out + out.err
+    assert "allow udp 10000 from 10.42.0.0/16 (media)" in out.out + out.err
