@@ -93,11 +93,17 @@ def test_bash_check_can_fail(tmp_path):
     assert subprocess.run(["bash", "-n", str(bad)], capture_output=True).returncode != 0
 
 
+def _no_files(monkeypatch, tmp_path):
+    """No AWS credentials file and no kubeconfig, wherever this machine keeps its own."""
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+
+
 def test_cloud_loadtest_without_credentials_stops_naming_what_is_missing(tmp_path, monkeypatch, capsys):
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_ROLE_ARN",
-                "AWS_WEB_IDENTITY_TOKEN_FILE", "KUBECONFIG", "SFUBENCH_OPERATOR_CIDR"):
+                "AWS_WEB_IDENTITY_TOKEN_FILE", "SFUBENCH_OPERATOR_CIDR"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
+    _no_files(monkeypatch, tmp_path)
     code = cli.main(["cloud-loadtest", "--sfu", "janus", "--cloud", "aws", "--out", str(tmp_path / "runs")])
     err = capsys.readouterr().err
     assert code == cli.EXIT_USAGE
@@ -107,19 +113,19 @@ def test_cloud_loadtest_without_credentials_stops_naming_what_is_missing(tmp_pat
 
 
 def test_cloud_loadtest_with_credentials_named_still_checks_each(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("HOME", str(tmp_path))
+    _no_files(monkeypatch, tmp_path)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
     monkeypatch.setenv("SFUBENCH_OPERATOR_CIDR", "203.0.113.7/32")
-    monkeypatch.delenv("KUBECONFIG", raising=False)
     code = cli.main(["cloud-loadtest", "--sfu", "janus", "--page-address", "10.42.0.5"])
     err = capsys.readouterr().err
     assert code == cli.EXIT_USAGE and "kubeconfig" in err and "AWS credentials" not in err
 
 
 def test_cloud_loadtest_dry_run_prints_plan_and_cost(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("HOME", str(tmp_path))
+    _no_files(monkeypatch, tmp_path)
     monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
     code = cli.main(["cloud-loadtest", "--sfu", "janus", "--dry-run", "--rooms", "4", "--users-per-room", "7",
                      "--participants-per-browser", "1", "--owner", "nightly", "--hours", "3",
                      "--out", str(tmp_path / "runs")])

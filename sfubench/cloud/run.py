@@ -40,8 +40,8 @@ def _aws_credentials() -> list[str]:
         return []
     if env.get("AWS_WEB_IDENTITY_TOKEN_FILE") and env.get("AWS_ROLE_ARN"):   # CI's OIDC role
         return []
-    home = Path(env.get("HOME", "~")).expanduser()
-    if env.get("AWS_PROFILE") or (home / ".aws" / "credentials").exists():
+    shared = Path(env.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials").expanduser()
+    if env.get("AWS_PROFILE") or shared.exists():
         return []
     return ["AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, "
             "~/.aws/credentials, or AWS_ROLE_ARN with AWS_WEB_IDENTITY_TOKEN_FILE)"]
