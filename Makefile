@@ -4,10 +4,13 @@ ROOMS ?= 1
 ARGS ?=
 PY := .venv/bin/python
 
-.PHONY: deps media loadtest report compare trend test test-sfus bench list-sfus help
+CLOUD ?= aws
+
+.PHONY: deps media loadtest cloud-loadtest report compare trend test test-sfus bench list-sfus help
 
 help:
 	@echo "make loadtest [SFU=janus] [ROOMS=1] [ARGS='--media paper ...']   run a ramp, write runs/<stamp>-<sfu>/"
+	@echo "make cloud-loadtest SFU=janus CLOUD=aws [ARGS='--dry-run ...']    the same on a cloud host and a Kubernetes grid"
 	@echo "make test                                                         the test suite (what CI runs)"
 	@echo "make test-sfus                                                    the adapter conformance suite and synthetic drivers, every local SFU"
 	@echo "make list-sfus                                                    the SFU adapters, their versions and profiles"
@@ -26,12 +29,17 @@ media: deps
 loadtest: deps
 	@$(PY) -m sfubench.cli loadtest --sfu $(SFU) --rooms $(ROOMS) $(ARGS)
 
+# Terraform and kustomize come from PATH, or are built once from the Go module proxy.
+cloud-loadtest: deps
+	@$(PY) -m sfubench.cli cloud-loadtest --sfu $(SFU) --cloud $(CLOUD) --rooms $(ROOMS) $(ARGS)
+
 report: deps
 	@$(PY) -m sfubench.cli report $(RUN)
 
 # The Go modules' own tests (the in-house SFU: fuzz seeds, leak check, fan-out), then the pytest
 # suite; pytest exits 5 when it collected no test: that must fail, not pass quietly.
 test: deps
+	@scripts/deps.sh cloud
 	@cd sfu/inhouse && go test -count=1 ./...
 	@cd synth && go test -count=1 ./...
 	@cd netem && go test -count=1 ./...

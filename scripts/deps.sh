@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what sfubench needs on a Debian 12 machine; safe to rerun (each step skips when already done).
-#   scripts/deps.sh                 all steps: apt, python, grid
-#   scripts/deps.sh apt|python|grid ...   only those steps
+#   scripts/deps.sh                 the steps a load test needs: apt, python, grid
+#   scripts/deps.sh apt|python|grid|cloud ...   only those steps (cloud: the cloud path's tools and
+#                                   the suite's control plane, built from the Go module proxy)
 # One line per step on stdout; on failure one line on stderr naming the step and its log, exit status 1.
 # Environment: PYTHON (the interpreter for a new .venv, default python3), SFUBENCH_CACHE (see grid/install.sh).
 set -euo pipefail
@@ -68,10 +69,23 @@ step_grid() {
   if [[ $out == *": cached in "* ]]; then detail=cached; else detail=${out#grid }; fi
 }
 
+# Minutes on a fresh machine (the control plane alone ~5 min), then cached by version.
+step_cloud() {
+  local out
+  out=$("$root/scripts/tools.sh" terraform tflint kustomize etcd kube-apiserver kube-controller-manager \
+    kube-scheduler kwok 2>&1) || fail "${out##*$'\n'}"
+  if [[ $out == *"tools: built "* ]]; then
+    detail=$(grep -o 'built [a-z-]* [0-9.]*' <<<"$out" | sed 's/^built //' | paste -sd, -)
+    detail="built ${detail//,/, }"
+  else
+    detail=cached
+  fi
+}
+
 steps=("$@")
 ((${#steps[@]})) || steps=(apt python grid)
 for step in "${steps[@]}"; do
-  [[ $step == @(apt|python|grid) ]] || { echo "usage: scripts/deps.sh [apt|python|grid]..." >&2; exit 2; }
+  [[ $step == @(apt|python|grid|cloud) ]] || { echo "usage: scripts/deps.sh [apt|python|grid|cloud]..." >&2; exit 2; }
 done
 mkdir -p "$logs"
 for step in "${steps[@]}"; do

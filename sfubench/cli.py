@@ -64,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     cl.add_argument("--hours", type=float, default=2, help="expected lifetime, for the cost estimate")
     config_mod.add_arguments(cl)
 
+    cc = sub.add_parser("cloud-cleanup", help="destroy what killed cloud runs left behind",
+                        description="For every cloud run folder under OUT that still holds Terraform "
+                        "state, destroy its hosts and delete its grid's namespace. The nightly "
+                        "workflow runs this always, after cancelled or failed runs too.")
+    cc.add_argument("--out", type=Path, default=Path("runs"), help="the runs' folder (default: runs)")
+
     sv = sub.add_parser("serve", help="install and run one SFU on this host until stopped (a cloud "
                         "host's service)", description="Install an SFU adapter and run it on this "
                         "host's ADDRESS as a load test would, until SIGTERM; exits 1 when the SFU "
@@ -159,6 +165,13 @@ def _dispatch(args) -> int:
         if run_dir is not None:
             _print_summary(run_dir)
         return 0 if status in ("ok", "dry-run") else EXIT_FAILED
+
+    if args.command == "cloud-cleanup":
+        from .cloud import run as cloud_run
+        failed = cloud_run.cleanup(args.out)
+        for line in failed:
+            print(f"sfubench: error: {line}", file=sys.stderr)
+        return EXIT_FAILED if failed else 0
 
     if args.command == "serve":
         return _serve(args)

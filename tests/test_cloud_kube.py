@@ -152,3 +152,15 @@ def test_deploy_refuses_what_the_api_server_refuses(cluster):
     finally:
         grid.teardown(timeout=120)
 
+
+
+def test_cleanup_deletes_the_grid_a_killed_run_left(cluster, tmp_path, monkeypatch):
+    """`sfubench cloud-cleanup` (the nightly's always-run step) finds the run folder a killed
+    runner left and deletes that run's namespace, through the kubeconfig as a user has it."""
+    from sfubench.cloud import run as cloud_run
+    kube.KubeGrid(cluster.api(), "sfubench-r20261123000000", overlay="small").deploy(timeout=120)
+    (tmp_path / "r20261123000000-cloud-aws").mkdir()
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+    assert cloud_run.cleanup(tmp_path) == []
+    names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
+    assert "sfubench-r20261123000000" not in names

@@ -5,6 +5,7 @@ printed, and nothing at all when a credential is missing."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import subprocess
@@ -85,6 +86,13 @@ def variables(cfg: Config, run_id: str, owner: str, hours: float) -> dict:
             "git_ref": sha or "0000000", "sfu_profile": cfg.sfu_profile, "hours": hours}
 
 
+def _kube_api():
+    """A client from the kubeconfig as kubectl reads it; KUBECONFIG is read now, not when the
+    kubernetes package was imported (it reads it then)."""
+    from kubernetes import config as kubeconfig
+    return kubeconfig.new_client_from_config(config_file=os.environ.get("KUBECONFIG") or "~/.kube/config")
+
+
 def run_id_for() -> str:
     return f"r{datetime.now(timezone.utc):%Y%m%d%H%M%S}"
 
@@ -138,13 +146,11 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
 
 
 def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: Progress) -> tuple[Path, str]:
-    from kubernetes import config as kubeconfig
-
     from .. import loadtest
 
-    work = Path(cfg.out) / f"{run_id}-cloud"
+    work = Path(cfg.out) / f"{run_id}-cloud-{c.name}"   # what `cleanup` finds if this process is killed
     hosts = terraform.Hosts(c.name, tfvars, work)
-    grid = KubeGrid(kubeconfig.new_client_from_config(), f"sfubench-{run_id}", overlay=c.overlay)
+    grid = KubeGrid(_kube_api(), f"sfubench-{run_id}", overlay=c.overlay)
     try:
         progress.say(f"terraform: creating the {cfg.sfu} host (state in {work})")
         hosts.apply()
@@ -163,6 +169,29 @@ def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: P
                 progress.say(f"{what}: teardown failed, resources of run {run_id} may be left "
                              f"(tagged sfubench:run={run_id}): {e}")
         progress.say(f"cloud: torn down in {time.monotonic() - started:.0f} s")
+
+
+def cleanup(out: Path, progress: Progress | None = None) -> list[str]:
+    """Destroys what runs under `out` left behind (a runner killed before its own teardown): every
+    `<run_id>-cloud-<cloud>` folder holding Terraform state, and its grid's namespace. Returns what failed."""
+    progress = progress or Progress()
+    failed = []
+    for work in sorted(Path(out).glob("r*-cloud-*")):
+        run_id, cloud_name = work.name.split("-cloud-")
+        tfvars = work / "terraform.tfvars.json"
+        steps = [("grid", lambda: KubeGrid(_kube_api(), f"sfubench-{run_id}",
+                                           objects=render("base")).teardown())]
+        if tfvars.exists():
+            steps.append(("terraform", lambda: terraform.Hosts(cloud_name, json.loads(tfvars.read_text()),
+                                                               work).destroy()))
+        for what, stop in steps:
+            try:
+                stop()
+                progress.say(f"cleanup: {run_id}: {what} destroyed")
+            except Exception as e:
+                failed.append(f"{run_id} {what}: {e}")
+                progress.say(f"cleanup: {run_id}: {what} NOT destroyed: {e}")
+    return failed
 
 
 def valid_owner(owner: str) -> str:

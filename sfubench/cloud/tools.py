@@ -14,8 +14,8 @@ class ToolError(RuntimeError):
 def tool(name: str) -> str:
     """The path of `name`, building it into the cache first when it is neither there nor on PATH
     (minutes, once per version)."""
-    r = subprocess.run([str(ROOT / "scripts" / "tools.sh"), "--path", name], capture_output=True, text=True)
+    # stderr passes through: a first build says so ("tools: building terraform ...") while it runs
+    r = subprocess.run([str(ROOT / "scripts" / "tools.sh"), "--path", name], stdout=subprocess.PIPE, text=True)
     if r.returncode:
-        lines = r.stderr.strip().splitlines()
-        raise ToolError(lines[-1] if lines else f"scripts/tools.sh could not provide {name}")
+        raise ToolError(f"scripts/tools.sh could not provide {name} (its message is above)")
     return r.stdout.strip().splitlines()[-1]
