@@ -151,7 +151,8 @@ def cost_table(analyses: list[Analysis], names: list[str]) -> Table:
     columns = ["Participants"]
     for n in names:
         columns += [f"{n}: µs per packet", f"{n}: MHz per stream", f"{n}: MHz per published"]
-    bound = [{h["participants"] for h in a.health if h.get("client_bound")} for a in analyses]
+    bound = [{h["participants"] for h in a.health if h.get("client_bound") and h["phase"] != "network"}
+             for a in analyses]
     rows = []
     for p in counts:
         row = [p]

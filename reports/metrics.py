@@ -179,7 +179,8 @@ def missing_streams(obs: list[dict], events: list[dict], windows: list[dict] = (
 
 
 def window_health(run: runfiles.Run, obs: list[dict], rule: ClientRule = ClientRule()) -> list[dict]:
-    """Per ramp-up and target window (windows.jsonl), whether its clients were the limit and why."""
+    """Per ramp-up, target and network window (windows.jsonl), whether its clients were the limit
+    and why: a figure measured under a degraded network is no truer of the SFU for it."""
     edges: dict = defaultdict(lambda: defaultdict(dict))
     for r in run.server:
         if r.get("edge") in ("start", "end") and r.get("window") is not None:
@@ -192,7 +193,7 @@ def window_health(run: runfiles.Run, obs: list[dict], rule: ClientRule = ClientR
     interval = (run.meta.get("config") or {}).get("sample_interval")
     out = []
     for w in run.windows:
-        if w.get("phase") not in MEASURED:
+        if w.get("phase") not in (*MEASURED, "network"):
             continue
         reasons = clientbound.assess(w, edges.get(w.get("window"), {}), fps.get(w.get("window"), []), source,
                                      interval, rule)
@@ -202,11 +203,12 @@ def window_health(run: runfiles.Run, obs: list[dict], rule: ClientRule = ClientR
 
 
 def health_series(health: list[dict]) -> list[dict]:
-    """Per participant count: client-bound if any of its windows was, with that window's reasons."""
+    """Per participant count: client-bound if any of its windows was, with that window's reasons
+    (the windows under the run's own network: those of the participant curves)."""
     rows: dict[int, dict] = {}
     for h in health:
         p = h["participants"]
-        if p is None:
+        if p is None or h["phase"] not in MEASURED:
             continue
         row = rows.setdefault(p, {"participants": p, "client_bound": False})
         if h["client_bound"] and not row["client_bound"]:
@@ -657,9 +659,12 @@ def kind_table(obs: list[dict], playback: list[dict], checks: list[dict], events
                  "sender has no capture or encoding in it.")
 
 
-def network_table(obs: list[dict], playback: list[dict], events: list[dict], base: str) -> Table:
+def network_table(obs: list[dict], playback: list[dict], events: list[dict], base: str,
+                  health: list[dict]) -> Table:
     """The same participants under each network profile the degrade shape stepped through (its
-    `network` windows), beside the target window under the run's own network (`base`)."""
+    `network` windows), beside the target window under the run's own network (`base`), each with
+    whether its clients had headroom (`health`, window_health's)."""
+    headroom = {h["window"]: "no: " + "; ".join(h["reasons"]) if h["client_bound"] else "yes" for h in health}
     windows: dict = {}
     for o in obs:
         if o["phase"] in ("network", "target") and o["kind"] == "video":
@@ -678,10 +683,11 @@ def network_table(obs: list[dict], playback: list[dict], events: list[dict], bas
         pb = playback_stats([r for r in playback if r.get("window") == window])
         rows.append([name, group[0]["phase"], group[0]["participants"], _round(_scaled(st.get("recv_bps"), 1e-6), 3),
                      _round(st.get("fps"), 1), _round(st.get("rtt_send_ms"), 1), _round(st.get("loss_pct"), 2),
-                     _round(st.get("jitter_ms"), 1), _round(st.get("freezes_per_min"), 2), _round(pb.get("delay_ms"), 0)])
+                     _round(st.get("jitter_ms"), 1), _round(st.get("freezes_per_min"), 2), _round(pb.get("delay_ms"), 0),
+                     headroom.get(window, "not judged")])
     return Table("network", "Under each network profile: the same participants",
                  ["Network", "Window", "Participants", "Recv video per stream (Mbps)", "Recv fps", "Sender RTT (ms)",
-                  "Loss (%)", "Jitter (ms)", "Freezes / stream-min", "Delay (ms)"], rows,
+                  "Loss (%)", "Jitter (ms)", "Freezes / stream-min", "Delay (ms)", "Clients had headroom"], rows,
                  note="The degrade shape measures the same load under each profile after a settling time; "
                       "the target window is under the run's own network.")
 

@@ -453,7 +453,8 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     tables["cost"] = metrics.cost_table(a.cost)
     tables["clients"] = metrics.kind_table(a.obs, a.run.playback, a.run.checks, a.run.events)
     net = a.run.meta.get("network") if isinstance(a.run.meta.get("network"), dict) else {}
-    tables["network"] = metrics.network_table(a.obs, a.run.playback, a.run.events, str(net.get("name") or "plain"))
+    tables["network"] = metrics.network_table(a.obs, a.run.playback, a.run.events, str(net.get("name") or "plain"),
+                                              a.health)
     export.write_tables(list(tables.values()), run_dir,
                         {"headline": a.headline, "knee": vars(a.knee), "knee_rule": a.rule.text(),
                          "client_rule": a.client_rule.text(), "clients": clientbound.sentence(a.health)})

@@ -164,3 +164,53 @@ def test_cleanup_deletes_the_grid_a_killed_run_left(cluster, tmp_path, monkeypat
     assert cloud_run.cleanup(tmp_path) == []
     names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
     assert "sfubench-r20261123000000" not in names
+
+
+def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path, monkeypatch):
+    """The orchestration of `cloud-loadtest`: the grid really deployed on the control plane, the
+    engine given Terraform's address and the grid's URL and scaling listener, and both torn down
+    when the run fails. Terraform's hosts are a stand-in here (recording apply and destroy): no
+    cloud API can be reached from the suite."""
+    from sfubench import loadtest
+    from sfubench.cloud import run as cloud_run
+    from sfubench.cloud import terraform
+
+    calls = []
+
+    class Hosts:   # stand-in for the AWS API behind terraform.Hosts
+        def __init__(self, cloud, variables, work):
+            calls.append(("init", cloud, variables["run_id"], work.name))
+
+        def apply(self):
+            calls.append(("apply",))
+
+        def outputs(self):
+            return {"sfus": {"janus": {"address": "10.42.0.9"}}}
+
+        def destroy(self):
+            calls.append(("destroy",))
+
+    seen = {}
+
+    def failing_run(cfg, progress, listeners=()):
+        names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
+        seen.update(sfu=cfg.sfu_address, grid=cfg.grid_url, node_cache=cfg.node_cache,
+                    listeners=[streams for _, streams in listeners], live="sfubench-r1" in names)
+        raise RuntimeError("the SFU stopped answering")
+
+    monkeypatch.setattr(terraform, "Hosts", Hosts)
+    monkeypatch.setattr(loadtest, "run", failing_run)
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+    cfg = _cfg(out=str(tmp_path), page_address="10.42.0.5")
+    with pytest.raises(RuntimeError, match="stopped answering"):
+        cloud_run._apply_and_run(cloud_run.cloud("aws"), cfg, {"run_id": "r1"}, "r1", _Quiet())
+    assert calls == [("init", "aws", "r1", "r1-cloud-aws"), ("apply",), ("destroy",)]
+    assert seen == {"sfu": "10.42.0.9", "grid": "http://selenium-hub.sfubench-r1.svc:4444", "node_cache": "/media",
+                    "listeners": [["events"]], "live": True}
+    names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
+    assert "sfubench-r1" not in names
+
+
+class _Quiet:
+    def say(self, message, transient=False):
+        pass

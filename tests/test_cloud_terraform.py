@@ -151,3 +151,18 @@ def test_a_cloud_only_sfu_gets_its_plan(capsys):
     out = capsys.readouterr()
     assert "allow tcp 443 from 10.42.0.0/16" in out.out + out.err
     assert "allow udp 10000 from 10.42.0.0/16 (media)" in out.out + out.err
+
+
+def test_an_sfu_with_secrets_is_refused_before_anything_is_created(tmp_path, monkeypatch, capsys):
+    """LiveKit's API secret would reach its host only through cloud-init, i.e. Terraform's state in
+    the run folder: refused, named, until it has a way that keeps it out."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    monkeypatch.setenv("SFUBENCH_OPERATOR_CIDR", "203.0.113.7/32")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    code = cli.main(["cloud-loadtest", "--sfu", "livekit", "--page-address", "10.42.0.5", "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE and "livekit's secrets (api_key, api_secret)" in err, err
+    assert not (tmp_path / "runs").exists()

@@ -40,6 +40,11 @@ def test_precedence_default_file_env_flag(tmp_path):
     ({"client_cpuset": "999"}, "--client-cpuset must list CPUs of this machine"),
     ({"play_audio": "maybe"}, "--play-audio (on the command line) wants true or false"),
     ({"video_timeout": "-1"}, "--video-timeout must be at least 1"),
+    ({"sfu_address": "10.42.0.9"}, "--sfu-address needs --grid-url"),
+    ({"sfu_address": "10.42.0.9", "grid_url": "http://h:4444", "network": "lan"},
+     "a remote run's network is the cloud's own"),
+    ({"sfu_address": "10.42.0.9", "grid_url": "http://h:4444", "real_per_room": "2"},
+     "synthetic participants run in the local lab only"),
 ])
 def test_bad_values_are_one_line_errors(cli, message):
     with pytest.raises(ConfigError) as e:

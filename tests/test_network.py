@@ -168,6 +168,7 @@ def test_the_degrade_shape_measures_the_same_room_under_each_profile(tmp_path):
     assert changed == ["far", "lossy", "plain"]
     rows = json.loads((run_dir / "tables.json").read_text())["tables"]["network"]["rows"]
     assert [r[:3] for r in rows] == [["far", "network", 2], ["lossy", "network", 2], ["plain", "target", 2]], rows
+    assert [r[-1] for r in rows] == ["yes"] * 3, rows   # each window judged for client headroom
     rtt, loss = {r[0]: r[5] for r in rows}, {r[0]: r[6] for r in rows}
     assert abs(rtt["far"] - 100) <= 10 and rtt["plain"] < 10 and rtt["lossy"] < 10, rtt
     assert 2.5 <= loss["lossy"] <= 7.5 and loss["plain"] < 1 and loss["far"] < 1, loss

@@ -28,6 +28,15 @@ def assess(window=None, e=None, fps=(15.0,) * 7, **kw):
                               1.0)
 
 
+def test_network_windows_are_judged_but_kept_off_the_participant_curves():
+    """A degrade shape's window under another network is judged like any other; it does not make
+    the run's own figures at that count client-bound."""
+    health = [{"phase": "target", "window": 3, "participants": 7, "client_bound": False, "reasons": []},
+              {"phase": "network", "window": 4, "participants": 7, "client_bound": True, "reasons": ["starved"]}]
+    assert metrics.health_series(health) == [{"participants": 7, "client_bound": False}]
+    assert "the clients, not the SFU" in clientbound.sentence(health)
+
+
 def test_a_window_with_headroom_is_not_client_bound():
     assert assess() == []
 

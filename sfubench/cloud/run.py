@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..config import ROOT, Config, ConfigError
 from ..progress import Progress
+from ..sfu import Adapter
 from . import terraform
 from .kube import KubeGrid, render
 
@@ -67,6 +68,11 @@ def missing(c: Cloud, cfg: Config) -> list[str]:
         out.append("SFUBENCH_OPERATOR_CIDR (the only address SSH to the SFU hosts may come from, e.g. 203.0.113.7/32)")
     if not cfg.page_address:
         out.append("--page-address (this runner's address that the grid's nodes reach, inside the VPC)")
+    secrets = Adapter.load(cfg.sfu).data.get("secrets")
+    if secrets:
+        # cloud-init and Terraform's state would hold them in plain text, which the run folder must not
+        out.append(f"a way to give {cfg.sfu}'s secrets ({', '.join(secrets)}) to its host that keeps them out "
+                   f"of Terraform's state: not built yet, so {cfg.sfu} cannot run in the cloud")
     return out
 
 
