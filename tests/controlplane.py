@@ -94,7 +94,11 @@ class ControlPlane:
                                                 "--leader-elect=false", "--bind-address=127.0.0.1",
                                                 f"--secure-port={_free_port()}",
                                                 f"--service-account-private-key-file={sa_key}",
-                                                "--use-service-account-credentials=false"])
+                                                "--use-service-account-credentials=false",
+                                                # beta since 1.36: the ReplicaSet controller waits until its
+                                                # cache has seen its own last write; here it once left a new
+                                                # ReplicaSet without pods for 300 s (the CI run of 2026-11-23)
+                                                "--feature-gates=StaleControllerConsistencyReplicaSet=false"])
         self._spawn("kube-scheduler", [bins["kube-scheduler"], f"--kubeconfig={self.kubeconfig}",
                                        "--leader-elect=false", "--bind-address=127.0.0.1",
                                        f"--secure-port={_free_port()}"])
