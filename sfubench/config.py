@@ -159,6 +159,9 @@ class Config:
         if self.sfu_address and not self.grid_url:
             raise ConfigError("--sfu-address needs --grid-url: with a remote SFU the browsers run on a "
                               "remote grid too")
+        if self.sfu_address and (self.sfu_cpus or self.client_cpus or self.sfu_cpuset or self.client_cpuset):
+            raise ConfigError("CPU quotas and pinning confine the local lab's processes; a remote run's "
+                              "hosts are sized by Terraform and the grid's manifests")
         if self.sfu_address and (self.network != "none" or self.synthetic_network):
             raise ConfigError("--network emulates the local lab's link; a remote run's network is "
                               "the cloud's own")

@@ -95,8 +95,11 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
         why = adapter.data.get("why_cloud", "it cannot be installed on this machine")
         raise ConfigError(f"{adapter.name} runs in the cloud only ({why}): see terraform/ and "
                           f"`make cloud-loadtest`")
-    if not remote:
-        progress.say(f"sfu: installing {adapter.name} {adapter.version} (skipped when installed)")
+    # a remote SFU runs on its own host; its client library (the adapter's assets) is still served
+    # from here, with the pages
+    if not remote or adapter.data.get("assets"):
+        progress.say(f"sfu: installing {adapter.name} {adapter.version} (skipped when installed)"
+                     + (": its client library is served from here" if remote else ""))
         adapter.install(cache)
     progress.say(f"media: {cfg.media} profile (built once, then cached)")
     media = media_mod.build(cfg.media, cache)

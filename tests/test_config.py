@@ -41,6 +41,8 @@ def test_precedence_default_file_env_flag(tmp_path):
     ({"play_audio": "maybe"}, "--play-audio (on the command line) wants true or false"),
     ({"video_timeout": "-1"}, "--video-timeout must be at least 1"),
     ({"sfu_address": "10.42.0.9"}, "--sfu-address needs --grid-url"),
+    ({"sfu_address": "10.42.0.9", "grid_url": "http://h:4444", "client_cpus": "1.4"},
+     "CPU quotas and pinning confine the local lab's processes"),
     ({"sfu_address": "10.42.0.9", "grid_url": "http://h:4444", "network": "lan"},
      "a remote run's network is the cloud's own"),
     ({"sfu_address": "10.42.0.9", "grid_url": "http://h:4444", "real_per_room": "2"},
