@@ -143,8 +143,10 @@ class KubeGrid:
 
     # -- internals -------------------------------------------------------------------------------
     def _ready(self, name: str) -> int:
-        d = self.apps.read_namespaced_deployment(name, self.namespace)
-        return d.status.ready_replicas or 0
+        """Ready pods of Deployment `name`, counted from the pods themselves: the Deployment's own
+        status trails them by however long its controllers take (minutes, once, in the suite)."""
+        return sum(1 for p in self._pods(name)
+                   if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or []))
 
     def _pods(self, name: str) -> list:
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"app.kubernetes.io/name={name}")
