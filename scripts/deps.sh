@@ -13,6 +13,7 @@ APT_PACKAGES=(
   chromium chromium-driver ffmpeg janus libjs-janus-gateway opencv-data iproute2 procps fonts-dejavu-core maven
   ethtool  # the lab's emulated link turns veth offloads off
   python3-venv  # a bare Debian python3 cannot create a venv without it
+  openssl       # the suite's control plane signs service-account tokens with a key it makes
 )
 
 step=
