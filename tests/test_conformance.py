@@ -31,8 +31,10 @@ PREFIX, SUBNET = "sfubk", "127.0.3"
 pytestmark = pytest.mark.e2e
 
 
-# a room of 7, validated and measured; one leaves; it rejoins; validated again
-conformance = leave_and_rejoin("r1u3", pause_s=3, target_samples=2)
+# a room of 7, validated and measured; one leaves; it rejoins; validated again. A room of 7 is what
+# 2 cores' clients just carry: right after the joins their pages' main threads ran 0.7 s late for
+# seconds (LiveKit's, in a CI run: all of the first window's samples missed), so each window waits.
+conformance = leave_and_rejoin("r1u3", pause_s=3, target_samples=2, settle_s=5)
 
 
 @pytest.fixture(scope="module", params=ADAPTERS)
