@@ -121,10 +121,17 @@ def sentence(health: list[dict]) -> str:
     if not health:
         return "The clients' health was not recorded (no windows.jsonl): whether they limited the run is unknown."
     bound = [h for h in health if h["client_bound"]]
+    blind = sum(1 for h in health if not h.get("cpu_probed", True))
+    caveat = (f" The clients' CPU was not measured in {blind} of the {len(health)} windows (their browsers ran "
+              "on a remote grid's nodes): those are judged by the pages' own signs only (frame rates, "
+              "main-thread lag, getStats time, late samples), which a node short of CPU may not show."
+              if blind else "")
     if not bound:
+        if blind:
+            return (f"No measured window showed the clients limiting the run ({len(health)} windows)." + caveat)
         return (f"The clients had headroom in all {len(health)} measured windows: the figures describe the "
                 "SFU, not the load generator.")
     first = min(bound, key=lambda h: (h["participants"] or 0, h["window"] or 0))
     return (f"The load generator was the limit in {len(bound)} of {len(health)} measured windows, first at "
             f"{first['participants']} participants ({'; '.join(first['reasons'])}): figures from there on "
-            "describe the clients, not the SFU.")
+            "describe the clients, not the SFU." + caveat)

@@ -197,8 +197,11 @@ def window_health(run: runfiles.Run, obs: list[dict], rule: ClientRule = ClientR
             continue
         reasons = clientbound.assess(w, edges.get(w.get("window"), {}), fps.get(w.get("window"), []), source,
                                      interval, rule)
+        # a remote grid's browsers run on its nodes: no probe of this run saw their CPU
+        probed = "clients" in edges.get(w.get("window"), {})
         out.append({"t": w.get("t"), "phase": w.get("phase"), "window": w.get("window"),
-                    "participants": w.get("participants"), "client_bound": bool(reasons), "reasons": reasons})
+                    "participants": w.get("participants"), "client_bound": bool(reasons), "reasons": reasons,
+                    "cpu_probed": probed})
     return out
 
 

@@ -14,7 +14,11 @@ APT_PACKAGES=(
   ethtool  # the lab's emulated link turns veth offloads off
   python3-venv  # a bare Debian python3 cannot create a venv without it
   openssl       # the suite's control plane signs service-account tokens with a key it makes
+  openssh-client  # a cloud run hands an SFU's secrets to its host over SSH
+  openssh-server  # the suite's miniature cloud host takes them as a real one does (never started as a service)
 )
+# Services that packages above would start on their default ports, kept off: runs start their own.
+declare -A SERVICES=([janus]=janus.service [openssh-server]=ssh.service)
 
 step=
 fail() {
@@ -35,12 +39,21 @@ step_apt() {
   ((EUID == 0)) || fail "needs root to install: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >"$log" 2>&1 || fail "apt-get update (log: $log)"
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$log" 2>&1 ||
-    fail "apt-get install ${missing[*]} (log: $log)"
-  # The package starts Janus as a system service on its default ports; runs start their own Janus.
-  if [[ " ${missing[*]} " == *" janus "* && -d /run/systemd/system ]]; then
-    systemctl disable --now janus.service >>"$log" 2>&1 || fail "systemctl disable janus (log: $log)"
+  # Debian's policy-rc.d (exit 101): no package starts a service while it is installed
+  local policy=/usr/sbin/policy-rc.d made=
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && made=1
   fi
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$log" 2>&1 || {
+    [[ -z $made ]] || rm -f "$policy"
+    fail "apt-get install ${missing[*]} (log: $log)"
+  }
+  [[ -z $made ]] || rm -f "$policy"
+  for p in "${missing[@]}"; do   # nor at the next boot
+    if [[ -n ${SERVICES[$p]:-} && -d /run/systemd/system ]]; then
+      systemctl disable --now "${SERVICES[$p]}" >>"$log" 2>&1 || fail "systemctl disable ${SERVICES[$p]} (log: $log)"
+    fi
+  done
   detail="installed ${missing[*]}"
 }
 

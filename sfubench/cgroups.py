@@ -13,7 +13,9 @@ import signal
 import time
 from pathlib import Path
 
-ROOT = Path("/sys/fs/cgroup")
+from . import agent
+
+ROOT = agent.CGROUP_ROOT
 PARENT = "sfubench"
 PERIOD_US = 100_000
 
@@ -132,18 +134,11 @@ class CpuGroup:
 
     def usage_s(self) -> float:
         """CPU seconds used by the group since it was created."""
-        d = self._dirs()["cpuacct"]
-        if self.version == 2:
-            stat = dict(line.split() for line in (d / "cpu.stat").read_text().splitlines())
-            return int(stat["usage_usec"]) / 1e6
-        return int((d / "cpuacct.usage").read_text()) / 1e9
+        return agent.usage_s(self._dirs()["cpuacct"], self.version)
 
     def throttled_s(self) -> float:
         """Seconds the quota held the group back (0 without a quota)."""
-        stat = dict(line.split() for line in (self._dirs()["cpu"] / "cpu.stat").read_text().splitlines())
-        if self.version == 2:
-            return int(stat.get("throttled_usec", 0)) / 1e6
-        return int(stat.get("throttled_time", 0)) / 1e9
+        return agent.throttled_s(self._dirs()["cpu"], self.version)
 
     def describe(self) -> dict:
         """What the run's metadata records about the group."""

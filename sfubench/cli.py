@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from . import config as config_mod
+from .agent import PROBE_PORT
 
 # Exit codes: 0 done, 1 the run failed, 2 bad input or missing dependency, 130 interrupted.
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
@@ -80,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--out", type=Path, default=Path("/var/lib/sfubench"),
                     help="folder for the SFU's rendered configuration and log")
     sv.add_argument("--cache", default=None, help="cache folder (default: ~/.cache/sfubench)")
+    sv.add_argument("--probe-port", type=int, default=PROBE_PORT, metavar="PORT",
+                    help="port of this host's probe of its SFU (GET /probe: CPU, memory, UDP and "
+                    "interface counters), which a remote run reads")
+    sv.add_argument("--secrets", type=Path, default=None, metavar="FILE",
+                    help="for an SFU with secrets: wait, after installing, for FILE (KEY=VALUE lines "
+                    "the runner delivers over SSH) and start the SFU with them")
 
     cf = sub.add_parser("config", help="show the settings a loadtest would use")
     config_mod.add_arguments(cf)
@@ -241,32 +248,68 @@ def _serve(args) -> int:
     """The SFU as a service: started as the engine starts it, watched as the engine watches it."""
     import signal
     import time
+    from . import probes
+    from .agent import serve_probe
     from .lab import host_of
     from .sfu import Adapter, SfuFailed
     host = host_of(args.address)
     cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
     adapter = Adapter.load(args.sfu, profile=args.sfu_profile)
+    if adapter.secrets and args.secrets is None:
+        raise UsageError(f"{adapter.name} has secrets: give --secrets FILE, where the runner delivers them")
     print(f"serve: installing {adapter.name} {adapter.version} (skipped when installed)", flush=True)
     adapter.install(cache)
+    if adapter.secrets:
+        adapter.use_secrets(_await_secrets(args.secrets, adapter.name))
     args.out.mkdir(parents=True, exist_ok=True)
 
     def stop(signum, frame):   # systemd stops the service with SIGTERM: a clean stop, exit 0
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    server = adapter.start(host, args.out, cache)
-    print(f"serve: {adapter.name} healthy at {server.health} ({host.interface})", flush=True)
+    # the host's own probe of its SFU, which a remote run reads as a local run reads its lab's; it
+    # answers before the SFU's health check does, so a runner that saw the SFU finds the probe
+    started = []
+
+    def pids() -> list[int]:
+        return started[0].pids() if started else []
+
+    probe = serve_probe(probes.TreeProbe("sfu", pids, lambda: next(iter(pids()), None), host.interface),
+                        args.address, args.probe_port)
+    print(f"serve: probe at http://{args.address}:{args.probe_port}/probe", flush=True)
     try:
+        started.append(adapter.start(host, args.out, cache))
+        print(f"serve: {adapter.name} healthy at {started[0].health} ({host.interface})", flush=True)
         while True:
             time.sleep(1)
-            server.check()
+            started[0].check()
     except KeyboardInterrupt:
         return 0
     except SfuFailed as e:
         print(f"sfubench: error: {_one_line(e)}", file=sys.stderr)
         return EXIT_FAILED
     finally:
-        server.stop()
+        probe.shutdown()
+        probe.server_close()
+        if started:
+            started[0].stop()
+
+
+def _await_secrets(path: Path, sfu: str) -> dict[str, str]:
+    """The secrets file the runner delivers (scripts/receive-secrets.sh writes it whole, by rename):
+    its secrets must be the runner's, which signs the participants' tokens with them."""
+    import time
+    if not path.exists():
+        print(f"serve: waiting for {sfu}'s secrets at {path} (the runner delivers them over SSH)", flush=True)
+    while not path.exists():
+        time.sleep(1)
+    env = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            env[key] = value
+    print(f"serve: secrets received ({', '.join(sorted(env))})", flush=True)
+    return env
 
 
 def _score_if_needed(run_dir: Path) -> None:

@@ -124,6 +124,10 @@ class Config:
     node_cache: str = opt("", "the cache folder on the grid's nodes where `sfubench media --cache DIR` "
                           "put the fake media (with --sfu-address); empty: the same as --cache",
                           metavar="DIR", scenario=False)
+    client_probes: str = opt("", "URL of the probe the remote grid's nodes answer (sfubench/agent.py "
+                             "in each node; a name may resolve to one address per node, as a headless "
+                             "Service's does), so the clients' CPU is measured (with --sfu-address); "
+                             "empty: it is not, and the report says so", metavar="URL", scenario=False)
     lab_prefix: str = opt("sfub", "name prefix of the lab's network namespaces and links", scenario=False)
     lab_subnet: str = opt("127.0.1", "first three octets of the lab's /24 inside 127.0.0.0/8",
                           metavar="A.B.C", scenario=False)
@@ -165,6 +169,9 @@ class Config:
         if self.sfu_address and (self.network != "none" or self.synthetic_network):
             raise ConfigError("--network emulates the local lab's link; a remote run's network is "
                               "the cloud's own")
+        if self.client_probes and not self.sfu_address:
+            raise ConfigError("--client-probes reads a remote grid's nodes (with --sfu-address); the "
+                              "local lab probes its clients itself")
         if self.sfu_address and self.browser_participants < self.participants:
             raise ConfigError("synthetic participants run in the local lab only for now: leave "
                               "--real-per-room and --real-rooms at their defaults with --sfu-address")

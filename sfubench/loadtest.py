@@ -34,7 +34,8 @@ from .events import Bus
 from .gobuild import GoBuildError
 from .lab import Host, LocalLab
 from .pages import PageServer
-from .probes import EngineProbe, GroupProbe, MachineProbe, TreeProbe
+from .agent import PROBE_PORT
+from .probes import EngineProbe, GroupProbe, MachineProbe, RemoteProbe, TreeProbe
 from .progress import Progress
 from .rundir import STREAMS, RunDir, read
 from .runner import Runner
@@ -77,11 +78,12 @@ SFU_ATTACH_TIMEOUT_S = 900
 
 
 def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scenario,
-        listeners=()) -> tuple[Path, str]:
+        listeners=(), probes=()) -> tuple[Path, str]:
     """Runs one load test; returns (run folder, status). Status is 'ok' when the scenario ran to
     its end (failed video checks are results, not errors). `scenario(runner)` drives the load once
     the SFU, the grid and the collector are up (the benchmarks bring their own). `listeners` are
-    (handler, streams) pairs subscribed to the run's events (a cloud grid scales with the rooms).
+    (handler, streams) pairs subscribed to the run's events (a cloud grid scales with the rooms);
+    `probes`, a provisioner's probes of hosts it knows (a cloud grid's nodes).
 
     With `cfg.sfu_address` the SFU and the grid are remote (a cloud's, or the miniature's in the
     tests): no lab is built, the engine stays where it runs and serves the pages on
@@ -192,7 +194,7 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                 progress.say(f"sfu: starting {adapter.name} at {lab.sfu.address} ({lab.sfu.netns})")
                 server = adapter.start(lab.sfu, run_dir.path, cache, **_wrap(groups, "sfu"))
             try:
-                _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario, lab, synth,
+                _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario, lab, synth, probes,
                        set_network if emulator else None)
                 status = "ok"
             finally:
@@ -338,7 +340,8 @@ def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | Non
     return status
 
 
-def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario, lab, synth, set_network):
+def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario, lab, synth, extra_probes,
+           set_network):
     sessions = -(-cfg.browser_participants // cfg.participants_per_browser)
     collector = Collector(bus, media, run_dir.path / "frames")
     assets = adapter.assets(cfg.cache_dir())
@@ -402,8 +405,18 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, sc
                 elif grid is not None or generator is not None:
                     probes.append(TreeProbe("clients", lambda: (grid.pids() if grid else [])
                                             + (generator.pids() if generator else []), os.getpid, clients_if))
-            # a remote SFU's and nodes' CPU is on their hosts: the run records what it can see here
-            probes += [MachineProbe(), EngineProbe()]
+            else:
+                # the SFU host's `sfubench serve` probes its SFU; the grid's nodes, their agents
+                for role, url in (("sfu", f"http://{cfg.sfu_address}:{PROBE_PORT}/probe"),
+                                  ("clients", cfg.client_probes)):
+                    if not url:
+                        continue
+                    try:
+                        probes.append(RemoteProbe(role, url))
+                    except (OSError, ValueError, KeyError) as e:
+                        whose = {"sfu": "the SFU's", "clients": "the clients'"}[role]
+                        progress.say(f"probe: none answers at {url} ({e}): {whose} CPU will not be recorded")
+            probes += [*extra_probes, MachineProbe(), EngineProbe()]
             pusher = None
             if cfg.pushgateway:
                 pusher = prometheus.Pusher(cfg.pushgateway, adapter.name, run_dir.path.name)

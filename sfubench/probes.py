@@ -12,49 +12,18 @@ break its CPU down by process name (`processes`: name -> CPU seconds of its live
 multi-process SFU (mediasoup's workers, a Node.js signalling process) shows where the time goes."""
 from __future__ import annotations
 
+import json
 import os
+import socket
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import psutil
 
+from .agent import link_counters, udp_counters
 from .cgroups import CpuGroup
-
-
-def udp_counters(snmp: Path) -> dict:
-    """The UDP counters of the network namespace whose /proc/<pid>/net/snmp is `snmp`."""
-    try:
-        lines = [line.split() for line in snmp.read_text().splitlines() if line.startswith("Udp:")]
-    except OSError:
-        return {}
-    if len(lines) < 2:
-        return {}
-    row = dict(zip(lines[0][1:], lines[1][1:]))
-    out = {}
-    for key, name in (("InDatagrams", "udp_in"), ("OutDatagrams", "udp_out"), ("InErrors", "udp_in_errors"),
-                      ("RcvbufErrors", "udp_rcvbuf_errors"), ("SndbufErrors", "udp_sndbuf_errors")):
-        if row.get(key, "").isdigit():
-            out[name] = int(row[key])
-    return out
-
-
-# /proc/net/dev's columns: 8 receive counters, then 8 transmit ones
-_DEV = {0: "net_rx_bytes", 1: "net_rx_packets", 3: "net_rx_dropped", 8: "net_tx_bytes", 9: "net_tx_packets",
-        11: "net_tx_dropped"}
-
-
-def link_counters(dev: Path, interface: str) -> dict:
-    """One interface's counters from /proc/<pid>/net/dev (the namespace of <pid>)."""
-    try:
-        lines = dev.read_text().splitlines()[2:]
-    except OSError:
-        return {}
-    for line in lines:
-        name, _, rest = line.partition(":")
-        if name.strip() == interface:
-            values = rest.split()
-            return {key: int(values[i]) for i, key in _DEV.items() if i < len(values) and values[i].isdigit()}
-    return {}
 
 
 class Probe:
@@ -130,8 +99,7 @@ class GroupProbe(Probe):
 
 
 class TreeProbe(Probe):
-    """A role as the process trees under `roots()`, where no cgroup holds it (a remote grid's
-    browsers are not on this host at all: nothing to probe)."""
+    """A role as the process trees under `roots()`, where no cgroup holds it."""
 
     def __init__(self, role: str, roots, net=None, interface: str = ""):
         super().__init__(net=net, interface=interface)
@@ -186,6 +154,71 @@ class EngineProbe(Probe):
         p = psutil.Process()
         t = p.cpu_times()
         return t.user + t.system, p.memory_info().rss, {}
+
+
+class RemoteProbe(Probe):
+    """A role on other hosts, read from the probes they answer (sfubench/agent.py: an SFU host's
+    `sfubench serve`, a grid node's agent). The hosts are the addresses the URL's host resolves to
+    (a name may have one per node), or those `addresses()` lists (the Kubernetes provisioner's
+    ready nodes): their rows are summed, and a host that went away keeps what it had counted, so
+    the cumulative figures never drop. A row that cannot be read whole is left out, not made up."""
+
+    def __init__(self, role: str, url: str, timeout: float = 3.0, addresses=None):
+        self.url, self.timeout, self.addresses = url, timeout, addresses
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self.hosts: dict[str, dict] = {}    # address -> its previous row
+        self.gone: dict[str, float] = {}    # cumulative figures of hosts that went away
+        self.error: str | None = None
+        super().__init__()
+        self.role = role
+        self.read()   # OSError when nothing answers: the caller decides
+
+    def _urls(self) -> dict[str, str]:
+        parts = urllib.parse.urlsplit(self.url)
+        port = parts.port or 80
+        if self.addresses is not None:
+            found = set(self.addresses())
+        else:
+            found = {i[4][0] for i in socket.getaddrinfo(parts.hostname, port, socket.AF_INET, socket.SOCK_STREAM)}
+        return {a: parts._replace(netloc=f"{a}:{port}").geturl() for a in sorted(found)}
+
+    def _get(self, url: str) -> dict:
+        with self._opener.open(url, timeout=self.timeout) as r:
+            return json.loads(r.read())
+
+    def read(self):
+        rows = {address: self._get(url) for address, url in self._urls().items()}
+        for address in set(self.hosts) - set(rows):
+            for key, value in self.hosts[address].items():
+                if key in CUMULATIVE:
+                    self.gone[key] = self.gone.get(key, 0) + value
+        self.hosts = rows
+        total = dict(self.gone)
+        processes: dict[str, float] = {}
+        for row in rows.values():
+            for key, value in row.items():
+                if key in CUMULATIVE or key in ("rss", "cores"):
+                    total[key] = total.get(key, 0) + value
+            for name, cpu in (row.get("processes") or {}).items():
+                processes[name] = round(processes.get(name, 0.0) + cpu, 3)
+        extra = {k: round(v, 3) for k, v in total.items() if k not in ("cpu_s", "rss")}
+        if processes:
+            extra["processes"] = processes
+        extra["hosts"] = len(rows)
+        return total.get("cpu_s", 0.0), int(total.get("rss", 0)), extra
+
+    def sample(self, **fields) -> dict | None:
+        try:
+            return super().sample(**fields)
+        except (OSError, ValueError, KeyError) as e:
+            self.error = f"{self.url}: {e}"
+            return None
+
+
+# the figures a probe row counts up from its host's start
+CUMULATIVE = {"cpu_s", "throttled_s", "udp_in", "udp_out", "udp_in_errors", "udp_rcvbuf_errors",
+              "udp_sndbuf_errors", "net_rx_bytes", "net_rx_packets", "net_rx_dropped", "net_tx_bytes",
+              "net_tx_packets", "net_tx_dropped"}
 
 
 def _cpu_list(spec: str) -> list[int]:

@@ -388,8 +388,11 @@ class Runner:
 
     def read_probes(self, phase: str, window: int, edge: str) -> None:
         for probe in self.probes:
-            self.bus.emit("server", probe.sample(phase=phase, window=window, edge=edge,
-                                                 participants=self.status.participants))
+            row = probe.sample(phase=phase, window=window, edge=edge, participants=self.status.participants)
+            if row is None:   # a remote probe that did not answer: the window lacks its row
+                self.say(f"probe: {probe.role} did not answer ({probe.error})")
+            else:
+                self.bus.emit("server", row)
 
     def end_background(self) -> None:
         if self.background is not None:

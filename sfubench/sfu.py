@@ -102,6 +102,10 @@ def _render_tree(tree, values: dict[str, str], where: str):
     return render(tree, values, where) if isinstance(tree, str) else tree
 
 
+def secret_variable(sfu: str, key: str) -> str:
+    return f"SFUBENCH_{sfu.upper()}_{key.upper()}"
+
+
 @dataclass
 class Adapter:
     """An SFU adapter as loaded for one run: its data, the profile chosen, the options that result,
@@ -141,8 +145,21 @@ class Adapter:
                 options[key] = _option(name, key, value, options[key])
         secrets = {}
         for key, length in data.get("secrets", {}).items():
-            secrets[key] = os.environ.get(f"SFUBENCH_{name.upper()}_{key.upper()}") or token_urlsafe(int(length))
+            secrets[key] = os.environ.get(secret_variable(name, key)) or token_urlsafe(int(length))
         return cls(name, folder, data, options, profile, secrets)
+
+    def secret_env(self) -> dict[str, str]:
+        """The secrets by their environment names: what the engine, a host's `sfubench serve
+        --secrets` and the file the runner delivers to it agree on."""
+        return {secret_variable(self.name, k): v for k, v in self.secrets.items()}
+
+    def use_secrets(self, env: dict[str, str]) -> None:
+        """Takes every secret from `env` (a delivered secrets file): on a host they must be the
+        runner's, which mints the participants' tokens, never made up."""
+        lacking = [secret_variable(self.name, k) for k in self.secrets if not env.get(secret_variable(self.name, k))]
+        if lacking:
+            raise AdapterError(f"{self.name}'s secrets lack {', '.join(lacking)}")
+        self.secrets = {k: env[secret_variable(self.name, k)] for k in self.secrets}
 
     @property
     def version(self) -> str:

@@ -9,7 +9,6 @@ who leaves, one JSON line each on its stdin. What it costs itself (its pacing er
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 from pathlib import Path

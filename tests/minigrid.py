@@ -82,26 +82,53 @@ class MiniCloud:
                 subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
     # -- what runs on the hosts ------------------------------------------------------------------
-    def spawn(self, name: str, host: str, argv: list[str], env: dict | None = None) -> subprocess.Popen:
+    def spawn(self, name: str, host: str, argv: list[str], env: dict | None = None, group=None) -> subprocess.Popen:
+        """`argv` on `host`; with `group` (a cgroups.CpuGroup) in that cgroup too. `ip netns exec`
+        mounts a sysfs of its own, which hides /sys/fs/cgroup: a process that joins a group and
+        reads it (the node's agent) enters the namespace with nsenter instead."""
         log = open(self.work / f"{name}.log", "wb")
-        p = subprocess.Popen(self.exec(host, argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        cmd = group.wrap(["nsenter", f"--net=/run/netns/{self.ns(host)}", *argv]) if group else self.exec(host, argv)
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              start_new_session=True, cwd=ROOT, env={**os.environ, **(env or {})})
         self.procs[name] = p
         return p
 
-    def serve_sfu(self, sfu: str, cache: Path) -> None:
+    def stop(self, name: str) -> None:
+        p = self.procs.pop(name)
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(30)
+
+    def serve_sfu(self, sfu: str, cache: Path, secrets: Path | None = None) -> None:
         """The SFU host's service, as cloud-init starts it."""
         self.spawn("sfu", "sfu", [sys.executable, "-m", "sfubench.cli", "serve", "--sfu", sfu,
                                   "--address", self.address("sfu"), "--out", str(self.work / "sfu"),
-                                  "--cache", str(cache)])
+                                  "--cache", str(cache), *(["--secrets", str(secrets)] if secrets else [])])
+
+    def sshd(self, host: str, authorized_keys: str) -> None:
+        """OpenSSH's server on `host`'s address, port 22, letting root in with `authorized_keys`
+        only, as a cloud host lets its accounts in (the suite runs as root)."""
+        d = self.work / f"sshd-{host}"
+        d.mkdir()
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
+        (d / "authorized_keys").write_text(authorized_keys + "\n")
+        # StrictModes would refuse a key file under the world-writable /tmp
+        (d / "sshd_config").write_text(
+            f"ListenAddress {self.address(host)}:22\nHostKey {d / 'host_key'}\n"
+            f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile none\nUsePAM no\nStrictModes no\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+            "AllowUsers root\n")
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)   # its privilege separation directory
+        self.spawn(f"sshd-{host}", host, ["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")])
 
     def node_media(self, cache: Path) -> None:
         """The node's media, made on the node by the same step as the k8s init container's."""
         subprocess.run(self.exec("node", [sys.executable, "-m", "sfubench.cli", "media", "--media", "local",
                                           "--cache", str(cache)]), check=True, capture_output=True, cwd=ROOT)
 
-    def start_grid(self, grid_lib: Path, sessions: int) -> str:
-        """A hub and one Chrome node, each on its own host; returns the hub's URL."""
+    def start_grid(self, grid_lib: Path, sessions: int, node_group=None) -> str:
+        """A hub and one Chrome node, each on its own host; returns the hub's URL. With `node_group`
+        (a created cgroups.CpuGroup) the node runs in it, as a container in its cgroup, with the
+        node's probe (sfubench/agent.py) beside it, as k8s/base/node.yaml starts them."""
         hub, node = self.address("hub"), self.address("node")
         bus = f'publish = "tcp://{hub}:4442"\nsubscribe = "tcp://{hub}:4443"\n'
         (self.work / "hub.toml").write_text(
@@ -121,7 +148,10 @@ class MiniCloud:
         tmp.mkdir(exist_ok=True)
         self.spawn("hub", "hub", [*java, "hub", "--config", str(self.work / "hub.toml")], {"SE_OFFLINE": "true"})
         self.spawn("node", "node", [*java, "node", "--config", str(self.work / "node.toml")],
-                   {"SE_OFFLINE": "true", "TMPDIR": str(tmp)})
+                   {"SE_OFFLINE": "true", "TMPDIR": str(tmp)}, group=node_group)
+        if node_group:
+            self.spawn("agent", "node", [sys.executable, "-I", "-S", str(ROOT / "sfubench" / "agent.py"),
+                                         "--address", node], group=node_group)
         url = f"http://{hub}:4444"
         self.wait_grid(url, sessions)
         return url

@@ -1,6 +1,8 @@
 """CPU control groups for real (needs root, as runs do): a busy process confined by a quota uses what
 the quota allows and no more, its CPU is counted exactly, and removing the group ends it."""
+import shutil
 import subprocess
+import sys
 import time
 
 import psutil
@@ -8,7 +10,7 @@ import pytest
 
 from sfubench import cgroups
 from sfubench.cgroups import CpuGroup
-from sfubench.probes import GroupProbe, MachineProbe
+from sfubench.probes import GroupProbe, MachineProbe, RemoteProbe
 
 BUSY = ["python3", "-c", "while True: pass"]
 
@@ -43,6 +45,32 @@ def test_a_quota_caps_a_busy_process_and_its_cpu_is_counted(group):
     assert throttled > 0.5, throttled                 # held back most of the time
 
 
+def test_a_nodes_agent_reports_its_own_groups_quota_cpu_and_throttling(group, tmp_path):
+    """sfubench/agent.py as a grid node runs it: copied alone (the standard library only), started
+    inside the node's group beside a busy browser stand-in, read by the engine's remote probe."""
+    agent = tmp_path / "agent.py"
+    shutil.copy(cgroups.__file__.replace("cgroups.py", "agent.py"), agent)
+    port = 19470
+    server = subprocess.Popen(group.wrap([sys.executable, "-I", "-S", str(agent), "--address", "127.0.0.1",
+                                          "--port", str(port)]), stdout=subprocess.PIPE, text=True)
+    busy = subprocess.Popen(group.wrap(BUSY))
+    try:
+        assert "probe at" in server.stdout.readline()
+        probe = RemoteProbe("clients", f"http://127.0.0.1:{port}/probe")
+        first = probe.sample(edge="start")
+        time.sleep(3)
+        second = probe.sample(edge="end")
+    finally:
+        for p in (busy, server):
+            p.kill()
+            p.wait()
+    span = (second["t"] - first["t"]) / 1000
+    assert second["cores"] == 0.25 and second["hosts"] == 1
+    assert 0.18 < (second["cpu_s"] - first["cpu_s"]) / span < 0.3, (first, second)
+    assert (second["throttled_s"] - first["throttled_s"]) / span > 0.5, (first, second)
+    assert second["rss"] > 0 and "udp_in" in second
+
+
 def test_children_stay_in_the_group_and_removal_ends_them(group):
     parent = subprocess.Popen(group.wrap(["sh", "-c", "sleep 300 & sleep 300 & wait"]))
     time.sleep(0.5)
@@ -69,7 +97,7 @@ def test_a_pinned_group_runs_on_its_cpus_only():
 
 def test_the_machine_probe_counts_every_core():
     probe = MachineProbe()
-    a = probe.sample()
+    probe.sample()   # the first row: the next one's `cpu` is since this
     procs = [subprocess.Popen(BUSY) for _ in range(2)]
     try:
         time.sleep(2)

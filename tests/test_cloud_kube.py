@@ -103,6 +103,13 @@ def test_deploy_scale_with_rooms_and_teardown(cluster):
         handler("events", {"event": "participant_joined", "room": 1})   # other events change nothing
         assert grid.nodes == 3
 
+        # the clients' probe reads each Ready node's agent at its pod's address (kwok's pods are
+        # not there to answer: only the addresses are checked, no request is sent)
+        addresses = grid.node_addresses()
+        assert sorted(addresses) == sorted(p.status.pod_ip for p in pods) and len(set(addresses)) == 3
+        node = pods[0].spec.containers[0]
+        assert "agent.py --role clients" in " ".join(node.command) and 9470 in [p.container_port for p in node.ports]
+
         # beside the hub's 500m, 5 nodes of 650m fill the two fake nodes of 2 cores; a 6th cannot be placed
         with pytest.raises(kube.KubeError, match="6 Chrome node"):
             grid.scale(6, timeout=8)
@@ -199,10 +206,11 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
 
     seen = {}
 
-    def failing_run(cfg, progress, listeners=()):
+    def failing_run(cfg, progress, listeners=(), probes=()):
         names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
         seen.update(sfu=cfg.sfu_address, grid=cfg.grid_url, node_cache=cfg.node_cache,
-                    listeners=[streams for _, streams in listeners], live="sfubench-r1" in names)
+                    listeners=[streams for _, streams in listeners], live="sfubench-r1" in names,
+                    probes=[p.role for p in probes])
         raise RuntimeError("the SFU stopped answering")
 
     monkeypatch.setattr(terraform, "Hosts", Hosts)
@@ -210,10 +218,10 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
     monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
     cfg = _cfg(out=str(tmp_path), page_address="10.42.0.5")
     with pytest.raises(RuntimeError, match="stopped answering"):
-        cloud_run._apply_and_run(cloud_run.cloud("aws"), cfg, {"run_id": "r1"}, "r1", _Quiet())
+        cloud_run._apply_and_run(cloud_run.cloud("aws"), cfg, {"run_id": "r1"}, "r1", _Quiet(), None)
     assert calls == [("init", "aws", "r1", "r1-cloud-aws"), ("apply",), ("destroy",)]
     assert seen == {"sfu": "10.42.0.9", "grid": "http://selenium-hub.sfubench-r1.svc:4444", "node_cache": "/media",
-                    "listeners": [["events"]], "live": True}
+                    "listeners": [["events"]], "live": True, "probes": ["clients"]}
     names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
     assert "sfubench-r1" not in names
 

@@ -6,12 +6,17 @@ beyond formatting and lint, and any call to a cloud API."""
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from sfubench import cli, config
+from sfubench.config import ROOT
+from sfubench.agent import PROBE_PORT
+from sfubench.cloud import courier as courier_mod
 from sfubench.cloud import terraform
+from sfubench.cloud.courier import Courier
 from sfubench.cloud.tools import tool
 from sfubench.sfu import Adapter
 
@@ -37,7 +42,7 @@ def test_logic_module_validates_and_its_tests_pass(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     r = _tf("test", "-no-color", cwd=module, env=data)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "8 passed, 0 failed" in r.stdout
+    assert "10 passed, 0 failed" in r.stdout
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(TF)))
@@ -59,10 +64,18 @@ def test_firewall_ports_come_from_the_adapters():
 
 
 @pytest.fixture(scope="module")
-def plan():
+def courier():
+    c = Courier(Adapter.load("livekit"))
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def plan(courier):
     variables = {"run_id": "t1", "owner": "ci", "sfus": terraform.sfus_variable(config.available_sfus()),
                  "vpc_cidr": "10.42.0.0/16", "operator_cidr": "203.0.113.7/32", "git_ref": "b940d9a",
-                 "sfu_profile": "tuned", "hours": 1.5}
+                 "sfu_profile": "tuned", "hours": 1.5, "probe_port": PROBE_PORT,
+                 "secrets_public_key": courier.public_key}
     return terraform.plan_offline(variables, "aws")
 
 
@@ -70,7 +83,8 @@ def test_offline_plan_has_one_identical_host_per_sfu(plan):
     assert sorted(plan["hosts"]) == sorted(config.available_sfus())
     rules = plan["hosts"]["livekit"]["ingress"]
     assert {(r["protocol"], r["from"], r["to"], r["cidr"]) for r in rules} == {
-        ("tcp", 7880, 7880, "10.42.0.0/16"), ("udp", 50000, 60000, "10.42.0.0/16"), ("tcp", 22, 22, "203.0.113.7/32")}
+        ("tcp", 7880, 7880, "10.42.0.0/16"), ("udp", 50000, 60000, "10.42.0.0/16"),
+        ("tcp", PROBE_PORT, PROBE_PORT, "10.42.0.0/16"), ("tcp", 22, 22, "203.0.113.7/32")}
     prices = terraform.prices("aws")
     n = len(config.available_sfus())
     assert plan["cost"]["total"] == pytest.approx(n * prices["c5.2xlarge"] * 1.5)
@@ -84,6 +98,33 @@ def test_rendered_cloud_init_is_valid_bash_for_every_sfu(plan, tmp_path):
         assert r.returncode == 0, f"{name}: {r.stderr}"
         assert f"serve --sfu {name} --sfu-profile tuned" in host["user_data"]
         assert "checkout --quiet 'b940d9a'" in host["user_data"]
+
+
+def test_secrets_reach_their_host_over_ssh_never_through_cloud_init(plan, courier):
+    """Only the run key's public half is in cloud-init (and so in Terraform's state), forced to the
+    one command that writes the secrets file; `sfubench serve` waits for that file."""
+    livekit = plan["hosts"]["livekit"]["user_data"]
+    assert (f'restrict,command="/opt/sfubench/scripts/receive-secrets.sh {courier_mod.HOST_FILE}" '
+            f"{courier.public_key}\n") in livekit
+    assert f"--secrets {courier_mod.HOST_FILE}" in livekit
+    for value in courier.adapter.secret_env().values():
+        assert value not in livekit
+    for name, host in plan["hosts"].items():
+        if name != "livekit":
+            assert "sfubench-secrets" not in host["user_data"] and "--secrets" not in host["user_data"], name
+
+
+def test_receive_secrets_writes_the_file_whole_and_refuses_anything_else(tmp_path):
+    script, target = ROOT / "scripts" / "receive-secrets.sh", tmp_path / "secrets.env"
+    good = "SFUBENCH_LIVEKIT_API_KEY=abc\nSFUBENCH_LIVEKIT_API_SECRET=d-e_f\n"
+    r = subprocess.run([str(script), str(target)], input=good, capture_output=True, text=True)
+    assert r.returncode == 0 and "2 secret(s)" in r.stdout, r.stderr
+    assert target.read_text() == good and target.stat().st_mode & 0o777 == 0o600
+    for bad in ("", "PATH=/tmp/evil\n", good + "sh -c 'rm -rf /'\n", "SFUBENCH_X=has space\n"):
+        r = subprocess.run([str(script), str(target)], input=bad, capture_output=True, text=True)
+        assert r.returncode == 1 and "refused" in r.stderr, bad
+        assert target.read_text() == good, "a refused delivery must leave the last one as it was"
+    assert [p.name for p in tmp_path.iterdir()] == ["secrets.env"]
 
 
 def test_bash_check_can_fail(tmp_path):
@@ -153,16 +194,14 @@ def test_a_cloud_only_sfu_gets_its_plan(capsys):
     assert "allow udp 10000 from 10.42.0.0/16 (media)" in out.out + out.err
 
 
-def test_an_sfu_with_secrets_is_refused_before_anything_is_created(tmp_path, monkeypatch, capsys):
-    """LiveKit's API secret would reach its host only through cloud-init, i.e. Terraform's state in
-    the run folder: refused, named, until it has a way that keeps it out."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
-    monkeypatch.setenv("SFUBENCH_OPERATOR_CIDR", "203.0.113.7/32")
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    code = cli.main(["cloud-loadtest", "--sfu", "livekit", "--page-address", "10.42.0.5", "--out", str(tmp_path / "runs")])
-    err = capsys.readouterr().err
-    assert code == cli.EXIT_USAGE and "livekit's secrets (api_key, api_secret)" in err, err
+def test_an_sfu_with_secrets_plans_their_delivery_and_keeps_no_key(tmp_path, monkeypatch, capsys):
+    """LiveKit's dry run: its plan says how the secrets travel; the run's key pair is made and
+    deleted again, outside the run folder, and nothing is created."""
+    _no_files(monkeypatch, tmp_path)
+    keys = set(Path(tempfile.gettempdir()).glob("sfubench-courier-*"))
+    code = cli.main(["cloud-loadtest", "--sfu", "livekit", "--dry-run", "--out", str(tmp_path / "runs")])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "secrets: livekit's, over SSH with a key made for this run" in out.out + out.err
+    assert set(Path(tempfile.gettempdir()).glob("sfubench-courier-*")) == keys
     assert not (tmp_path / "runs").exists()

@@ -17,7 +17,7 @@ import pytest
 from sfubench import cgroups, config, loadtest
 from sfubench.progress import Progress
 from sfubench.rundir import read
-from sfubench.sfu import Adapter
+from sfubench.sfu import Adapter, secret_variable
 
 from scenarios import leave_and_rejoin
 
@@ -41,7 +41,7 @@ conformance = leave_and_rejoin("r1u3", pause_s=3, target_samples=2, settle_s=5)
 def adapter_run(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(request.param)
     # Known secrets, so the test can look for them where they must not be.
-    secrets = {f"SFUBENCH_{request.param.upper()}_{k.upper()}": f"sfubench-test-secret-{k}-0123456789"
+    secrets = {secret_variable(request.param, k): f"sfubench-test-secret-{k}-0123456789"
                for k in Adapter.load(request.param).data.get("secrets", {})}
     os.environ.update(secrets)
     cfg = config.load(cli={"sfu": request.param, "users_per_room": USERS, "out": str(out),

@@ -5,16 +5,24 @@ browsers load the pages from the runner's address and send media to the SFU's, o
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from sfubench import grid as grid_mod
+from sfubench.agent import PROBE_PORT
+from sfubench.cgroups import CpuGroup
 from sfubench.config import ROOT, cache_root
 from sfubench.rundir import read
 
 from minigrid import MiniCloud
+
+SECRET_BEARING = "livekit"
+NODE_CORES = 1.5
 
 pytestmark = pytest.mark.e2e
 
@@ -23,12 +31,14 @@ pytestmark = pytest.mark.e2e
 def mini(tmp_path_factory):
     work = tmp_path_factory.mktemp("minicloud")
     cloud = MiniCloud(work)
+    # the node's container: its cgroup, with a limit as k8s/base/node.yaml gives it
+    node = CpuGroup("sfubm-node", cores=NODE_CORES)
     try:
         cloud.up()
         cloud.serve_sfu("janus", cache_root())
         cloud.node_media(work / "node-cache")
         grid_mod.install(grid_mod.grid_cache_dir())
-        cloud.url = cloud.start_grid(grid_mod.grid_cache_dir() / "lib", sessions=4)
+        cloud.url = cloud.start_grid(grid_mod.grid_cache_dir() / "lib", sessions=4, node_group=node.create())
         yield cloud
     except BaseException:
         for name in ("sfu", "hub", "node"):
@@ -36,6 +46,7 @@ def mini(tmp_path_factory):
         raise
     finally:
         cloud.down()
+        node.remove()
 
 
 def test_loadtest_through_a_remote_grid(mini, tmp_path):
@@ -46,7 +57,8 @@ def test_loadtest_through_a_remote_grid(mini, tmp_path):
         sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--rooms", "1", "--users-per-room", "3",
         "--participants-per-browser", "1", "--sfu-address", mini.address("sfu"), "--grid-url", mini.url,
         "--page-address", mini.address("run"), "--node-cache", str(mini.work / "node-cache"),
-        "--quality-frames", "0", "--out", str(out), "--results-db", str(tmp_path / "results.sqlite"), "--background-interval", "0"])
+        "--quality-frames", "0", "--out", str(out), "--results-db", str(tmp_path / "results.sqlite"), "--background-interval", "0",
+        "--client-probes", f"http://{mini.address('node')}:{PROBE_PORT}/probe"])
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + mini.log("sfu")
     run_dir = next(p for p in out.iterdir() if p.is_dir())
@@ -54,7 +66,7 @@ def test_loadtest_through_a_remote_grid(mini, tmp_path):
     assert meta["status"] == "ok"
     assert meta["sfu"]["address"] == mini.address("sfu")
     assert meta["chrome"]["version"]
-    assert meta.get("report") and "failed" not in r.stdout, r.stdout   # the report, built without SFU probes
+    assert meta.get("report") and "failed" not in r.stdout, r.stdout
 
     # every participant's page saw every video of the room play, its own included: 3 x 3 checks
     checks = read(run_dir, "checks")
@@ -68,5 +80,82 @@ def test_loadtest_through_a_remote_grid(mini, tmp_path):
     assert sent > 1e6 and got > 1e6 and runner < got / 2, (sent, got, runner)
 
     # and the videos played: the frame codes arrive at close to the clip's rate, as locally
-    headline = json.loads((run_dir / "tables.json").read_text())["headline"]
-    assert headline["code_fps"] > 12, headline
+    tables = json.loads((run_dir / "tables.json").read_text())
+    assert tables["headline"]["code_fps"] > 12, tables["headline"]
+
+    # the SFU's host probed its SFU (`sfubench serve`'s probe, read over the bridge): its CPU, its
+    # processes, and its interface's bytes, which the bridge's own count bears out
+    rows = [row for row in read(run_dir, "server") if row["role"] == "sfu"]
+    assert {(row["phase"], row["edge"]) for row in rows} == {("ramp", "start"), ("ramp", "end"),
+                                                            ("target", "start"), ("target", "end")}, rows
+    assert all(row["cpu"] > 0 for row in rows if row["edge"] == "end") and "janus" in rows[-1]["processes"], rows
+    probed = rows[-1]["net_rx_bytes"] - rows[0]["net_rx_bytes"]
+    assert 0 < probed <= got, (probed, got)
+    assert tables["tables"]["cost"]["rows"], tables["tables"]["cost"]
+
+    # the node's agent measured its container: the browsers' CPU against its limit, and throttling
+    clients = [row for row in read(run_dir, "server") if row["role"] == "clients"]
+    assert len(clients) == 4 and all(row["cores"] == NODE_CORES and row["hosts"] == 1 for row in clients), clients
+    assert all(row["cpu"] > 0.05 and "throttled_s" in row for row in clients if row["edge"] == "end"), clients
+    assert "not measured" not in tables["clients"], tables["clients"]
+
+
+def test_an_sfu_with_secrets_gets_them_over_ssh_and_nowhere_else(mini, tmp_path):
+    """LiveKit on the SFU host, its API key and secret delivered as in the cloud: the runner makes
+    a key for the run, the host's OpenSSH lets that key do nothing but run the receiver
+    (scripts/receive-secrets.sh, forced), `sfubench serve --secrets` waits for the file; then the
+    room plays, its tokens signed with the delivered secret."""
+    mini.stop("sfu")
+    received = mini.work / "secrets.env"
+    public_key = tmp_path / "key.pub"
+    out = tmp_path / "runs"
+    settings = {"sfu": SECRET_BEARING, "rooms": 1, "users_per_room": 3, "participants_per_browser": 1,
+                "page_address": mini.address("run"), "node_cache": str(mini.work / "node-cache"),
+                "quality_frames": 0, "background_interval": 0, "out": str(out),
+                "results_db": str(tmp_path / "results.sqlite")}
+    mini.serve_sfu(SECRET_BEARING, cache_root(), secrets=received)
+    runner = subprocess.Popen(mini.exec("run", [sys.executable, str(ROOT / "tests" / "remote_runner.py"),
+                                                json.dumps(settings), str(public_key), mini.address("sfu"), mini.url]),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 30
+    while not public_key.exists() or not public_key.read_text():
+        assert runner.poll() is None and time.monotonic() < deadline, runner.stdout.read()
+        time.sleep(0.2)
+    forced = f'restrict,command="{ROOT}/scripts/receive-secrets.sh {received}"'
+    mini.sshd("sfu", f"{forced} {public_key.read_text()}")
+    try:
+        stdout, _ = runner.communicate(timeout=900)
+    finally:
+        runner.kill()
+    assert runner.returncode == 0, stdout[-4000:] + mini.log("sfu") + mini.log("sshd-sfu")
+    result = json.loads(stdout.strip().splitlines()[-1])
+    assert result["status"] == "ok", stdout[-3000:]
+    assert "secrets: livekit's delivered to" in stdout
+
+    # the host took the runner's secrets (tokens signed with them were accepted: every video played)
+    secrets = dict(line.split("=", 1) for line in received.read_text().splitlines())
+    assert sorted(secrets) == ["SFUBENCH_LIVEKIT_API_KEY", "SFUBENCH_LIVEKIT_API_SECRET"]
+    assert received.stat().st_mode & 0o777 == 0o600
+    assert "serve: secrets received" in mini.log("sfu")
+    run_dir = Path(result["run_dir"])
+    checks = read(run_dir, "checks")
+    assert len(checks) == 9 and all(c["ok"] for c in checks), checks
+
+    # the host's probe of its SFU answered from before the SFU did: every window has its row
+    sfu = [row for row in read(run_dir, "server") if row["role"] == "sfu"]
+    assert len(sfu) == 4 and "livekit-server" in sfu[-1]["processes"], sfu
+
+    # with no --client-probes, the report does not claim the nodes had CPU to spare
+    assert "CPU was not measured in 2 of the 2 windows" in json.loads(
+        (run_dir / "tables.json").read_text())["clients"]
+
+    # ... and they are in no file of the run, and the run's key is gone
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert not [v for v in secrets.values() if v.encode() in path.read_bytes()], path
+    assert not Path(result["key_dir"]).exists()
+
+    # the key could not run anything else: the host ran the receiver, which refused an empty delivery
+    code, printed, err = result["other"]
+    assert code == 1 and "refused" in err and not printed, result["other"]

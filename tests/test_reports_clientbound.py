@@ -37,6 +37,25 @@ def test_network_windows_are_judged_but_kept_off_the_participant_curves():
     assert "the clients, not the SFU" in clientbound.sentence(health)
 
 
+def test_windows_whose_clients_cpu_nobody_probed_are_said_to_be_judged_by_the_pages_alone():
+    """A remote grid's nodes carry no probe of the run: "headroom" would claim what was not measured."""
+    seen = {"phase": "target", "window": 3, "participants": 7, "client_bound": False, "reasons": [], "cpu_probed": True}
+    blind = dict(seen, window=4, cpu_probed=False)
+    assert clientbound.sentence([seen]).startswith("The clients had headroom in all 1 measured windows")
+    text = clientbound.sentence([seen, blind])
+    assert "headroom" not in text and "CPU was not measured in 1 of the 2 windows" in text, text
+    starved = dict(blind, client_bound=True, reasons=["starved"])
+    assert "CPU was not measured in 1 of the 1 windows" in clientbound.sentence([starved])
+
+
+def test_window_health_knows_which_windows_had_the_clients_cpu_probed():
+    run = runfiles.Run(path=None, windows=[dict(HEALTHY, window=1), dict(HEALTHY, window=2)])
+    run.server = [{"t": t, "role": role, "window": w, "edge": edge, "cpu_s": 1.0, "cores": 2}
+                  for w, roles in ((1, ("machine", "clients")), (2, ("machine",)))
+                  for role in roles for t, edge in ((0, "start"), (7000, "end"))]
+    assert [h["cpu_probed"] for h in metrics.window_health(run, [])] == [True, False]
+
+
 def test_a_window_with_headroom_is_not_client_bound():
     assert assess() == []
 

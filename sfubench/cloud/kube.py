@@ -7,14 +7,15 @@ import json
 import math
 import subprocess
 import time
-from pathlib import Path
 
 import yaml
 from kubernetes import client as k8s
 from kubernetes import dynamic
 from kubernetes.client.exceptions import ApiException
 
+from ..agent import PROBE_PORT
 from ..config import ROOT
+from ..probes import RemoteProbe
 from .tools import tool
 
 MANIFESTS = ROOT / "k8s"
@@ -53,6 +54,10 @@ def in_namespace(objects: list[dict], namespace: str) -> list[dict]:
                 s["namespace"] = namespace
         out.append(o)
     return out
+
+
+def _ready(pod) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
 
 
 def _node_env(objects: list[dict], name: str) -> str | None:
@@ -131,6 +136,13 @@ class KubeGrid:
                 return f"http://{ing.ip or ing.hostname}:4444"
         return f"http://{HUB}.{self.namespace}.svc:4444"
 
+    def probe(self) -> RemoteProbe:
+        """The clients' probe: every ready Chrome node's agent (k8s/base/node.yaml), summed."""
+        return RemoteProbe("clients", f"http://{NODES}:{PROBE_PORT}/probe", addresses=self.node_addresses)
+
+    def node_addresses(self) -> list[str]:
+        return [p.status.pod_ip for p in self._pods(NODES) if p.status.pod_ip and _ready(p)]
+
     def listener(self, cfg, timeout: float = 600):
         """(handler, streams) for the run's bus: before a room's browsers open, the nodes for every
         room so far are ready (the runner waits; a room's join time does not include it)."""
@@ -145,8 +157,7 @@ class KubeGrid:
     def _ready(self, name: str) -> int:
         """Ready pods of Deployment `name`, counted from the pods themselves: the Deployment's own
         status trails them by however long its controllers take (minutes, once, in the suite)."""
-        return sum(1 for p in self._pods(name)
-                   if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or []))
+        return sum(1 for p in self._pods(name) if _ready(p))
 
     def _pods(self, name: str) -> list:
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"app.kubernetes.io/name={name}")

@@ -4,10 +4,12 @@ everything destroyed whatever happened. Nothing is created before the plan and i
 printed, and nothing at all when a credential is missing."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -15,9 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..config import ROOT, Config, ConfigError
+from ..agent import PROBE_PORT
 from ..progress import Progress
 from ..sfu import Adapter
 from . import terraform
+from .courier import Courier
 from .kube import KubeGrid, render
 
 
@@ -68,11 +72,8 @@ def missing(c: Cloud, cfg: Config) -> list[str]:
         out.append("SFUBENCH_OPERATOR_CIDR (the only address SSH to the SFU hosts may come from, e.g. 203.0.113.7/32)")
     if not cfg.page_address:
         out.append("--page-address (this runner's address that the grid's nodes reach, inside the VPC)")
-    secrets = Adapter.load(cfg.sfu).data.get("secrets")
-    if secrets:
-        # cloud-init and Terraform's state would hold them in plain text, which the run folder must not
-        out.append(f"a way to give {cfg.sfu}'s secrets ({', '.join(secrets)}) to its host that keeps them out "
-                   f"of Terraform's state: not built yet, so {cfg.sfu} cannot run in the cloud")
+    if Adapter.load(cfg.sfu).secrets and not (shutil.which("ssh") and shutil.which("ssh-keygen")):
+        out.append(f"the OpenSSH client (ssh, ssh-keygen): {cfg.sfu}'s secrets go to its host over SSH")
     return out
 
 
@@ -83,13 +84,15 @@ def _git_ref() -> tuple[str, bool]:
     return sha, dirty
 
 
-def variables(cfg: Config, run_id: str, owner: str, hours: float) -> dict:
-    """The Terraform environment's variables for a run of `cfg`."""
+def variables(cfg: Config, run_id: str, owner: str, hours: float, courier: Courier | None = None) -> dict:
+    """The Terraform environment's variables for a run of `cfg`; `courier` carries the SFU's secrets
+    (Terraform gets only its public key)."""
     sha, _ = _git_ref()
     return {"run_id": run_id, "owner": owner, "sfus": terraform.sfus_variable([cfg.sfu]),
             "vpc_cidr": os.environ.get("SFUBENCH_VPC_CIDR") or VPC_CIDR,
             "operator_cidr": os.environ.get("SFUBENCH_OPERATOR_CIDR") or OPERATOR_PLACEHOLDER,
-            "git_ref": sha or "0000000", "sfu_profile": cfg.sfu_profile, "hours": hours}
+            "git_ref": sha or "0000000", "sfu_profile": cfg.sfu_profile, "hours": hours,
+            "probe_port": PROBE_PORT, "secrets_public_key": courier.public_key if courier else ""}
 
 
 def _kube_api():
@@ -113,6 +116,9 @@ def describe_plan(c: Cloud, cfg: Config, plan: dict, grid: KubeGrid, needs: list
             note = " (a placeholder: SFUBENCH_OPERATOR_CIDR is unset)" if r["cidr"] == OPERATOR_PLACEHOLDER else ""
             lines.append(f"    allow {r['protocol']} {ports} from {r['cidr']}{note} ({r['why']})")
         lines.append(f"    cloud-init: {len(h['user_data'].splitlines())} lines, starts `sfubench serve --sfu {name}`")
+        if "--secrets" in h["user_data"]:
+            lines.append(f"    secrets: {name}'s, over SSH with a key made for this run (it may only write "
+                         "them; Terraform gets its public half), from the operator's address")
     peak = grid.nodes_for(cfg, cfg.rooms_cap)
     node = next(o for o in grid.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "chrome-node")
     req = node["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
@@ -142,18 +148,36 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
         raise ConfigError("the working tree has uncommitted changes: the SFU hosts check out the commit "
                           f"{sha[:12]} and would not run them; commit (and push) first")
     run_id = run_id_for()
-    tfvars = variables(cfg, run_id, owner, hours)
-    plan = terraform.plan_offline(tfvars, c.name)
-    grid = KubeGrid(None, f"sfubench-{run_id}", objects=render(c.overlay))
-    progress.say(describe_plan(c, cfg, plan, grid, needs))
-    if dry_run:
-        return None, "dry-run"
-    return _apply_and_run(c, cfg, tfvars, run_id, progress)
+    adapter = Adapter.load(cfg.sfu, profile=cfg.sfu_profile)
+    courier = Courier(adapter) if adapter.secrets else None
+    try:
+        tfvars = variables(cfg, run_id, owner, hours, courier)
+        plan = terraform.plan_offline(tfvars, c.name)
+        grid = KubeGrid(None, f"sfubench-{run_id}", objects=render(c.overlay))
+        progress.say(describe_plan(c, cfg, plan, grid, needs))
+        if dry_run:
+            return None, "dry-run"
+        return _apply_and_run(c, cfg, tfvars, run_id, progress, courier)
+    finally:
+        if courier:
+            courier.close()
 
 
-def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: Progress) -> tuple[Path, str]:
+def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, progress: Progress,
+           listeners=(), probes=()) -> tuple[Path, str]:
+    """The engine's own run against an SFU host that `sfubench serve` runs, the adapter's secrets
+    handed to the host first; from the runner's host, inside the VPC."""
     from .. import loadtest
+    if courier:
+        courier.deliver(address, say=progress.say)
+        progress.say(f"secrets: {cfg.sfu}'s delivered to {address}")
+    remote = dataclasses.replace(cfg, sfu_address=address, grid_url=grid_url, node_cache=cfg.node_cache or "/media")
+    with secrets_in_environment(courier):
+        return loadtest.run(remote, progress, listeners=listeners, probes=probes)
 
+
+def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: Progress,
+                   courier: Courier | None) -> tuple[Path, str]:
     work = Path(cfg.out) / f"{run_id}-cloud-{c.name}"   # what `cleanup` finds if this process is killed
     hosts = terraform.Hosts(c.name, tfvars, work)
     grid = KubeGrid(_kube_api(), f"sfubench-{run_id}", overlay=c.overlay)
@@ -163,9 +187,8 @@ def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: P
         address = hosts.outputs()["sfus"][cfg.sfu]["address"]
         progress.say(f"kubernetes: deploying the grid into namespace {grid.namespace}")
         grid.deploy()
-        remote = dataclasses.replace(cfg, sfu_address=address, grid_url=grid.url(),
-                                     node_cache=cfg.node_cache or "/media")
-        return loadtest.run(remote, progress, listeners=[grid.listener(remote)])
+        return run_on(cfg, address, grid.url(), courier, progress, listeners=[grid.listener(cfg)],
+                      probes=[grid.probe()])
     finally:
         started = time.monotonic()
         for what, stop in (("grid", grid.teardown), ("terraform", hosts.destroy)):
@@ -175,6 +198,23 @@ def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: P
                 progress.say(f"{what}: teardown failed, resources of run {run_id} may be left "
                              f"(tagged sfubench:run={run_id}): {e}")
         progress.say(f"cloud: torn down in {time.monotonic() - started:.0f} s")
+
+
+@contextlib.contextmanager
+def secrets_in_environment(courier: Courier | None):
+    """The engine takes an adapter's secrets from the environment (sfu.Adapter.load): for the run,
+    they are the ones the host was given, so the tokens it mints are the host's."""
+    env = courier.adapter.secret_env() if courier else {}
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def cleanup(out: Path, progress: Progress | None = None) -> list[str]:

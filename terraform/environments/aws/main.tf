@@ -11,8 +11,11 @@ module "plan" {
   repo_url      = var.repo_url
   git_ref       = var.git_ref
   sfu_profile   = var.sfu_profile
-  hourly_prices = var.hourly_prices != null ? var.hourly_prices : jsondecode(file("${path.module}/prices.json")).prices
-  hours         = var.hours
+
+  probe_port         = var.probe_port
+  secrets_public_key = var.secrets_public_key
+  hourly_prices      = var.hourly_prices != null ? var.hourly_prices : jsondecode(file("${path.module}/prices.json")).prices
+  hours              = var.hours
 }
 
 data "aws_availability_zones" "up" {

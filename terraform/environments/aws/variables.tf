@@ -15,11 +15,12 @@ variable "owner" {
 }
 
 variable "sfus" {
-  description = "The SFUs under test with their ports (written by `sfubench cloud tfvars` from sfu-configs/)."
+  description = "The SFUs under test with their ports (written by the runner from sfu-configs/)."
   type = map(object({
     version    = string
     tcp_ports  = list(number)
     udp_ranges = list(object({ from = number, to = number }))
+    secrets    = optional(bool, false)
   }))
 }
 
@@ -57,6 +58,17 @@ variable "subnet_id" {
 variable "operator_cidr" {
   description = "Where SSH to the SFU hosts may come from (a /32)."
   type        = string
+}
+
+variable "probe_port" {
+  description = "The port of each host's probe of its SFU, which the runner reads (see modules/sfu-plan)."
+  type        = number
+}
+
+variable "secrets_public_key" {
+  description = "The public half of the run's SSH key, which may only deliver the secrets of the SFUs that have them (see modules/sfu-plan)."
+  type        = string
+  default     = ""
 }
 
 variable "key_name" {

@@ -16,6 +16,7 @@ locals {
       ingress = concat(
         [for p in sfu.tcp_ports : { protocol = "tcp", from = p, to = p, cidr = var.client_cidr, why = "signalling and APIs" }],
         [for r in sfu.udp_ranges : { protocol = "udp", from = r.from, to = r.to, cidr = var.client_cidr, why = "media" }],
+        [{ protocol = "tcp", from = var.probe_port, to = var.probe_port, cidr = var.client_cidr, why = "the runner's probe of the SFU" }],
         [{ protocol = "tcp", from = 22, to = 22, cidr = var.operator_cidr, why = "ssh" }],
       )
       user_data = templatefile("${path.module}/cloud-init.sh.tftpl", {
@@ -25,6 +26,8 @@ locals {
         repo_url = var.repo_url
         git_ref  = var.git_ref
         run_id   = var.run_id
+        secrets  = sfu.secrets
+        key      = var.secrets_public_key
       })
     }
   }

@@ -17,11 +17,12 @@ variable "owner" {
 }
 
 variable "sfus" {
-  description = "The SFUs under test, by adapter name, as `sfubench cloud tfvars` reads them from sfu-configs/<name>/sfu.toml: version, TCP ports, UDP port ranges."
+  description = "The SFUs under test, by adapter name, as the runner reads them from sfu-configs/<name>/sfu.toml: version, TCP ports, UDP port ranges, and whether it has secrets (delivered over SSH, never in cloud-init)."
   type = map(object({
     version    = string
     tcp_ports  = list(number)
     udp_ranges = list(object({ from = number, to = number }))
+    secrets    = optional(bool, false)
   }))
   validation {
     condition     = length(var.sfus) > 0
@@ -76,6 +77,25 @@ variable "git_ref" {
   validation {
     condition     = can(regex("^[0-9a-f]{7,40}$", var.git_ref))
     error_message = "git_ref must be a commit hash (7-40 hex digits), not a branch that may move during the run."
+  }
+}
+
+variable "probe_port" {
+  description = "The TCP port where each host's `sfubench serve` answers the runner's probe of its SFU (CPU, memory, UDP counters); the runner gives its own."
+  type        = number
+  validation {
+    condition     = var.probe_port >= 1 && var.probe_port <= 65535
+    error_message = "probe_port must lie in 1-65535."
+  }
+}
+
+variable "secrets_public_key" {
+  description = "The public half of the run's SSH key, for the SFUs with secrets: on their hosts it may only write the secrets file (a forced command). The secrets themselves never pass through Terraform."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.secrets_public_key == "" || can(regex("^ssh-ed25519 [A-Za-z0-9+/=]+( [A-Za-z0-9@._ -]*)?$", var.secrets_public_key))
+    error_message = "secrets_public_key must be one ssh-ed25519 public key line, or empty."
   }
 }
 

@@ -6,6 +6,7 @@ variables {
   client_cidr   = "10.42.0.0/16"
   operator_cidr = "203.0.113.7/32"
   git_ref       = "b940d9a"
+  probe_port    = 9470
   hourly_prices = { "c5.2xlarge" = 0.34 }
   sfus = {
     janus   = { version = "1.1.2", tcp_ports = [8188, 8088], udp_ranges = [{ from = 20000, to = 20999 }] }
@@ -39,9 +40,10 @@ run "firewall_opens_only_what_the_adapter_lists" {
 
   assert {
     condition = [for r in output.hosts["janus"].ingress : "${r.protocol}/${r.from}-${r.to}/${r.cidr}"] == [
-      "tcp/8188-8188/10.42.0.0/16", "tcp/8088-8088/10.42.0.0/16", "udp/20000-20999/10.42.0.0/16", "tcp/22-22/203.0.113.7/32",
+      "tcp/8188-8188/10.42.0.0/16", "tcp/8088-8088/10.42.0.0/16", "udp/20000-20999/10.42.0.0/16", "tcp/9470-9470/10.42.0.0/16",
+      "tcp/22-22/203.0.113.7/32",
     ]
-    error_message = "janus's ingress must be its ports from the client network and SSH from the operator only"
+    error_message = "janus's ingress must be its ports and the probe's from the client network, and SSH from the operator only"
   }
   assert {
     condition     = length([for r in output.hosts["inhouse"].ingress : r if r.cidr == "0.0.0.0/0"]) == 0
@@ -111,4 +113,39 @@ run "rejects_bad_udp_range" {
     sfus = { janus = { version = "1.1.2", tcp_ports = [8188], udp_ranges = [{ from = 21000, to = 20000 }] } }
   }
   expect_failures = [var.sfus]
+}
+
+run "secrets_go_over_ssh_with_the_runs_key_only" {
+  command = plan
+
+  variables {
+    sfus = {
+      livekit = { version = "1.13.5", tcp_ports = [7880], udp_ranges = [{ from = 50000, to = 60000 }], secrets = true }
+      janus   = { version = "1.1.2", tcp_ports = [8188], udp_ranges = [{ from = 20000, to = 20999 }] }
+    }
+    secrets_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGt1c3RvbWtleXRoYXRpc29ubHlmb3J0ZXN0cw sfubench livekit"
+  }
+  assert {
+    condition     = strcontains(output.hosts["livekit"].user_data, "restrict,command=\"/opt/sfubench/scripts/receive-secrets.sh /etc/sfubench/secrets.env\" ssh-ed25519 AAAAC3")
+    error_message = "the run's key may only write the secrets file"
+  }
+  assert {
+    condition     = strcontains(output.hosts["livekit"].user_data, "--secrets /etc/sfubench/secrets.env")
+    error_message = "serve must wait for the delivered secrets"
+  }
+  assert {
+    condition     = !strcontains(output.hosts["janus"].user_data, "sfubench-secrets")
+    error_message = "an SFU without secrets gets no key"
+  }
+}
+
+run "secrets_without_a_key_are_refused" {
+  command = plan
+
+  variables {
+    sfus = {
+      livekit = { version = "1.13.5", tcp_ports = [7880], udp_ranges = [{ from = 50000, to = 60000 }], secrets = true }
+    }
+  }
+  expect_failures = [output.hosts]
 }

@@ -1,0 +1,186 @@
+"""The probe of a host the engine does not run on: a remote grid's Chrome node (this file alone,
+copied into the node's container by the media step, under whatever python3 the image has — so the
+standard library only) and, through `serve_probe`, an SFU host's `sfubench serve`. It answers
+GET /probe with one row of server.jsonl's schema (docs/contracts.md) for its role: the CPU seconds,
+memory, quota and throttling of the cgroup it runs in (a container's, a pod's, a node's) and its
+network namespace's UDP and interface counters.
+    python3 agent.py --role clients --address POD_IP [--port 9470]"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+PROBE_PORT = 9470
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def udp_counters(snmp: Path) -> dict:
+    """The UDP counters of the network namespace whose /proc/<pid>/net/snmp is `snmp`."""
+    try:
+        lines = [line.split() for line in snmp.read_text().splitlines() if line.startswith("Udp:")]
+    except OSError:
+        return {}
+    if len(lines) < 2:
+        return {}
+    row = dict(zip(lines[0][1:], lines[1][1:]))
+    out = {}
+    for key, name in (("InDatagrams", "udp_in"), ("OutDatagrams", "udp_out"), ("InErrors", "udp_in_errors"),
+                      ("RcvbufErrors", "udp_rcvbuf_errors"), ("SndbufErrors", "udp_sndbuf_errors")):
+        if row.get(key, "").isdigit():
+            out[name] = int(row[key])
+    return out
+
+
+# /proc/net/dev's columns: 8 receive counters, then 8 transmit ones
+_DEV = {0: "net_rx_bytes", 1: "net_rx_packets", 3: "net_rx_dropped", 8: "net_tx_bytes", 9: "net_tx_packets",
+        11: "net_tx_dropped"}
+
+
+def link_counters(dev: Path, interface: str = "") -> dict:
+    """An interface's counters from /proc/<pid>/net/dev (the namespace of <pid>); without
+    `interface`, the sum of all but loopback (a pod or a node has one that matters)."""
+    try:
+        lines = dev.read_text().splitlines()[2:]
+    except OSError:
+        return {}
+    out: dict = {}
+    for line in lines:
+        name, _, rest = line.partition(":")
+        name = name.strip()
+        if name == interface or (not interface and name != "lo"):
+            values = rest.split()
+            for i, key in _DEV.items():
+                if i < len(values) and values[i].isdigit():
+                    out[key] = out.get(key, 0) + int(values[i])
+    return out
+
+
+def cpu_stat(folder: Path) -> dict:
+    try:
+        return dict(line.split() for line in (folder / "cpu.stat").read_text().splitlines())
+    except (OSError, ValueError):
+        return {}
+
+
+def usage_s(folder: Path, version: int) -> float:
+    """CPU seconds the cgroup at `folder` (its cpuacct folder under v1) has used."""
+    if version == 2:
+        return int(cpu_stat(folder)["usage_usec"]) / 1e6
+    return int((folder / "cpuacct.usage").read_text()) / 1e9
+
+
+def throttled_s(folder: Path, version: int) -> float:
+    """Seconds the cgroup's quota has held it back (its cpu folder under v1; 0 without a quota)."""
+    stat = cpu_stat(folder)
+    if version == 2:
+        return int(stat.get("throttled_usec", 0)) / 1e6
+    return int(stat.get("throttled_time", 0)) / 1e9
+
+
+def quota_cores(folder: Path, version: int) -> float | None:
+    """The cores' worth of CPU time the cgroup's quota allows; None without one."""
+    try:
+        if version == 2:
+            quota, period = (folder / "cpu.max").read_text().split()
+            return None if quota == "max" else int(quota) / int(period)
+        quota = int((folder / "cpu.cfs_quota_us").read_text())
+        return None if quota < 0 else quota / int((folder / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def own_cgroup() -> tuple[int, dict[str, Path]]:
+    """(version, controller -> folder) of the cgroup this process runs in."""
+    v1, unified = {}, None
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            unified = path
+        for c in controllers.split(","):
+            if c in ("cpu", "cpuacct", "memory"):
+                v1[c] = path
+    if "cpuacct" in v1:
+        folders = {}
+        for c, path in v1.items():
+            mount = next((d for d in (CGROUP_ROOT / c, CGROUP_ROOT / "cpu,cpuacct") if d.exists()), CGROUP_ROOT / c)
+            folders[c] = mount / path.lstrip("/")
+        return 1, folders
+    if unified is None:
+        raise RuntimeError("no cgroup of this process carries CPU accounting")
+    d = CGROUP_ROOT / unified.lstrip("/")
+    return 2, {"cpu": d, "cpuacct": d, "memory": d}
+
+
+class CgroupProbe:
+    """The cgroup this process runs in, as one server.jsonl row per `sample()`."""
+
+    def __init__(self, role: str):
+        self.role = role
+        self.version, self.folders = own_cgroup()
+
+    def _memory(self) -> int:
+        d = self.folders.get("memory")
+        for name in ("memory.current", "memory.usage_in_bytes"):
+            try:
+                return int((d / name).read_text())
+            except (OSError, TypeError, ValueError):
+                continue
+        return 0
+
+    def sample(self, **fields) -> dict:
+        cores = quota_cores(self.folders["cpu"], self.version) or len(os.sched_getaffinity(0))
+        row = {"t": int(time.time() * 1000), "role": self.role,
+               "cpu_s": round(usage_s(self.folders["cpuacct"], self.version), 3), "rss": self._memory(),
+               "cores": round(cores, 3), "throttled_s": round(throttled_s(self.folders["cpu"], self.version), 3)}
+        row.update(udp_counters(Path("/proc/self/net/snmp")))
+        row.update(link_counters(Path("/proc/self/net/dev")))
+        row.update(fields)
+        return row
+
+
+def serve_probe(probe, address: str, port: int = PROBE_PORT) -> ThreadingHTTPServer:
+    """Answers GET /probe with `probe.sample()`, from a thread, until the returned server's shutdown()."""
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path != "/probe":
+                self.send_error(404)
+                return
+            with lock:   # a probe may keep state between reads (processes that ended)
+                body = json.dumps(probe.sample()).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format, *args):
+            pass
+
+    server = ThreadingHTTPServer((address, port), Handler)
+    threading.Thread(target=server.serve_forever, name="probe", daemon=True).start()
+    return server
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--role", default="clients")
+    p.add_argument("--address", required=True, help="the address to answer on (the pod's or host's)")
+    p.add_argument("--port", type=int, default=PROBE_PORT)
+    args = p.parse_args()
+    server = serve_probe(CgroupProbe(args.role), args.address, args.port)
+    print(f"agent: {args.role} probe at http://{args.address}:{args.port}/probe", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""A host's probe of its SFU over HTTP (`sfubench serve`'s), read by the engine as a probe of its
+own: a real busy process measured through a real server on 127.0.0.1."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import psutil
+import pytest
+
+from sfubench.agent import serve_probe
+from sfubench.probes import RemoteProbe, TreeProbe
+
+
+@pytest.fixture
+def busy():
+    p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    yield p
+    p.kill()
+    p.wait()
+
+
+def test_the_remote_probe_reads_what_the_hosts_probe_measures(busy):
+    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid], lambda: busy.pid, "lo"), "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.server_address[1]}/probe"
+    try:
+        probe = RemoteProbe("sfu", url)
+        first = probe.sample(phase="target", window=1, edge="start")
+        time.sleep(1.0)
+        second = probe.sample(phase="target", window=1, edge="end")
+    finally:
+        server.shutdown()
+    assert first["role"] == second["role"] == "sfu" and second["edge"] == "end"
+    assert second["cores"] == os.cpu_count()
+    # the CPU the host counted is the process's own, read there a moment before this
+    times = psutil.Process(busy.pid).cpu_times()
+    assert times.user + times.system - 0.5 <= second["cpu_s"] <= times.user + times.system + 0.01, (second, times)
+    assert second["cpu_s"] - first["cpu_s"] > 0.1 and second["cpu"] > 0, (first, second)
+    assert second["rss"] > 1e6 and list(second["processes"]) == [psutil.Process(busy.pid).name()], second
+    assert second["net_rx_bytes"] >= first["net_rx_bytes"] > 0   # lo carried the probe's own requests
+    assert "udp_in" in second
+
+
+def test_a_probe_that_stops_answering_leaves_its_rows_out(busy):
+    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid]), "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.server_address[1]}/probe"
+    probe = RemoteProbe("sfu", url, timeout=1)
+    server.shutdown()
+    server.server_close()
+    assert probe.sample(edge="end") is None and url in probe.error
+    with pytest.raises(OSError):
+        RemoteProbe("sfu", url, timeout=1)
+
+
+def test_the_probe_answers_only_its_path(busy):
+    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid]), "127.0.0.1", 0)
+    try:
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+                f"http://127.0.0.1:{server.server_address[1]}/", timeout=3)
+        assert e.value.code == 404
+    finally:
+        server.shutdown()
+
+
+def test_a_name_of_many_nodes_is_their_sum_and_a_node_that_goes_keeps_its_count(busy, monkeypatch):
+    """A headless Service's name resolves to one address per node; the cluster's DNS is not here, so
+    the resolver answers that name with two loopback addresses, each a real probe server."""
+    first = serve_probe(TreeProbe("clients", lambda: [busy.pid]), "127.0.0.1", 0)
+    port = first.server_address[1]
+    second = serve_probe(TreeProbe("clients", lambda: [os.getpid()]), "127.0.0.2", port)
+    nodes = ["127.0.0.1", "127.0.0.2"]
+    real = socket.getaddrinfo
+
+    def resolve(host, *args, **kwargs):
+        if host == "chrome-node-probe.sfubench-r1.svc":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in nodes]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    try:
+        probe = RemoteProbe("clients", f"http://chrome-node-probe.sfubench-r1.svc:{port}/probe")
+        both = probe.sample()
+        one = json.loads(urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+            f"http://127.0.0.1:{port}/probe", timeout=3).read())
+        assert both["hosts"] == 2 and both["cores"] == 2 * os.cpu_count()
+        assert both["cpu_s"] > one["cpu_s"] - 1.0 and both["rss"] > one["rss"], (both, one)
+        second.shutdown()
+        second.server_close()
+        nodes.remove("127.0.0.2")   # the pod is gone, and with it its address
+        after = probe.sample()
+        assert after["hosts"] == 1 and after["cores"] == os.cpu_count()
+        assert after["cpu_s"] >= both["cpu_s"], "a node that went away keeps what it had counted"
+    finally:
+        first.shutdown()
