@@ -10,13 +10,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 PROBE_PORT = 9470
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def host_urls(url: str, addresses=None) -> dict[str, str]:
+    """`url` once per host: per address its host resolves to (a name may have one per node), or
+    per address `addresses()` lists."""
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or 80
+    if addresses is not None:
+        found = set(addresses())
+    else:
+        found = {i[4][0] for i in socket.getaddrinfo(parts.hostname, port, socket.AF_INET, socket.SOCK_STREAM)}
+    return {a: parts._replace(netloc=f"{a}:{port}").geturl() for a in sorted(found)}
 
 
 def udp_counters(snmp: Path) -> dict:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import config as config_mod
 from .agent import PROBE_PORT
+from .synthetic import GENERATOR_PORT
 
 # Exit codes: 0 done, 1 the run failed, 2 bad input or missing dependency, 130 interrupted.
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
@@ -50,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     md.add_argument("--media", choices=("local", "paper"), default=None,
                     help="profile (default: both)")
     md.add_argument("--cache", default=None, help="cache folder (default: ~/.cache/sfubench)")
+    md.add_argument("--synthetic", action="store_true",
+                    help="also encode the clip synthetic participants send (VP8 IVF, Opus Ogg), as on "
+                    "a host whose sfubench-synth generators serve a remote run")
 
     sub.add_parser("list-sfus", help="the SFU adapters: version, profiles and where each runs")
 
@@ -87,6 +91,20 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--secrets", type=Path, default=None, metavar="FILE",
                     help="for an SFU with secrets: wait, after installing, for FILE (KEY=VALUE lines "
                     "the runner delivers over SSH) and start the SFU with them")
+
+    ge = sub.add_parser("generate", help="run a generator of synthetic participants on this host for "
+                        "remote runs (a cloud's synth pod)", description="Encode the clip (cached) and "
+                        "run sfubench-synth on this host's ADDRESS, taking a remote run's joins and "
+                        "leaves over HTTP (POST /command) until SIGTERM; the run's engine finds it with "
+                        "--synthetic-generators.")
+    ge.add_argument("--sfu", required=True, choices=config_mod.available_sfus(),
+                    help="the SFU whose signalling the participants speak")
+    ge.add_argument("--address", required=True, help="this host's address, the participants' own too")
+    ge.add_argument("--port", type=int, default=GENERATOR_PORT, metavar="PORT")
+    ge.add_argument("--media", choices=("local", "paper"), default="local")
+    ge.add_argument("--cache", default=None, help="cache folder (default: ~/.cache/sfubench)")
+    ge.add_argument("--binary", type=Path, default=None,
+                    help="sfubench-synth (default: built from synth/ into the cache, which needs Go)")
 
     cf = sub.add_parser("config", help="show the settings a loadtest would use")
     config_mod.add_arguments(cf)
@@ -183,6 +201,9 @@ def _dispatch(args) -> int:
     if args.command == "serve":
         return _serve(args)
 
+    if args.command == "generate":
+        return _generate(args)
+
     if args.command == "media":
         from . import media
         _require("ffmpeg")
@@ -190,6 +211,9 @@ def _dispatch(args) -> int:
         for profile in [args.media] if args.media else list(media.PROFILES):
             m = media.build(profile, cache)
             print(f"{profile}: {m.y4m} {m.wav}")
+            if args.synthetic:
+                e = media.encoded(m)
+                print(f"{profile} encoded: {e.ivf} {e.ogg}")
         return 0
 
     if args.command == "compare":
@@ -293,6 +317,25 @@ def _serve(args) -> int:
         probe.server_close()
         if started:
             started[0].stop()
+
+
+def _generate(args) -> int:
+    """A synthetic participants' generator as a service: the clip and the binary as a local run
+    gets them, then sfubench-synth in its place, listening."""
+    from . import media, synthetic
+    from .sfu import Adapter
+    driver = Adapter.load(args.sfu).synthetic_driver
+    if not driver:
+        raise UsageError(f"{args.sfu} has no driver for synthetic participants")
+    _require("ffmpeg")
+    cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
+    m = media.build(args.media, cache)
+    clip = media.encoded(m)
+    binary = args.binary or synthetic.build(cache)
+    argv = [str(binary), "-listen", f"{args.address}:{args.port}", "-driver", driver, "-video", str(clip.ivf),
+            "-audio", str(clip.ogg), "-fps", str(m.fps), "-client-ip", args.address, "-id", f"synth-{args.address}"]
+    print(f"generate: {args.sfu} participants from {args.address}:{args.port}", flush=True)
+    os.execv(argv[0], argv)
 
 
 def _await_secrets(path: Path, sfu: str) -> dict[str, str]:

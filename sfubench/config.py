@@ -128,6 +128,10 @@ class Config:
                              "in each node; a name may resolve to one address per node, as a headless "
                              "Service's does), so the clients' CPU is measured (with --sfu-address); "
                              "empty: it is not, and the report says so", metavar="URL", scenario=False)
+    synthetic_generators: str = opt("", "URL where sfubench-synth generators already running on other "
+                                    "hosts take commands (`sfubench-synth -listen`, POST /command; a name "
+                                    "may resolve to one address per generator): with --sfu-address, they "
+                                    "carry the synthetic participants", metavar="URL", scenario=False)
     lab_prefix: str = opt("sfub", "name prefix of the lab's network namespaces and links", scenario=False)
     lab_subnet: str = opt("127.0.1", "first three octets of the lab's /24 inside 127.0.0.0/8",
                           metavar="A.B.C", scenario=False)
@@ -172,9 +176,13 @@ class Config:
         if self.client_probes and not self.sfu_address:
             raise ConfigError("--client-probes reads a remote grid's nodes (with --sfu-address); the "
                               "local lab probes its clients itself")
-        if self.sfu_address and self.browser_participants < self.participants:
-            raise ConfigError("synthetic participants run in the local lab only for now: leave "
-                              "--real-per-room and --real-rooms at their defaults with --sfu-address")
+        if self.sfu_address and self.browser_participants < self.participants and not self.synthetic_generators:
+            raise ConfigError("synthetic participants in a remote run need generators on the grid's hosts: "
+                              "give --synthetic-generators (the cloud provisioner starts them), or leave "
+                              "--real-per-room and --real-rooms at their defaults")
+        if self.synthetic_generators and not self.sfu_address:
+            raise ConfigError("--synthetic-generators drives generators of a remote run (with --sfu-address); "
+                              "the local lab starts its own")
 
     @property
     def rooms_cap(self) -> int:

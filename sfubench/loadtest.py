@@ -78,12 +78,13 @@ SFU_ATTACH_TIMEOUT_S = 900
 
 
 def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scenario,
-        listeners=(), probes=()) -> tuple[Path, str]:
+        listeners=(), probes=(), generators=None) -> tuple[Path, str]:
     """Runs one load test; returns (run folder, status). Status is 'ok' when the scenario ran to
     its end (failed video checks are results, not errors). `scenario(runner)` drives the load once
     the SFU, the grid and the collector are up (the benchmarks bring their own). `listeners` are
     (handler, streams) pairs subscribed to the run's events (a cloud grid scales with the rooms);
-    `probes`, a provisioner's probes of hosts it knows (a cloud grid's nodes).
+    `probes`, a provisioner's probes of hosts it knows (a cloud grid's nodes); `generators()`, the
+    addresses of the synthetic generators it started (else --synthetic-generators' host's).
 
     With `cfg.sfu_address` the SFU and the grid are remote (a cloud's, or the miniature's in the
     tests): no lab is built, the engine stays where it runs and serves the pages on
@@ -110,9 +111,13 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
         if not adapter.synthetic_driver:
             raise ConfigError(f"{adapter.name} has no driver for synthetic participants yet: run it with "
                               f"browsers only (leave --real-per-room and --real-rooms at their defaults)")
-        progress.say("synthetic participants: building synth/ and encoding the clip (once, then cached)")
-        synth = {"binary": synthetic.build(cache), "encoded": media_mod.encoded(media),
-                 "driver": adapter.synthetic_driver}
+        if cfg.synthetic_generators:   # the generators run elsewhere, on the same clip encoded there
+            progress.say("synthetic participants: encoding the clip (once, then cached)")
+            synth = {"binary": None, "encoded": media_mod.encoded(media), "driver": adapter.synthetic_driver}
+        else:
+            progress.say("synthetic participants: building synth/ and encoding the clip (once, then cached)")
+            synth = {"binary": synthetic.build(cache), "encoded": media_mod.encoded(media),
+                     "driver": adapter.synthetic_driver}
     if cfg.browser_participants and not cfg.grid_url:
         grid_mod.install(grid_mod.grid_cache_dir(cache))
     net_plan = network.plan(cfg, synth is not None)
@@ -195,7 +200,7 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                 server = adapter.start(lab.sfu, run_dir.path, cache, **_wrap(groups, "sfu"))
             try:
                 _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario, lab, synth, probes,
-                       set_network if emulator else None)
+                       generators, set_network if emulator else None)
                 status = "ok"
             finally:
                 server.stop()
@@ -341,14 +346,19 @@ def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | Non
 
 
 def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, scenario, lab, synth, extra_probes,
-           set_network):
+           generators, set_network):
     sessions = -(-cfg.browser_participants // cfg.participants_per_browser)
     collector = Collector(bus, media, run_dir.path / "frames")
     assets = adapter.assets(cfg.cache_dir())
     with PageServer(host=cfg.page_address or "127.0.0.1", collector=collector,
                     mounts={f"/sfu/{adapter.name}/assets/": assets} if assets else None) as pages:
         grid = generator = None
-        if synth is not None:
+        if synth is not None and cfg.synthetic_generators:
+            def failed(user, reason):   # as if its page had said so: the one path failures take
+                collector.collect({"type": "state", "user": user, "state": "failed", "reason": reason})
+            generator = synthetic.RemoteGenerators(cfg.synthetic_generators, pages.url() + "/collect", failed,
+                                                   addresses=generators)
+        elif synth is not None:
             generator = synthetic.Generator(synth["binary"], synth["driver"], pages.url() + "/collect",
                                             synth["encoded"], media.fps,
                                             lab.group_address if synth["own_address"] else lab.clients.address,

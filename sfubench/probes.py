@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
-import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import psutil
 
-from .agent import link_counters, udp_counters
+from .agent import host_urls, link_counters, udp_counters
 from .cgroups import CpuGroup
 
 
@@ -173,21 +171,12 @@ class RemoteProbe(Probe):
         self.role = role
         self.read()   # OSError when nothing answers: the caller decides
 
-    def _urls(self) -> dict[str, str]:
-        parts = urllib.parse.urlsplit(self.url)
-        port = parts.port or 80
-        if self.addresses is not None:
-            found = set(self.addresses())
-        else:
-            found = {i[4][0] for i in socket.getaddrinfo(parts.hostname, port, socket.AF_INET, socket.SOCK_STREAM)}
-        return {a: parts._replace(netloc=f"{a}:{port}").geturl() for a in sorted(found)}
-
     def _get(self, url: str) -> dict:
         with self._opener.open(url, timeout=self.timeout) as r:
             return json.loads(r.read())
 
     def read(self):
-        rows = {address: self._get(url) for address, url in self._urls().items()}
+        rows = {address: self._get(url) for address, url in host_urls(self.url, self.addresses).items()}
         for address in set(self.hosts) - set(rows):
             for key, value in self.hosts[address].items():
                 if key in CUMULATIVE:

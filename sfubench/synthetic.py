@@ -1,23 +1,28 @@
 """Synthetic participants: the engine's side of sfubench-synth (synth/, Go on pion).
 
-One process carries every synthetic participant of a run, started in the clients' namespace and
-cgroup the first time one joins, so its CPU counts (and is capped) with the browsers'. It reports
-to the collector over the page contract, as a page does; the engine only tells it who joins and
-who leaves, one JSON line each on its stdin. What it costs itself (its pacing error) arrives as
-`generator` records the client-bound rule reads.
+Locally one process carries every synthetic participant of a run, started in the clients'
+namespace and cgroup the first time one joins, so its CPU counts (and is capped) with the
+browsers'; the engine tells it who joins and who leaves, one JSON line each on its stdin. In a
+remote run, generators already running on other hosts (`sfubench-synth -listen`) take the same
+commands over HTTP. Either way they report to the collector over the page contract, as a page
+does, and what they cost themselves (their pacing error) arrives as `generator` records the
+client-bound rule reads.
 """
 from __future__ import annotations
 
 import json
 import subprocess
 import threading
+import urllib.request
 from pathlib import Path
 
 from . import gobuild
 from .config import ROOT
+from .agent import host_urls
 
 SOURCES = (ROOT / "synth", ROOT / "sfu" / "inhouse")   # synth imports the in-house SFU's client
 STOP_S = 10.0       # leaving every room at the end may take this long
+GENERATOR_PORT = 9480   # where `sfubench generate` takes a remote run's commands (POST /command)
 
 
 class SyntheticError(RuntimeError):
@@ -100,3 +105,63 @@ class Generator:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+class RemoteGenerators:
+    """Synthetic participants carried by sfubench-synth generators already running elsewhere
+    (`-listen`: a cloud's synth pods, the miniature's node), at `url` (POST /command; its host may
+    resolve to one address per generator, or `addresses()` lists them). Each join goes to the one
+    carrying the fewest, with this engine's /collect URL, where it reports as a local generator
+    does. One that cannot be reached fails that participant, with the reason (`failed(user,
+    reason)`); one that dies leaves its participants silent, which fails them as a silent page."""
+
+    def __init__(self, url: str, collect_url: str, failed, addresses=None, timeout: float = 5.0):
+        self.url, self.collect_url, self.failed = url, collect_url, failed
+        self.addresses, self.timeout = addresses, timeout
+        self.carrying: dict[str, set[str]] = {}    # a generator's URL -> the users it carries
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def _post(self, url: str, cmd: dict) -> None:
+        request = urllib.request.Request(url, json.dumps(cmd).encode(), {"Content-Type": "application/json"})
+        with self._opener.open(request, timeout=self.timeout) as r:
+            r.read()
+
+    def join(self, user: str, room: int, params: dict[str, str]) -> None:
+        try:
+            generators = list(host_urls(self.url, self.addresses).values())
+        except OSError as e:
+            generators, why = [], str(e)
+        else:
+            why = "none is listed"
+        if not generators:
+            self.failed(user, f"no synthetic generator at {self.url} ({why})")
+            return
+        url = min(generators, key=lambda g: (len(self.carrying.get(g, ())), g))
+        try:
+            self._post(url, {"cmd": "join", "user": user, "room": room, "params": params,
+                             "collect": self.collect_url})
+        except OSError as e:
+            self.failed(user, f"its synthetic generator at {url} could not be reached: {e}")
+            return
+        self.carrying.setdefault(url, set()).add(user)
+
+    def leave(self, user: str) -> None:
+        for url, users in self.carrying.items():
+            if user in users:
+                users.discard(user)
+                try:
+                    self._post(url, {"cmd": "leave", "user": user})
+                except OSError:
+                    pass   # gone with its generator
+
+    def failure(self) -> str | None:
+        return None
+
+    def pids(self) -> list[int]:
+        return []
+
+    def stop(self) -> None:
+        """Every participant leaves; the generators stay up for the next run."""
+        for users in list(self.carrying.values()):
+            for user in list(users):
+                self.leave(user)

@@ -25,7 +25,6 @@ const (
 // record of its own pacing error, which the client-bound rule reads.
 type generator struct {
 	id         string
-	collect    string
 	http       *http.Client
 	driver     Driver
 	driverName string
@@ -34,6 +33,7 @@ type generator struct {
 	fps        int
 
 	mu       sync.Mutex
+	collect  string // the engine's /collect URL: a flag's, or the first join's when commands come over HTTP
 	members  map[string]*member
 	reported map[*member]string // the state last posted
 	windows  map[int]*window
@@ -75,6 +75,18 @@ func (g *generator) remove(user string) {
 	}
 }
 
+func (g *generator) setCollect(url string) {
+	g.mu.Lock()
+	g.collect = url
+	g.mu.Unlock()
+}
+
+func (g *generator) collectURL() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.collect
+}
+
 func (g *generator) snapshot() []*member {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -95,6 +107,10 @@ func (g *generator) report(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
+		collect := g.collectURL()
+		if collect == "" {
+			continue // no run has told this generator where its engine is yet
+		}
 		var records []any
 		members := g.snapshot()
 		for _, m := range members {
@@ -113,7 +129,7 @@ func (g *generator) report(stop <-chan struct{}) {
 		}
 		records = append(records, map[string]any{"type": "generator", "id": g.id, "pacing_us": pacing.take(),
 			"participants": len(members)})
-		commands, err := g.post(records)
+		commands, err := g.post(collect, records)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "synth: posting to the engine: %v\n", err)
 			continue
@@ -126,12 +142,12 @@ func (g *generator) report(stop <-chan struct{}) {
 	}
 }
 
-func (g *generator) post(records []any) (map[string][]command, error) {
+func (g *generator) post(collect string, records []any) (map[string][]command, error) {
 	body, err := json.Marshal(map[string]any{"type": "batch", "records": records})
 	if err != nil {
 		return nil, err
 	}
-	resp, err := g.http.Post(g.collect, "application/json", bytes.NewReader(body))
+	resp, err := g.http.Post(collect, "application/json", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +226,7 @@ func (g *generator) measure(c command, w *window) {
 		if len(records) == 0 {
 			continue
 		}
-		if _, err := g.post(records); err != nil {
+		if _, err := g.post(g.collectURL(), records); err != nil {
 			fmt.Fprintf(os.Stderr, "synth: posting samples of window %d: %v\n", c.Window, err)
 		}
 	}

@@ -12,7 +12,10 @@
 //	{"cmd": "leave", "user": "r2u1"}
 //
 // params are the adapter's client parameters, the same a page gets. End of
-// input leaves every room and exits.
+// input leaves every room and exits. With -listen it is started before its
+// run instead (a cloud's generators, on the grid's hosts) and takes the same
+// commands over HTTP, one per POST /command, each join carrying the engine's
+// /collect URL; it runs until SIGTERM.
 package main
 
 import (
@@ -20,6 +23,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -54,6 +58,7 @@ func run() error {
 		audio      = flag.String("audio", "", "the clip's Opus `Ogg` file")
 		fps        = flag.Int("fps", 15, "the clip's frame rate")
 		local      = flag.String("client-ip", "127.0.0.1", "the participants' own `address`")
+		listen     = flag.String("listen", "", "take commands over HTTP at `address:port` (POST /command) instead of stdin")
 	)
 	flag.Parse()
 	// Fewer collections: a send that allocates while the collector marks is
@@ -67,8 +72,8 @@ func run() error {
 	if ip == nil {
 		return fmt.Errorf("bad -client-ip %q", *local)
 	}
-	if *collect == "" || *video == "" || *audio == "" || *fps < 1 || *fps > 120 {
-		return fmt.Errorf("-collect, -video and -audio are needed, and -fps within 1..120")
+	if (*collect == "" && *listen == "") || *video == "" || *audio == "" || *fps < 1 || *fps > 120 {
+		return fmt.Errorf("-collect (or -listen), -video and -audio are needed, and -fps within 1..120")
 	}
 	c, err := loadClip(*video, *audio)
 	if err != nil {
@@ -88,13 +93,22 @@ func run() error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	lines := make(chan []byte)
-	go func() {
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			lines <- append([]byte(nil), sc.Bytes()...)
+	if *listen != "" {
+		srv, err := listenForCommands(*listen, lines)
+		if err != nil {
+			return err
 		}
-		close(lines)
-	}()
+		defer srv.Close()
+		fmt.Fprintf(os.Stderr, "sfubench-synth: taking commands at http://%s/command\n", *listen)
+	} else {
+		go func() {
+			sc := bufio.NewScanner(os.Stdin)
+			for sc.Scan() {
+				lines <- append([]byte(nil), sc.Bytes()...)
+			}
+			close(lines)
+		}()
+	}
 	defer func() {
 		close(stop)
 		g.closeAll()
@@ -108,10 +122,11 @@ func run() error {
 				return nil
 			}
 			var cmd struct {
-				Cmd    string            `json:"cmd"`
-				User   string            `json:"user"`
-				Room   int               `json:"room"`
-				Params map[string]string `json:"params"`
+				Cmd     string            `json:"cmd"`
+				User    string            `json:"user"`
+				Room    int               `json:"room"`
+				Params  map[string]string `json:"params"`
+				Collect string            `json:"collect"`
 			}
 			if err := json.Unmarshal(line, &cmd); err != nil || cmd.User == "" {
 				fmt.Fprintf(os.Stderr, "sfubench-synth: ignoring %q\n", line)
@@ -119,6 +134,9 @@ func run() error {
 			}
 			switch cmd.Cmd {
 			case "join":
+				if cmd.Collect != "" {
+					g.setCollect(cmd.Collect)
+				}
 				g.add(newMember(cmd.User, cmd.Room, cmd.Params, c, *fps))
 			case "leave":
 				g.remove(cmd.User)
@@ -127,4 +145,30 @@ func run() error {
 			}
 		}
 	}
+}
+
+// listenForCommands serves POST /command: each body is one command, handed
+// to the same loop stdin's lines go to.
+func listenForCommands(addr string, lines chan<- []byte) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/command", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST a command", http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+		if err != nil || !json.Valid(body) {
+			http.Error(w, "a command is one JSON object", http.StatusBadRequest)
+			return
+		}
+		lines <- body
+		w.WriteHeader(http.StatusNoContent)
+	})
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return srv, nil
 }

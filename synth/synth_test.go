@@ -1,8 +1,10 @@
 package main
 
 import (
+	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,5 +156,43 @@ func TestPacerCallsOnScheduleAndSkipsMissedSlots(t *testing.T) {
 	time.Sleep(30 * time.Millisecond)
 	if len(calls) > n-2+1 { // a send under way as it stopped may still land
 		t.Fatalf("a stopped slot kept sending")
+	}
+}
+
+// TestCommandsOverHTTPReachTheLoop: -listen's endpoint hands each JSON
+// command to the loop stdin's lines go to, and refuses anything else.
+func TestCommandsOverHTTPReachTheLoop(t *testing.T) {
+	lines := make(chan []byte, 1)
+	srv, err := listenForCommands("127.0.0.1:0", lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	url := "http://" + srv.Addr + "/command"
+	if srv.Addr == "" || strings.HasSuffix(srv.Addr, ":0") {
+		t.Fatalf("no address to reach: %q", srv.Addr)
+	}
+	join := `{"cmd":"join","user":"r1u2","room":1,"params":{},"collect":"http://127.0.0.1:1/collect"}`
+	resp, err := http.Post(url, "application/json", strings.NewReader(join))
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("a join: %v %v", resp, err)
+	}
+	if got := string(<-lines); got != join {
+		t.Fatalf("the loop got %q", got)
+	}
+	for _, bad := range []string{"not json", `{"cmd":`} {
+		resp, err := http.Post(url, "application/json", strings.NewReader(bad))
+		if err != nil || resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("%q: %v %v", bad, resp, err)
+		}
+	}
+	resp, err = http.Get(url)
+	if err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("a GET: %v %v", resp, err)
+	}
+	select {
+	case line := <-lines:
+		t.Fatalf("a refused request reached the loop: %q", line)
+	default:
 	}
 }

@@ -121,9 +121,10 @@ class MiniCloud:
         self.spawn(f"sshd-{host}", host, ["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")])
 
     def node_media(self, cache: Path) -> None:
-        """The node's media, made on the node by the same step as the k8s init container's."""
+        """The node's media, made on the node by the same step as the k8s init container's, with the
+        clip its synthetic generator sends."""
         subprocess.run(self.exec("node", [sys.executable, "-m", "sfubench.cli", "media", "--media", "local",
-                                          "--cache", str(cache)]), check=True, capture_output=True, cwd=ROOT)
+                                          "--synthetic", "--cache", str(cache)]), check=True, capture_output=True, cwd=ROOT)
 
     def start_grid(self, grid_lib: Path, sessions: int, node_group=None) -> str:
         """A hub and one Chrome node, each on its own host; returns the hub's URL. With `node_group`

@@ -24,7 +24,7 @@ def test_rendered_manifests_validate_strictly(overlay):
     refused (kubernetes-validate --strict), as the suite's cluster version sees them."""
     objects = kube.render(overlay)
     assert {(o["kind"], o["metadata"]["name"]) for o in objects} >= {
-        ("Deployment", "selenium-hub"), ("Deployment", "chrome-node"), ("Service", "selenium-hub"),
+        ("Deployment", "selenium-hub"), ("Deployment", "chrome-node"), ("Deployment", "synth"), ("Service", "selenium-hub"),
         ("Role", "sfubench-runner"), ("RoleBinding", "sfubench-runner"), ("Namespace", "sfubench")}
     for o in objects:
         kubernetes_validate.validate(o, "1.36", strict=True)
@@ -80,6 +80,37 @@ def test_node_count_follows_rooms_sessions_and_participants_per_browser():
     assert grid.nodes_for(_cfg(real_per_room=2, real_rooms=1), 4) == 1          # 2 browsers at most
 
 
+def test_generator_count_follows_the_streams_the_synthetic_participants_receive():
+    grid = kube.KubeGrid(None, "x", objects=kube.render("base"), sfu="livekit")
+    assert grid.streams_per_generator == 240
+    assert grid.generators_for(_cfg(), 5) == 0                                   # browsers only
+    # rooms of 5 with 1 browser: 4 synthetic participants a room, each receiving 4 streams
+    assert [grid.generators_for(_cfg(real_per_room=1), rooms) for rooms in (1, 15, 16)] == [1, 1, 2]
+    assert grid.generators_for(_cfg(real_rooms=0), 12) == 1                      # 60 x 4 = 240
+    synth = next(o for o in grid.objects if o["metadata"]["name"] == "synth")
+    env = {e["name"]: e.get("value") for e in synth["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SFUBENCH_SFU"] == "livekit"
+
+
+def test_generators_scale_with_a_rooms_synthetic_participants(cluster):
+    """A room of 5 with 1 browser: a Chrome node and a generator of the run's SFU, both ready before
+    the room's participants join, and the generator reachable at its pod's address."""
+    api = cluster.api()
+    core = k8s.CoreV1Api(api)
+    grid = kube.KubeGrid(api, "sfubench-t3", overlay="small", sfu="inhouse")
+    try:
+        grid.deploy(timeout=120)
+        handler, _ = grid.listener(_cfg(real_per_room=1), timeout=120)
+        handler("events", {"event": "room_started", "room": 1})
+        assert (grid.nodes, grid.generators) == (1, 1)
+        assert _ready_pods(core, "sfubench-t3", "synth") == 1
+        pod = core.list_namespaced_pod("sfubench-t3", label_selector="app.kubernetes.io/name=synth").items[0]
+        assert {e.name: e.value for e in pod.spec.containers[0].env}["SFUBENCH_SFU"] == "inhouse"
+        assert grid.addresses("synth") == [pod.status.pod_ip] and pod.status.pod_ip
+    finally:
+        grid.teardown(timeout=120)
+
+
 def test_deploy_scale_with_rooms_and_teardown(cluster):
     api = cluster.api()
     grid = kube.KubeGrid(api, "sfubench-t1", overlay="small")
@@ -105,7 +136,7 @@ def test_deploy_scale_with_rooms_and_teardown(cluster):
 
         # the clients' probe reads each Ready node's agent at its pod's address (kwok's pods are
         # not there to answer: only the addresses are checked, no request is sent)
-        addresses = grid.node_addresses()
+        addresses = grid.addresses("chrome-node")
         assert sorted(addresses) == sorted(p.status.pod_ip for p in pods) and len(set(addresses)) == 3
         node = pods[0].spec.containers[0]
         assert "agent.py --role clients" in " ".join(node.command) and 9470 in [p.container_port for p in node.ports]
@@ -206,11 +237,11 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
 
     seen = {}
 
-    def failing_run(cfg, progress, listeners=(), probes=()):
+    def failing_run(cfg, progress, listeners=(), probes=(), generators=None):
         names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
         seen.update(sfu=cfg.sfu_address, grid=cfg.grid_url, node_cache=cfg.node_cache,
                     listeners=[streams for _, streams in listeners], live="sfubench-r1" in names,
-                    probes=[p.role for p in probes])
+                    probes=[p.role for p in probes], generators=(cfg.synthetic_generators, generators()))
         raise RuntimeError("the SFU stopped answering")
 
     monkeypatch.setattr(terraform, "Hosts", Hosts)
@@ -221,7 +252,8 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
         cloud_run._apply_and_run(cloud_run.cloud("aws"), cfg, {"run_id": "r1"}, "r1", _Quiet(), None)
     assert calls == [("init", "aws", "r1", "r1-cloud-aws"), ("apply",), ("destroy",)]
     assert seen == {"sfu": "10.42.0.9", "grid": "http://selenium-hub.sfubench-r1.svc:4444", "node_cache": "/media",
-                    "listeners": [["events"]], "live": True, "probes": ["clients"]}
+                    "listeners": [["events"]], "live": True, "probes": ["clients"],
+                    "generators": ("http://synth:9480/command", [])}
     names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
     assert "sfubench-r1" not in names
 

@@ -205,3 +205,15 @@ def test_an_sfu_with_secrets_plans_their_delivery_and_keeps_no_key(tmp_path, mon
     assert "secrets: livekit's, over SSH with a key made for this run" in out.out + out.err
     assert set(Path(tempfile.gettempdir()).glob("sfubench-courier-*")) == keys
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_cloud_run_with_synthetic_participants_plans_its_generators(tmp_path, monkeypatch, capsys):
+    _no_files(monkeypatch, tmp_path)
+    code = cli.main(["cloud-loadtest", "--sfu", "janus", "--dry-run", "--rooms", "16", "--real-per-room", "1",
+                     "--out", str(tmp_path / "runs")])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    # 16 rooms of 5, 4 synthetic each receiving 4 streams: 256 streams, 240 a generator
+    assert "generators scaled with the rooms up to 2 (240 received streams each, 1 CPU" in out.out + out.err
+    code = cli.main(["cloud-loadtest", "--sfu", "jitsi", "--dry-run", "--real-per-room", "1"])
+    assert code == cli.EXIT_USAGE and "jitsi has no driver for synthetic participants" in capsys.readouterr().err

@@ -46,7 +46,9 @@ def test_precedence_default_file_env_flag(tmp_path):
     ({"sfu_address": "10.42.0.9", "grid_url": "http://h:4444", "network": "lan"},
      "a remote run's network is the cloud's own"),
     ({"sfu_address": "10.42.0.9", "grid_url": "http://h:4444", "real_per_room": "2"},
-     "synthetic participants run in the local lab only"),
+     "synthetic participants in a remote run need generators on the grid's hosts"),
+    ({"synthetic_generators": "http://h:9480/command"}, "--synthetic-generators drives generators of a remote run"),
+    ({"client_probes": "http://h:9470/probe"}, "--client-probes reads a remote grid's nodes"),
 ])
 def test_bad_values_are_one_line_errors(cli, message):
     with pytest.raises(ConfigError) as e:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sfubench import grid as grid_mod
+from sfubench import synthetic
 from sfubench.agent import PROBE_PORT
 from sfubench.cgroups import CpuGroup
 from sfubench.config import ROOT, cache_root
@@ -38,7 +39,8 @@ def mini(tmp_path_factory):
         cloud.serve_sfu("janus", cache_root())
         cloud.node_media(work / "node-cache")
         grid_mod.install(grid_mod.grid_cache_dir())
-        cloud.url = cloud.start_grid(grid_mod.grid_cache_dir() / "lib", sessions=4, node_group=node.create())
+        cloud.node_group = node.create()
+        cloud.url = cloud.start_grid(grid_mod.grid_cache_dir() / "lib", sessions=4, node_group=cloud.node_group)
         yield cloud
     except BaseException:
         for name in ("sfu", "hub", "node"):
@@ -98,6 +100,53 @@ def test_loadtest_through_a_remote_grid(mini, tmp_path):
     assert len(clients) == 4 and all(row["cores"] == NODE_CORES and row["hosts"] == 1 for row in clients), clients
     assert all(row["cpu"] > 0.05 and "throttled_s" in row for row in clients if row["edge"] == "end"), clients
     assert "not measured" not in tables["clients"], tables["clients"]
+
+
+def test_synthetic_participants_from_a_generator_on_the_grids_host(mini, tmp_path):
+    """A room of one browser and two synthetic participants, these carried by an sfubench-synth
+    started on the node's host before the run (`-listen`, as a cloud's generators are), in the
+    node's cgroup: the engine sends it the joins over the bridge, and it reports to the engine's
+    collector as a local generator does."""
+    node = mini.address("node")
+    mini.spawn("synth", "node", [sys.executable, "-m", "sfubench.cli", "generate", "--sfu", "janus", "--address", node,
+                                 "--cache", str(mini.work / "node-cache"), "--binary", str(synthetic.build(cache_root()))],
+               group=mini.node_group)
+    deadline = time.monotonic() + 120   # as a pod's readiness probe would, before the runner uses it
+    while "taking commands at" not in mini.log("synth"):
+        assert time.monotonic() < deadline and mini.procs["synth"].poll() is None, mini.log("synth")
+        time.sleep(0.2)
+    out = tmp_path / "runs"
+    cmd = mini.exec("run", [
+        sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--rooms", "1", "--users-per-room", "3",
+        "--real-per-room", "1", "--participants-per-browser", "1", "--sfu-address", mini.address("sfu"),
+        "--grid-url", mini.url, "--page-address", mini.address("run"), "--node-cache", str(mini.work / "node-cache"),
+        "--synthetic-generators", f"http://{node}:{synthetic.GENERATOR_PORT}/command",
+        "--client-probes", f"http://{node}:{PROBE_PORT}/probe",
+        "--quality-frames", "0", "--out", str(out), "--results-db", str(tmp_path / "results.sqlite"),
+        "--background-interval", "0"])
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    finally:
+        mini.stop("synth")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + mini.log("synth")
+    run_dir = next(p for p in out.iterdir() if p.is_dir())
+    started = [(e["user"], e.get("client")) for e in read(run_dir, "events") if e["event"] == "participant_started"]
+    assert started == [("r1u1", None), ("r1u2", "synthetic"), ("r1u3", "synthetic")], started
+
+    # every video of the room verified playing, the browser's and the generator's participants' alike
+    checks = read(run_dir, "checks")
+    assert len(checks) == 9 and all(c["ok"] for c in checks), checks
+    assert {c["client"] for c in checks} == {"browser", "synthetic"}
+
+    # the generator's own records reached the engine: its participants' samples and its pacing
+    samples = [s for s in read(run_dir, "samples") if s["phase"] == "target" and s["kind"] == "video"]
+    assert {s["user"] for s in samples if s["client"] == "synthetic" and s["direction"] == "send" and s["bytes"]} \
+        == {"r1u2", "r1u3"}
+    assert all(w["pacing_ms_p99"] is not None for w in read(run_dir, "windows")), read(run_dir, "windows")
+
+    # its CPU is the node's: the agent's rows count it with the browser's
+    clients = [row for row in read(run_dir, "server") if row["role"] == "clients" and row["edge"] == "end"]
+    assert clients and all(row["cpu"] > 0.05 for row in clients), clients
 
 
 def test_an_sfu_with_secrets_gets_them_over_ssh_and_nowhere_else(mini, tmp_path):

@@ -1,6 +1,7 @@
-"""The Selenium Grid of a cloud run on Kubernetes, through the official Python client: the
-manifests of k8s/ (kustomize), applied into a namespace of the run's, the Chrome nodes scaled with
-the rooms as they start, and everything deleted at the end."""
+"""The clients of a cloud run on Kubernetes, through the official Python client: the manifests of
+k8s/ (kustomize: the Selenium Grid and the synthetic participants' generators), applied into a
+namespace of the run's, the Chrome nodes and the generators scaled with the rooms as they start,
+and everything deleted at the end."""
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ from ..probes import RemoteProbe
 from .tools import tool
 
 MANIFESTS = ROOT / "k8s"
-HUB, NODES = "selenium-hub", "chrome-node"
+HUB, NODES, SYNTH = "selenium-hub", "chrome-node", "synth"
 FIELD_MANAGER = "sfubench"
 
 
@@ -60,31 +61,40 @@ def _ready(pod) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
 
 
-def _node_env(objects: list[dict], name: str) -> str | None:
+def _env(objects: list[dict], deployment: str, name: str) -> dict | None:
+    """The env entry `name` of Deployment `deployment`'s first container, as in `objects`."""
     for o in objects:
-        if o["kind"] == "Deployment" and o["metadata"]["name"] == NODES:
-            for c in o["spec"]["template"]["spec"]["containers"]:
-                for e in c.get("env", []):
-                    if e["name"] == name:
-                        return e.get("value")
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == deployment:
+            for e in o["spec"]["template"]["spec"]["containers"][0].get("env", []):
+                if e["name"] == name:
+                    return e
     return None
+
+
+def _positive(objects: list[dict], deployment: str, name: str) -> int:
+    e = _env(objects, deployment, name)
+    if e is None or not str(e.get("value", "")).isdigit() or int(e["value"]) < 1:
+        raise KubeError(f"the {deployment} Deployment must set {name} to a positive number")
+    return int(e["value"])
 
 
 class KubeGrid:
     """`api` is a kubernetes.client.ApiClient (from a kubeconfig, or the tests' control plane).
     Deploy, scale and tear down use it; `scale` needs only the rights of the Role in k8s/base."""
 
-    def __init__(self, api: k8s.ApiClient, namespace: str, overlay: str = "base", objects: list[dict] | None = None):
+    def __init__(self, api: k8s.ApiClient, namespace: str, overlay: str = "base", objects: list[dict] | None = None,
+                 sfu: str | None = None):
+        """`sfu`: the SFU whose signalling the generators speak (the run's)."""
         self.api = api
         self.namespace = namespace
         self.objects = in_namespace(objects if objects is not None else render(overlay), namespace)
-        sessions = _node_env(self.objects, "SE_NODE_MAX_SESSIONS")
-        if sessions is None or not sessions.isdigit() or int(sessions) < 1:
-            raise KubeError(f"the {NODES} Deployment must set SE_NODE_MAX_SESSIONS to a positive number")
-        self.sessions_per_node = int(sessions)
+        self.sessions_per_node = _positive(self.objects, NODES, "SE_NODE_MAX_SESSIONS")
+        self.streams_per_generator = _positive(self.objects, SYNTH, "SFUBENCH_SYNTH_STREAMS")
+        if sfu:
+            _env(self.objects, SYNTH, "SFUBENCH_SFU")["value"] = sfu
         self.apps = k8s.AppsV1Api(api)
         self.core = k8s.CoreV1Api(api)
-        self.nodes = 0
+        self.nodes = self.generators = 0
 
     # -- sizing ----------------------------------------------------------------------------------
     def nodes_for(self, cfg, rooms: int) -> int:
@@ -93,6 +103,13 @@ class KubeGrid:
         browsers = min(rooms, cfg.real_rooms) * min(cfg.users_per_room, cfg.real_per_room)
         sessions = math.ceil(browsers / cfg.participants_per_browser)
         return math.ceil(sessions / self.sessions_per_node)
+
+    def generators_for(self, cfg, rooms: int) -> int:
+        """Generators for the synthetic participants of the first `rooms` rooms: the streams they
+        receive (everyone else's in their room) over what one generator carries."""
+        browsers = min(rooms, cfg.real_rooms) * min(cfg.users_per_room, cfg.real_per_room)
+        synthetic = rooms * cfg.users_per_room - browsers
+        return math.ceil(synthetic * (cfg.users_per_room - 1) / self.streams_per_generator)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def deploy(self, timeout: float = 300) -> None:
@@ -106,18 +123,26 @@ class KubeGrid:
                                            field_manager=FIELD_MANAGER, force_conflicts=True)
             except ApiException as e:
                 raise KubeError(f"applying {o['kind']} {o['metadata']['name']}: {_reason(e)}") from None
-        self._wait(lambda: self._ready(HUB) >= 1, timeout, f"the hub ({HUB}) to be ready")
+        self._wait(lambda: self._ready(HUB) >= 1, timeout, f"the hub ({HUB}) to be ready", lambda: self._state(HUB))
 
     def scale(self, nodes: int, timeout: float = 600) -> None:
         """Sets the Chrome nodes to `nodes` and waits until that many are ready (and no more run)."""
+        self._scale(NODES, nodes, timeout, "Chrome node(s)")
+        self.nodes = nodes
+
+    def scale_generators(self, generators: int, timeout: float = 600) -> None:
+        """The same for the synthetic participants' generators."""
+        self._scale(SYNTH, generators, timeout, "synthetic generator(s)")
+        self.generators = generators
+
+    def _scale(self, name: str, n: int, timeout: float, what: str) -> None:
         try:
-            self.apps.patch_namespaced_deployment_scale(NODES, self.namespace, {"spec": {"replicas": nodes}},
+            self.apps.patch_namespaced_deployment_scale(name, self.namespace, {"spec": {"replicas": n}},
                                                         field_manager=FIELD_MANAGER)
         except ApiException as e:
-            raise KubeError(f"scaling {NODES} to {nodes}: {_reason(e)}") from None
-        self.nodes = nodes
-        self._wait(lambda: self._ready(NODES) == nodes and len(self._pods(NODES)) == nodes, timeout,
-                   f"{nodes} Chrome node(s) to be ready")
+            raise KubeError(f"scaling {name} to {n}: {_reason(e)}") from None
+        self._wait(lambda: self._ready(name) == n and len(self._pods(name)) == n, timeout, f"{n} {what} to be ready",
+                   lambda: self._state(name))
 
     def teardown(self, timeout: float = 300) -> None:
         """Deletes the run's namespace and everything in it, and waits until it is gone."""
@@ -137,20 +162,26 @@ class KubeGrid:
         return f"http://{HUB}.{self.namespace}.svc:4444"
 
     def probe(self) -> RemoteProbe:
-        """The clients' probe: every ready Chrome node's agent (k8s/base/node.yaml), summed."""
-        return RemoteProbe("clients", f"http://{NODES}:{PROBE_PORT}/probe", addresses=self.node_addresses)
+        """The clients' probe: the agent of every ready Chrome node and generator, summed."""
+        return RemoteProbe("clients", f"http://clients:{PROBE_PORT}/probe",
+                           addresses=lambda: self.addresses(NODES) + self.addresses(SYNTH))
 
-    def node_addresses(self) -> list[str]:
-        return [p.status.pod_ip for p in self._pods(NODES) if p.status.pod_ip and _ready(p)]
+    def addresses(self, name: str) -> list[str]:
+        """The addresses of Deployment `name`'s ready pods (a runner in the VPC reaches them)."""
+        return [p.status.pod_ip for p in self._pods(name) if p.status.pod_ip and _ready(p)]
 
     def listener(self, cfg, timeout: float = 600):
-        """(handler, streams) for the run's bus: before a room's browsers open, the nodes for every
-        room so far are ready (the runner waits; a room's join time does not include it)."""
+        """(handler, streams) for the run's bus: before a room's participants join, the nodes and
+        generators for every room so far are ready (the runner waits; a room's join time does not
+        include it)."""
         def on_event(stream, record):
             if record.get("event") == "room_started":
                 want = self.nodes_for(cfg, record["room"])
                 if want > self.nodes:
                     self.scale(want, timeout)
+                want = self.generators_for(cfg, record["room"])
+                if want > self.generators:
+                    self.scale_generators(want, timeout)
         return on_event, ["events"]
 
     # -- internals -------------------------------------------------------------------------------
@@ -172,8 +203,16 @@ class KubeGrid:
                 return False
             raise
 
+    def _state(self, name: str) -> str:
+        """Deployment `name`'s pods as the API server has them, for a timeout to say what it saw."""
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"app.kubernetes.io/name={name}").items
+        return "; ".join(
+            f"{p.metadata.name} {p.status.phase}" + (" (deleting)" if p.metadata.deletion_timestamp else "") + ": "
+            + ", ".join(f"{c.type}={c.status}" + (f" {c.reason}" if c.reason else "") for c in p.status.conditions or [])
+            for p in pods) or "no pods"
+
     @staticmethod
-    def _wait(done, timeout: float, what: str) -> None:
+    def _wait(done, timeout: float, what: str, state=None) -> None:
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -183,7 +222,11 @@ class KubeGrid:
                 if e.status not in (404, 409):
                     raise KubeError(f"waiting for {what}: {_reason(e)}") from None
             if time.monotonic() > deadline:
-                raise KubeError(f"timed out after {timeout:.0f} s waiting for {what}")
+                try:
+                    seen = f" (pods: {state()})" if state else ""
+                except ApiException as e:
+                    seen = f" (pods unreadable: {_reason(e)})"
+                raise KubeError(f"timed out after {timeout:.0f} s waiting for {what}{seen}")
             time.sleep(0.5)
 
 

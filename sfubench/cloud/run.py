@@ -19,10 +19,11 @@ from pathlib import Path
 from ..config import ROOT, Config, ConfigError
 from ..agent import PROBE_PORT
 from ..progress import Progress
+from ..synthetic import GENERATOR_PORT
 from ..sfu import Adapter
 from . import terraform
 from .courier import Courier
-from .kube import KubeGrid, render
+from .kube import SYNTH, KubeGrid, render
 
 
 # Shown by a dry run without SFUBENCH_OPERATOR_CIDR (a documentation address, RFC 5737).
@@ -125,6 +126,13 @@ def describe_plan(c: Cloud, cfg: Config, plan: dict, grid: KubeGrid, needs: list
     lines.append(f"grid (k8s/overlays/{c.overlay}) in namespace {grid.namespace}: a hub, Chrome nodes scaled "
                  f"with the rooms up to {peak} ({grid.sessions_per_node} sessions each, {req['cpu']} CPU "
                  f"and {req['memory']} per node)")
+    generators = grid.generators_for(cfg, cfg.rooms_cap)
+    if generators:
+        synth = next(o for o in grid.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == SYNTH)
+        limits = synth["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+        lines.append(f"synthetic participants: generators scaled with the rooms up to {generators} "
+                     f"({grid.streams_per_generator} received streams each, {limits['cpu']} CPU and "
+                     f"{limits['memory']} per generator)")
     cost = plan["cost"]
     if cost["total"] is None:
         lines.append(f"cost: no price for {cost['instance_type']} in terraform/environments/{c.name}/prices.json")
@@ -140,6 +148,8 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
                    progress: Progress | None = None) -> tuple[Path | None, str]:
     progress = progress or Progress()
     c = cloud(cloud_name)
+    if cfg.browser_participants < cfg.participants and not Adapter.load(cfg.sfu).synthetic_driver:
+        raise ConfigError(f"{cfg.sfu} has no driver for synthetic participants: run it with browsers only")
     needs = missing(c, cfg)
     if needs and not dry_run:
         raise ConfigError("cloud-loadtest needs, before anything is created: " + "; ".join(needs))
@@ -164,23 +174,26 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
 
 
 def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, progress: Progress,
-           listeners=(), probes=()) -> tuple[Path, str]:
+           listeners=(), probes=(), generators=None) -> tuple[Path, str]:
     """The engine's own run against an SFU host that `sfubench serve` runs, the adapter's secrets
-    handed to the host first; from the runner's host, inside the VPC."""
+    handed to the host first; from the runner's host, inside the VPC. `generators()`: the
+    addresses of the synthetic participants' generators (`sfubench generate`) the provisioner runs."""
     from .. import loadtest
     if courier:
         courier.deliver(address, say=progress.say)
         progress.say(f"secrets: {cfg.sfu}'s delivered to {address}")
-    remote = dataclasses.replace(cfg, sfu_address=address, grid_url=grid_url, node_cache=cfg.node_cache or "/media")
+    remote = dataclasses.replace(cfg, sfu_address=address, grid_url=grid_url, node_cache=cfg.node_cache or "/media",
+                                 synthetic_generators=cfg.synthetic_generators or (
+                                     f"http://{SYNTH}:{GENERATOR_PORT}/command" if generators else ""))
     with secrets_in_environment(courier):
-        return loadtest.run(remote, progress, listeners=listeners, probes=probes)
+        return loadtest.run(remote, progress, listeners=listeners, probes=probes, generators=generators)
 
 
 def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: Progress,
                    courier: Courier | None) -> tuple[Path, str]:
     work = Path(cfg.out) / f"{run_id}-cloud-{c.name}"   # what `cleanup` finds if this process is killed
     hosts = terraform.Hosts(c.name, tfvars, work)
-    grid = KubeGrid(_kube_api(), f"sfubench-{run_id}", overlay=c.overlay)
+    grid = KubeGrid(_kube_api(), f"sfubench-{run_id}", overlay=c.overlay, sfu=cfg.sfu)
     try:
         progress.say(f"terraform: creating the {cfg.sfu} host (state in {work})")
         hosts.apply()
@@ -188,7 +201,7 @@ def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: P
         progress.say(f"kubernetes: deploying the grid into namespace {grid.namespace}")
         grid.deploy()
         return run_on(cfg, address, grid.url(), courier, progress, listeners=[grid.listener(cfg)],
-                      probes=[grid.probe()])
+                      probes=[grid.probe()], generators=lambda: grid.addresses(SYNTH))
     finally:
         started = time.monotonic()
         for what, stop in (("grid", grid.teardown), ("terraform", hosts.destroy)):
