@@ -20,6 +20,7 @@ from sfubench.config import ROOT
 
 ADMIN_TOKEN = "sfubench-admin-token"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+NODE_LEASE_S = 40   # a kubelet's default
 
 
 def _free_port() -> int:
@@ -103,9 +104,15 @@ class ControlPlane:
                                        "--leader-elect=false", "--bind-address=127.0.0.1",
                                        f"--secure-port={_free_port()}"])
         (w / "kwok.yaml").write_text(kwok_stages())
+        # The node lease is a kubelet's heartbeat. Without it (kwok's default, and the "fast" stages
+        # have none) the node-lifecycle controller finds every fake node silent after its grace period
+        # (50 s), marks the node's pods not Ready and kwok re-initialises the node, but never those
+        # pods: a pod made just before that stayed not Ready, which failed CI runs as a "hub never
+        # ready". kwok renews the lease a quarter of its duration, as a kubelet does.
         self._spawn("kwok", [bins["kwok"], f"--kubeconfig={self.kubeconfig}", f"--config={w / 'kwok.yaml'}",
                              "--manage-all-nodes=false",
                              "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                             f"--node-lease-duration-seconds={NODE_LEASE_S}",
                              "--server-address=127.0.0.1:0", "--node-ip=127.0.0.1"])
         return self
 

@@ -13,7 +13,7 @@ from kubernetes.client.exceptions import ApiException
 from sfubench import config
 from sfubench.cloud import kube
 
-from controlplane import ControlPlane
+from controlplane import NODE_LEASE_S, ControlPlane
 
 OVERLAYS = ["base"] + sorted(p.name for p in (kube.MANIFESTS / "overlays").iterdir())
 
@@ -58,6 +58,32 @@ def cluster(tmp_path_factory):
         raise
     finally:
         cp.stop()
+
+
+def test_fake_nodes_keep_a_kubelets_heartbeat(cluster):
+    """kwok renews every fake node's Lease as a kubelet does. Without it the node-lifecycle
+    controller took a node for dead after 50 s and marked its pods not Ready, which kwok never undid:
+    the provisioner then waited in vain for a hub that had been Ready."""
+    leases = k8s.CoordinationV1Api(cluster.api())
+
+    def lease():
+        try:
+            return leases.read_namespaced_lease("fake-0", "kube-node-lease").spec
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    deadline = time.monotonic() + 30
+    while (first := lease()) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert first is not None, "kwok made no Lease for its node"
+    assert first.holder_identity and first.lease_duration_seconds == NODE_LEASE_S
+    # renewed at a quarter of the duration (10 s); the node-lifecycle controller waits 50 s
+    deadline = time.monotonic() + NODE_LEASE_S / 2 + 5
+    while lease().renew_time == first.renew_time and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert lease().renew_time > first.renew_time
 
 
 def _ready_pods(core, namespace: str, name: str) -> int:
@@ -256,6 +282,15 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
                     "generators": ("http://synth:9480/command", [])}
     names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
     assert "sfubench-r1" not in names
+
+
+def test_no_node_was_taken_for_dead_while_the_module_ran(cluster):
+    """Last of the module, which outlasts the node-lifecycle controller's grace period (50 s): no
+    node and no pod was ever marked not ready by it (its NodeNotReady events), so every readiness
+    the tests above waited for was the provisioner's and the scheduler's doing."""
+    core = k8s.CoreV1Api(cluster.api())
+    events = core.list_event_for_all_namespaces(field_selector="reason=NodeNotReady").items
+    assert not events, [f"{e.involved_object.kind} {e.involved_object.name}: {e.message}" for e in events]
 
 
 class _Quiet:
