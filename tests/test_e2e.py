@@ -17,6 +17,8 @@ from reports import metrics, runfiles
 from sfubench import config
 from sfubench.rundir import read
 
+from interrupt import as_a_terminal_starts_it
+
 ROOT = Path(__file__).resolve().parent.parent
 USERS = config.load(env={}).users_per_room
 CLIENT_CPUS = "1.4"
@@ -158,7 +160,8 @@ def test_ctrl_c_tears_everything_down_and_keeps_what_was_collected(tmp_path):
     started = time.time()
     cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--rooms", "1",
            "--out", str(tmp_path), "--lab-prefix", "sfubi", "--lab-subnet", "127.0.7"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                            preexec_fn=as_a_terminal_starts_it)
     seen = []
     for line in proc.stdout:
         seen.append(line)

@@ -17,6 +17,8 @@ from sfubench import cgroups
 from sfubench.grid import free_port
 from sfubench.rundir import read
 
+from interrupt import as_a_terminal_starts_it
+
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX, SUBNET = "sfubf", "127.0.4"
 
@@ -35,7 +37,7 @@ class Run:
         self.out = out
         self.started = time.time()
         self.proc = subprocess.Popen(command(out, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, cwd=ROOT)
+                                     text=True, cwd=ROOT, preexec_fn=as_a_terminal_starts_it)
         self.lines: list[str] = []
 
     def until(self, text: str, timeout: float = 300) -> str:
