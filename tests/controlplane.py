@@ -108,7 +108,7 @@ class ControlPlane:
         # have none) the node-lifecycle controller finds every fake node silent after its grace period
         # (50 s), marks the node's pods not Ready and kwok re-initialises the node, but never those
         # pods: a pod made just before that stayed not Ready, which failed CI runs as a "hub never
-        # ready". kwok renews the lease a quarter of its duration, as a kubelet does.
+        # ready". kwok renews the lease every quarter of its duration, as a kubelet does.
         self._spawn("kwok", [bins["kwok"], f"--kubeconfig={self.kubeconfig}", f"--config={w / 'kwok.yaml'}",
                              "--manage-all-nodes=false",
                              "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",

@@ -38,9 +38,9 @@ def test_the_remote_probe_reads_what_the_hosts_probe_measures(busy):
         server.shutdown()
     assert first["role"] == second["role"] == "sfu" and second["edge"] == "end"
     assert second["cores"] == os.cpu_count()
-    # the CPU the host counted is the process's own, read there between these two readings (the
-    # bracket, not a fixed slack, so a slow or loaded machine cannot widen the gap; the server's
-    # shutdown alone can wait half a second)
+    # the CPU the host counted is the process's own: it lies between the readings taken just before
+    # and after the request, however slow the machine (a reading after the server's shutdown, which
+    # can wait half a second, once fell outside a fixed slack)
     assert before - 0.01 <= second["cpu_s"] <= after + 0.01, (before, second, after)
     assert second["cpu_s"] - first["cpu_s"] > 0.1 and second["cpu"] > 0, (first, second)
     assert second["rss"] > 1e6 and list(second["processes"]) == [psutil.Process(busy.pid).name()], second
