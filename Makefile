@@ -1,15 +1,16 @@
 # The two commands a user needs: `make loadtest` and `make test`. Both install what they need.
 SFU ?= janus
-ROOMS ?= 1
+ROOMS ?=
 ARGS ?=
 PY := .venv/bin/python
 
 CLOUD ?= aws
 
-.PHONY: deps media loadtest cloud-loadtest report compare trend test test-sfus bench list-sfus help
+.PHONY: deps media loadtest study cloud-loadtest report compare trend test test-sfus bench list-sfus help
 
 help:
-	@echo "make loadtest [SFU=janus] [ROOMS=1] [ARGS='--media paper ...']   run a ramp, write runs/<stamp>-<sfu>/"
+	@echo "make loadtest [SFU=janus] [ARGS='--preset browsers ...']        the study in miniature against one SFU: runs/<stamp>-<sfu>/"
+	@echo "make study [ARGS='--sfus janus,inhouse --repeat 1 --out DIR']     every SFU to its knee, repeated, compared: runs/study/"
 	@echo "make cloud-loadtest SFU=janus CLOUD=aws [ARGS='--dry-run ...']    the same on a cloud host and a Kubernetes grid"
 	@echo "make test                                                         the test suite (what CI runs)"
 	@echo "make test-sfus                                                    the adapter conformance suite and synthetic drivers, every local SFU"
@@ -27,11 +28,14 @@ media: deps
 	@$(PY) -m sfubench.cli media
 
 loadtest: deps
-	@$(PY) -m sfubench.cli loadtest --sfu $(SFU) --rooms $(ROOMS) $(ARGS)
+	@$(PY) -m sfubench.cli loadtest --sfu $(SFU) $(if $(ROOMS),--rooms $(ROOMS)) $(ARGS)
+
+study: deps
+	@$(PY) -m sfubench.cli study $(ARGS)
 
 # Terraform and kustomize come from PATH, or are built once from the Go module proxy.
 cloud-loadtest: deps
-	@$(PY) -m sfubench.cli cloud-loadtest --sfu $(SFU) --cloud $(CLOUD) --rooms $(ROOMS) $(ARGS)
+	@$(PY) -m sfubench.cli cloud-loadtest --sfu $(SFU) --cloud $(CLOUD) $(if $(ROOMS),--rooms $(ROOMS)) $(ARGS)
 
 report: deps
 	@$(PY) -m sfubench.cli report $(RUN)

@@ -13,6 +13,7 @@ edges in server.jsonl, and the sent video streams' frame rates in samples.jsonl.
 from __future__ import annotations
 
 from dataclasses import dataclass
+import math
 from statistics import median
 
 
@@ -20,7 +21,7 @@ from statistics import median
 class ClientRule:
     averaged_s: float = 3.0        # averages over shorter windows count only at `short` times their
     short: float = 3.0             # thresholds (the machine's CPU share not at all)
-    throttled: float = 0.10        # share of the window the clients' CPU quota held them back
+    throttled: float = 0.10        # share of the window's CFS periods in which the clients' quota ran out
     machine_cpu: float = 0.95      # share of all the machine's cores busy: everything starves
     encode_fps: float = 0.8        # sent video frame rate (not bandwidth-limited) vs the source's
     lag_ms: float = 1000.0         # a page's main thread held up this long at once
@@ -40,7 +41,7 @@ class ClientRule:
             f"lasted over {self.overrun:g} times its configured length, or the clients' full socket "
             f"buffers dropped {self.socket_drops:.1%} of the datagrams reaching them; or when synthetic publishers sent 1% of their packets "
             f"{self.pacing_ms:g} ms late or later, or the clients' CPU quota "
-            f"held them back {self.throttled:.0%} of the time, or the machine's cores were "
+            f"ran out in {self.throttled:.0%} of its scheduling periods, or the machine's cores were "
             f"{self.machine_cpu:.0%} busy (the SFU and the clients share them), or pages' main threads "
             f"were {self.lag_mean_ms:g} ms late on average, or the median getStats round took "
             f"{self.stats_ms:g} ms — over windows shorter than {self.averaged_s:g} s, which a room's "
@@ -69,6 +70,18 @@ def _share(edges: dict, role: str, key: str = "cpu_s") -> tuple[float, float] | 
     return (end[key] - start[key]) / dt, float(end.get("cores") or 0)
 
 
+def throttled_share(edges: dict, role: str) -> float | None:
+    """The share of a window's CFS periods in which `role`'s quota ran out (0-1); for runs recorded
+    before periods were counted, its throttled time per second spread over the cores it may use."""
+    periods, throttled = _share(edges, role, "periods"), _share(edges, role, "throttled_periods")
+    if periods and throttled:
+        return throttled[0] / periods[0] if periods[0] > 0 else 0.0
+    seconds = _share(edges, role, "throttled_s")
+    if not seconds:
+        return None
+    return min(1.0, seconds[0] / max(1.0, math.ceil(seconds[1] or 1.0)))
+
+
 def assess(window: dict, edges: dict[str, dict[str, dict]], send_fps: list[float], source_fps: float | None,
            interval: float | None, rule: ClientRule = ClientRule()) -> list[str]:
     """Why `window` (a windows.jsonl record) was client-bound; empty when its clients had headroom.
@@ -78,9 +91,9 @@ def assess(window: dict, edges: dict[str, dict[str, dict]], send_fps: list[float
     span = _span(edges, "clients") or _span(edges, "machine") or window.get("duration_s") or 0.0
     averaged = span >= rule.averaged_s
     k = 1.0 if averaged else rule.short
-    throttled = _share(edges, "clients", "throttled_s")
-    if throttled and throttled[0] >= k * rule.throttled:
-        reasons.append(f"their CPU quota held them back {throttled[0]:.0%} of the time")
+    throttled = throttled_share(edges, "clients")
+    if throttled is not None and throttled >= k * rule.throttled:
+        reasons.append(f"their CPU quota ran out in {throttled:.0%} of its scheduling periods")
     machine = _share(edges, "machine")
     if averaged and machine and machine[1] and machine[0] >= rule.machine_cpu * machine[1]:
         reasons.append(f"the machine's {machine[1]:g} cores were {machine[0] / machine[1]:.0%} busy "

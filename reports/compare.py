@@ -5,7 +5,7 @@ import functools
 import os
 from pathlib import Path
 
-from . import export, html, metrics, plotting, runfiles, study
+from . import export, html, metrics, plotting, reference, runfiles
 from .knee import KneeRule
 from .metrics import Analysis, Table
 
@@ -125,18 +125,19 @@ SHORT = {"send_bps": "Sent", "rtt_send_ms": "Sender RTT", "recv_bps": "Received"
          "fps": "Frame rate", "jitter_ms": "Jitter", "loss_pct": "Loss"}
 
 
-def study_table(analyses: list[Analysis], names: list[str], index: int) -> Table:
-    """One of Tables IV–VI with a row per run: each metric's average (and share above the threshold)."""
-    first = analyses[0].tables[index]
+def study_table(tables: list[list[Table]], names: list[str], index: int) -> Table:
+    """One of Tables IV–VI with a row per run (`tables`: each run's metrics.study_tables): each
+    metric's average (and share above the threshold)."""
+    first = tables[0][index]
     columns = ["SFU"]
     for key, row in zip(first.row_keys, first.rows):
         columns.append(f"{SHORT[key]} avg ({row[1]})")
         if row[6]:
             columns.append(f"{SHORT[key]} {row[6]} (%)")
     rows = []
-    for a, name in zip(analyses, names):
+    for own, name in zip(tables, names):
         out = [name]
-        for row in a.tables[index].rows:
+        for row in own[index].rows:
             out.append(row[5])
             if row[6]:
                 out.append(row[7])
@@ -225,15 +226,17 @@ def versions_table(analyses: list[Analysis], names: list[str]) -> tuple[Table, l
 # ---------------------------------------------------------------- overlay plots
 
 def _overlay(analyses, names, out: Path, name: str, panels: list[tuple], title: str, height: float = 3.8,
-             log: bool = False, hline: tuple | None = None) -> str | None:
-    """Panels of (series attribute, key, panel title, y label, scale); one line per run, knees dashed."""
+             log: bool = False, hline: tuple | None = None, colors: list | None = None,
+             prefix: str = "compare") -> str | None:
+    """Panels of (series attribute, key, panel title, y label, scale); one line per run, knees dashed.
+    `colors`: one per run (default: one each); a run whose name is None draws without a legend entry."""
     panels = [p for p in panels if any(plotting.column(getattr(a, p[0]), p[1])[0] for a in analyses)]
     if not panels:
         return None
+    colors = colors or [plotting.PALETTE[n % len(plotting.PALETTE)] for n in range(len(analyses))]
     fig, axes = plotting.figure(ncols=len(panels), height=height, title=title)
     for ax, (attr, key, ptitle, ylabel, scale) in zip(axes, panels):
-        for n, (a, label) in enumerate(zip(analyses, names)):
-            color = plotting.PALETTE[n % len(plotting.PALETTE)]
+        for a, label, color in zip(analyses, names, colors):
             rows = [r for r in getattr(a, attr) if r["participants"]]
             if plotting.line_with_band(ax, rows, key, label, color, scale=scale, band=False):
                 plotting.mark_knee(ax, a.knee.participants, color=color)
@@ -246,12 +249,13 @@ def _overlay(analyses, names, out: Path, name: str, panels: list[tuple], title: 
             plotting.zero_based(ax)
         ax.set(title=ptitle, ylabel=ylabel)
     axes[0].legend(loc="best")
-    plotting.save(fig, out / f"compare-{name}.png")
-    return f"compare-{name}.png"
+    plotting.save(fig, out / f"{prefix}-{name}.png")
+    return f"{prefix}-{name}.png"
 
 
-def plots(analyses: list[Analysis], names: list[str], out: Path) -> dict[str, str | None]:
-    o = functools.partial(_overlay, analyses, names, out)
+def plots(analyses: list[Analysis], names: list, out: Path, **style) -> dict[str, str | None]:
+    """The overlays of the comparison; `style`: _overlay's colors and prefix."""
+    o = functools.partial(_overlay, analyses, names, out, **style)
     mbps = 1e-6
     return {
         "fig-cmp-bitrate": o("bitrate", [("series", "recv_bps", "Received, per stream", "Mbps", mbps),
@@ -295,8 +299,8 @@ def build(run_dirs: list[str | Path], out_dir: str | Path, force: bool = False,
     names = labels(analyses)
     figs = plots(analyses, names, out)
     versions, version_classes = versions_table(analyses, names)
-    tables = [ranking_table(analyses, names)] + [study_table(analyses, names, i) for i in range(3)] + \
-        [versions, study.table(), cost_table(analyses, names), repeat_table(analyses)]
+    tables = [ranking_table(analyses, names)] + [study_table([a.tables for a in analyses], names, i) for i in range(3)] + \
+        [versions, reference.table(), cost_table(analyses, names), repeat_table(analyses)]
     export.write_tables(tables, out, {"runs": {n: {"path": str(a.run.path), "headline": a.headline,
                                                    "knee": vars(a.knee)} for n, a in zip(names, analyses)},
                                       "knee_rule": rule.text(), "ranking_rule": RANKING_RULE})

@@ -201,7 +201,9 @@ def window_health(run: runfiles.Run, obs: list[dict], rule: ClientRule = ClientR
         probed = "clients" in edges.get(w.get("window"), {})
         out.append({"t": w.get("t"), "phase": w.get("phase"), "window": w.get("window"),
                     "participants": w.get("participants"), "client_bound": bool(reasons), "reasons": reasons,
-                    "cpu_probed": probed})
+                    "cpu_probed": probed, "duration_s": w.get("duration_s"),
+                    **{f"{role}_throttled": clientbound.throttled_share(edges.get(w.get("window"), {}), role)
+                       for role in ("sfu", "clients")}})
     return out
 
 
@@ -556,36 +558,43 @@ def cost_series(run: runfiles.Run) -> list[dict]:
     receiver), `sfu_mhz_per_published` per published track; `fwd_streams`, `fwd_pps`, `pub_streams`:
     what it forwarded and was sent; `sfu_in_mbps`, `sfu_out_mbps`: its interface's traffic;
     `sfu_udp_drops`: datagrams its namespace dropped for full socket buffers, per second."""
-    span: dict[tuple, list] = {}   # (window, stream) -> [first t, first packets, last t, last packets]
+    span: dict[tuple, list] = {}   # (window, stream) -> [first t, packets, bytes, last t, packets, bytes]
     participants: dict = {}
     published: dict = defaultdict(set)   # window -> sent streams
     for s in runfiles.iter_measured_samples(run):
-        if s.get("direction") == "send" and s.get("phase") in MEASURED:
-            published[s.get("window")].add(stream_key(s))
-        if s.get("direction") != "recv" or s.get("phase") not in MEASURED:
+        if s.get("phase") not in MEASURED or s.get("direction") not in ("send", "recv"):
             continue
-        t, n = _n(s.get("t")), _n(s.get("packets"))
+        if s.get("direction") == "send":
+            published[s.get("window")].add(stream_key(s))
+        t, n, b = _n(s.get("t")), _n(s.get("packets")), _n(s.get("bytes"))
         if t is None or n is None:
             continue
         key = (s.get("window"), stream_key(s))
         participants[s.get("window")] = s.get("participants")
         cur = span.get(key)
         if cur is None:
-            span[key] = [t, n, t, n]
-        elif t >= cur[2]:
-            cur[2:] = [t, n]
-    fwd: dict = defaultdict(lambda: [0, 0.0])   # window -> streams, packets/s
-    for (window, _), (t0, n0, t1, n1) in span.items():
-        if t1 > t0 and n1 > n0:
+            span[key] = [t, n, b, t, n, b]
+        elif t >= cur[3]:
+            cur[3:] = [t, n, b]
+    # window -> forwarded streams, forwarded packets/s, received payload bit/s, sent payload bit/s
+    fwd: dict = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    for (window, key), (t0, n0, b0, t1, n1, b1) in span.items():
+        if t1 <= t0:
+            continue
+        bps = (b1 - b0) * 8000.0 / (t1 - t0) if b0 is not None and b1 is not None and b1 >= b0 else 0.0
+        if key[2] == "send":
+            fwd[window][3] += bps
+        elif n1 > n0:
             fwd[window][0] += 1
             fwd[window][1] += (n1 - n0) * 1000.0 / (t1 - t0)
+            fwd[window][2] += bps
     edges: dict = defaultdict(dict)
     for r in run.server:
         if (r.get("role") or "sfu") == "sfu" and r.get("edge") in ("start", "end") and r.get("window") is not None:
             edges[r["window"]][r["edge"]] = r
     # p -> Σ dt, Σ cores·dt, Σ pps·dt, Σ streams·dt, Σ published·dt, and Δ of each interface counter
     acc: dict = defaultdict(lambda: defaultdict(float))
-    for window, (streams, pps) in fwd.items():
+    for window, (streams, pps, recv_bps, sent_bps) in fwd.items():
         e = edges.get(window, {})
         start, end, p = e.get("start"), e.get("end"), participants.get(window)
         if not start or not end or p is None or _n(start.get("cpu_s")) is None or _n(end.get("cpu_s")) is None:
@@ -598,7 +607,10 @@ def cost_series(run: runfiles.Run) -> list[dict]:
             a["pps"] += pps * dt
             a["streams"] += streams * dt
             a["published"] += len(published.get(window, ())) * dt
-            for key in ("net_rx_bytes", "net_tx_bytes", "udp_rcvbuf_errors"):
+            a["recv_bps"] += recv_bps * dt
+            a["sent_bps"] += sent_bps * dt
+            for key in ("net_rx_bytes", "net_tx_bytes", "udp_rcvbuf_errors", "periods", "throttled_periods",
+                        *TRAFFIC):
                 if _n(start.get(key)) is not None and _n(end.get(key)) is not None:
                     a[key] += end[key] - start[key]
                     a[key + "_dt"] += dt
@@ -619,8 +631,34 @@ def cost_series(run: runfiles.Run) -> list[dict]:
             row["sfu_out_mbps"] = 8e-6 * a["net_tx_bytes"] / a["net_tx_bytes_dt"]
         if a["udp_rcvbuf_errors_dt"]:
             row["sfu_udp_drops"] = a["udp_rcvbuf_errors"] / a["udp_rcvbuf_errors_dt"]
+        if a["periods"]:
+            row["sfu_throttled"] = a["throttled_periods"] / a["periods"]
+        row.update(_traffic(a, p))
         out.append(row)
     return out
+
+
+TRAFFIC = ("udp_in_bytes", "udp_out_bytes", "tcp_in_bytes", "tcp_out_bytes")
+
+
+def _traffic(a: dict, participants: int) -> dict:
+    """The SFU's media (UDP) and signalling (TCP) rates from its namespace's counters, and its media
+    against what the clients' getStats say they sent and received (payload only: the ratios carry
+    the packets' headers, RTCP and ICE)."""
+    dt = a["udp_in_bytes_dt"]
+    if not dt:
+        return {}
+    rate = {key: 8.0 * a[key] / dt for key in TRAFFIC}
+    row = {"sfu_media_in_mbps": rate["udp_in_bytes"] / 1e6, "sfu_media_out_mbps": rate["udp_out_bytes"] / 1e6,
+           "sfu_signalling_kbps": (rate["tcp_in_bytes"] + rate["tcp_out_bytes"]) / 1e3}
+    if participants:
+        row["sfu_signalling_kbps_per_participant"] = row["sfu_signalling_kbps"] / participants
+    sent, recv = a["sent_bps"] / a["dt"], a["recv_bps"] / a["dt"]
+    if sent:
+        row["sfu_media_in_ratio"] = rate["udp_in_bytes"] / sent
+    if recv:
+        row["sfu_media_out_ratio"] = rate["udp_out_bytes"] / recv
+    return row
 
 
 KINDS = ("browser", "synthetic")
@@ -703,13 +741,29 @@ def cost_table(cost: list[dict]) -> Table:
     rows = [[r["participants"], r.get("pub_streams"), r["fwd_streams"], _round(r["fwd_pps"], 0),
              _round(r["sfu_cores_fwd"], 3), _round(r["sfu_us_per_packet"], 2), _round(r.get("sfu_mhz_per_published"), 1),
              _round(r.get("sfu_mhz_per_stream"), 2), _round(r.get("sfu_in_mbps"), 2), _round(r.get("sfu_out_mbps"), 2),
-             _round(r.get("sfu_udp_drops"), 1)] for r in cost]
+             _round(r.get("sfu_udp_drops"), 1), _round(_scaled(r.get("sfu_throttled"), 100), 1)] for r in cost]
     return Table("cost", "What the SFU spent per forwarded stream and packet, at each step",
                  ["Participants", "Published streams", "Forwarded streams", "Forwarded packets/s", "SFU CPU (cores)",
                   "SFU CPU per packet (µs)", "SFU MHz per published stream", "SFU MHz per forwarded stream",
-                  "SFU in (Mbps)", "SFU out (Mbps)", "SFU socket drops / s"], rows,
+                  "SFU in (Mbps)", "SFU out (Mbps)", "SFU socket drops / s", "SFU throttled (% of periods)"], rows,
                  note="Over the ramp-up and target windows at each count; a forwarded stream is one "
-                      "published track (audio or video) delivered to one receiver, browser or synthetic.")
+                      "published track (audio or video) delivered to one receiver, browser or synthetic. "
+                      "Throttled: the share of CFS periods in which the SFU's CPU budget ran out.")
+
+
+def traffic_table(cost: list[dict]) -> Table:
+    """The SFU's media and signalling apart, and its media against what the clients sent and got."""
+    rows = [[r["participants"], _round(r["sfu_media_in_mbps"], 2), _round(r["sfu_media_out_mbps"], 2),
+             _round(r.get("sfu_media_in_ratio"), 2), _round(r.get("sfu_media_out_ratio"), 2),
+             _round(r["sfu_signalling_kbps"], 1), _round(r.get("sfu_signalling_kbps_per_participant"), 2)]
+            for r in cost if r.get("sfu_media_in_mbps") is not None]
+    return Table("traffic", "The SFU's traffic: media and signalling apart",
+                 ["Participants", "Media in (Mbps)", "Media out (Mbps)", "Media in / clients sent",
+                  "Media out / clients received", "Signalling (kbit/s)", "Signalling per participant (kbit/s)"],
+                 rows, note="Counted by protocol in the SFU's network namespace (nftables): media is UDP (RTP, "
+                 "RTCP, ICE, DTLS), signalling TCP (WebSocket and HTTP, the engine's health checks too). The "
+                 "ratios set the SFU's media, headers included, against the payload the clients' getStats "
+                 "say they sent and received: above about 1.5 something sends far more than the media.")
 
 
 # ---------------------------------------------------------------- tables
@@ -797,10 +851,16 @@ def rooms_table(rooms: list[dict]) -> Table:
 
 
 def health_table(health: list[dict]) -> Table:
-    rows = [[h["phase"], h["window"], h["participants"], "yes" if h["client_bound"] else "no",
+    def pct(v):
+        return None if v is None else round(100 * v, 1)
+    rows = [[h["phase"], h["window"], h["participants"], _round(h.get("duration_s"), 1),
+             pct(h.get("sfu_throttled")), pct(h.get("clients_throttled")), "yes" if h["client_bound"] else "no",
              "; ".join(h["reasons"])] for h in health]
-    return Table("health", "The load generator in each measured window",
-                 ["Phase", "Window", "Participants", "Client-bound", "Why"], rows)
+    return Table("health", "Each measured window: the SFU's budget and the load generator",
+                 ["Phase", "Window", "Participants", "Length (s)", "SFU throttled (% of periods)",
+                  "Clients throttled (% of periods)", "Client-bound", "Why"], rows,
+                 note="Throttled: the share of the window's CFS periods in which the group's CPU quota ran "
+                      "out, so that it waited for the next period (empty without a quota).")
 
 
 SERIES_COLUMNS = [

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from matplotlib.ticker import MaxNLocator
 
-from . import clientbound, export, html, metrics, plotting, runfiles
+from . import clientbound, export, html, metrics, plotting, runfiles, scenario
 from .knee import KneeRule, plateaus
 from .metrics import Analysis
 from .plotting import KNEE_COLOR, RECV_COLOR, SEND_COLOR
@@ -316,10 +316,13 @@ def _header(a: Analysis) -> str:
     if group:
         link += (f" · synthetic participants' network <b>{html.escape(str(group.get('name')))}</b> "
                  f"({html.escape(_link_text(group))})")
+    config = ident["config"] or {}
     return (f"<header><h1>{html.escape(title)} — {h['participants'] or 0} participants</h1>"
             f'<p class="sub">run <code>{html.escape(ident["run"])}</code> · '
             f'<span class="status {badge}">{html.escape(status or "unfinished")}</span>{when}'
-            f" · Chrome {html.escape(str(ident['chrome'] or 'unknown'))}{link}</p></header>")
+            f" · Chrome {html.escape(str(ident['chrome'] or 'unknown'))}{link}</p>"
+            + (f'<p class="sub" id="scenario">Scenario: {html.escape(scenario.describe(config))}</p>' if config else "")
+            + "</header>")
 
 
 def _link_text(net: dict) -> str:
@@ -370,10 +373,12 @@ def render(a: Analysis, figs: dict[str, str | None], tables: dict[str, metrics.T
     def fig(fid: str, alt: str, caption: str = "", missing: str = "") -> str:
         return html.figure(fid, figs.get(fid), alt, caption, missing)
 
+    per = scenario.per_budget(a.ident["config"] or {})
     if k.client_bound:
         knee_text = f"<b>Client-bound at {k.participants} participants</b> — {html.escape(k.detail)}."
     elif k.participants is not None:
-        knee_text = f"<b>Knee: {k.participants} participants</b> — {html.escape(k.detail)}."
+        knee_text = (f"<b>Knee at {k.participants} participants{' ' + html.escape(per) if per else ''}</b> — "
+                     f"{html.escape(k.detail)}.")
     else:
         knee_text = f"<b>No knee</b>: {html.escape(k.detail)}."
     cpu_names = {"sfu_cores": "SFU, cores", "sfu_per_participant": "SFU, cores per participant",
@@ -420,6 +425,7 @@ def render(a: Analysis, figs: dict[str, str | None], tables: dict[str, metrics.T
             "Server CPU and memory: not measured (no server.jsonl)."),
         html.key_values("cpu", "CPU at target load (meta.json)", cpu_rows) if cpu_rows else "",
         html.table(tables["cost"]) if tables["cost"].rows else "",
+        html.table(tables["traffic"]) if tables["traffic"].rows else "",
         "<h2>Network profiles</h2>" + html.table(tables["network"]) if tables["network"].rows else "",
         "<h2>Browsers and synthetic participants</h2>" + html.table(tables["clients"])
         if any(r[1] == "synthetic" for r in tables["clients"].rows) else "",
@@ -451,6 +457,7 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     tables["series"] = metrics.series_table(a.series)
     tables["health"] = metrics.health_table(a.health)
     tables["cost"] = metrics.cost_table(a.cost)
+    tables["traffic"] = metrics.traffic_table(a.cost)
     tables["clients"] = metrics.kind_table(a.obs, a.run.playback, a.run.checks, a.run.events)
     net = a.run.meta.get("network") if isinstance(a.run.meta.get("network"), dict) else {}
     tables["network"] = metrics.network_table(a.obs, a.run.playback, a.run.events, str(net.get("name") or "plain"),

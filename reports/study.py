@@ -1,29 +1,320 @@
-"""Published figures of the 2018 CoSMo/KITE SFU load study (IPTComm 2018), for context in comparisons.
+"""The study's comparison (`sfubench study`): every SFU's runs of one scenario side by side, in the
+2018 study's form — its Fig. 3–4 curves (bitrate, RTT, quality, delay against participants), Tables
+IV–VI, each SFU's knee with its spread over the repeats and the server's cost per forwarded stream —
+with the study's published figures beside ours as reference rows.
 
-Their setup differs from ours: AWS c4.4xlarge SFU, one c4.xlarge client VM per participant, Chrome 67,
-VP8 540x360@30 fake media, rooms of 7, SFU versions of 2018. None = not published.
+Ranking respects noise: an SFU ranks above another only where the ranges of their repeats part (the
+lowest knee of one above the highest of the other; costs alike); otherwise they are level at this
+resolution and share a rank. Client-bound runs say nothing of their SFU's knee and are never ranked.
 """
 from __future__ import annotations
 
-from .metrics import Table
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import median
 
-COLUMNS = ["SFU (2018 version)", "Participants at target", "Checks passed (%)",
-           "Ramp-up sent (Mbps, avg)", "Ramp-up sender RTT (ms, avg)", "Ramp-up RTT > 50 ms (%)",
-           "Ramp-up received (Mbps, avg)", "Target sent (Mbps, avg)", "Target sender RTT (ms, avg)",
-           "Target received (Mbps, avg)", "Knee (participants)"]
+from . import compare, export, html, metrics, plotting, reference, scenario
+from .knee import KneeRule
+from .metrics import Analysis, Table
 
-ROWS = [
-    ["Jitsi Videobridge 0.1.1077", 280, 19, 1.36, 18, 6.4, 1.26, None, None, None, 245],
-    ["Janus 0.4.3", 490, 57, 1.65, 61, 27.8, 1.60, 1.24, 268, 1.01, 270],
-    ["Medooze 0.32.0", 490, 90, 1.00, 10, 1.9, 1.02, 0.22, 19, 0.22, 195],
-    ["Kurento 6.7.0", 140, 58, 0.34, 576, 59.3, 0.31, 0.25, 1052, 0.12, 42],
-    ["mediasoup 2.2.3", 490, 97, 1.39, 18, 6.5, 1.38, 0.79, 48, 0.70, 270],
-]
+FIGURES = ("fig-cmp-bitrate", "fig-cmp-rtt", "fig-cmp-quality", "fig-cmp-delay", "fig-cmp-checks",
+           "fig-cmp-server")
+TABLES = ("table-knees", "table-study-cost", "table-cmp-table4", "table-cmp-table5", "table-cmp-table6",
+          "table-study2018")
+
+# Tables IV–VI side by side: the columns the 2018 study published, and its key for each
+REFERENCE_COLUMNS = {
+    "cmp-table4": {"Sent avg (Mbps)": "ramp_sent_mbps", "Sender RTT avg (ms)": "ramp_rtt_ms",
+                   "Sender RTT > 50 ms (%)": "ramp_rtt_over_50_pct"},
+    "cmp-table5": {"Received avg (Mbps)": "ramp_received_mbps"},
+    "cmp-table6": {"Sent avg (Mbps)": "target_sent_mbps", "Sender RTT avg (ms)": "target_rtt_ms",
+                   "Received avg (Mbps)": "target_received_mbps"},
+}
 
 
-def table() -> Table:
-    return Table("study2018", "The 2018 study's published figures (different hardware, browsers and SFU versions)",
-                 COLUMNS, ROWS,
-                 note="Knees as the study describes them: receive bitrate starts falling (Medooze, Janus, "
-                      "mediasoup), video stops (Jitsi), RTT rises sharply (Kurento). Kurento's send bitrate was "
-                      "capped at 600 kbps, the others' at 1.7 Mbps.")
+@dataclass
+class Entry:
+    """One SFU of the study: the analyses of its finished runs, how many were asked for, and why
+    it has fewer (an install that failed, a crash, an SFU that runs in the cloud only)."""
+    sfu: str
+    analyses: list[Analysis] = field(default_factory=list)
+    asked: int = 0
+    why: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Span:
+    """A figure over an SFU's repeats: its values; `open_above` when a run only bounds it from below
+    (no knee up to the most rooms: the knee is past what was reached)."""
+    values: tuple[float, ...]
+    open_above: bool = False
+
+    @property
+    def low(self) -> float:
+        return min(self.values)
+
+    @property
+    def high(self) -> float:
+        return float("inf") if self.open_above else max(self.values)
+
+    @property
+    def middle(self) -> float:
+        return median(self.values)
+
+    def text(self, digits: int = 0) -> str:
+        def f(v):
+            return f"{v:.{digits}f}"
+        if self.open_above:
+            return f"> {f(self.low)}"
+        if len(self.values) == 1 or self.low == self.high:
+            return f(self.middle)
+        return f"{f(self.middle)} ({f(self.low)}–{f(self.high)})"
+
+
+def _step(a: Analysis) -> int:
+    return int((a.ident["config"] or {}).get("users_per_room") or 1)
+
+
+def knee_span(e: Entry) -> Span | None:
+    """The SFU's knee over its runs that measured it: a run with no knee bounds it from below (the
+    participants reached, plus a room); a client-bound run measured the clients, and counts not."""
+    values, open_above = [], False
+    for a in e.analyses:
+        if a.knee.client_bound:
+            continue
+        if a.knee.participants is not None:
+            values.append(a.knee.participants)
+        else:
+            values.append((a.headline["participants"] or 0) + _step(a))
+            open_above = True
+    return Span(tuple(values), open_above) if values else None
+
+
+def coped(a: Analysis) -> set[int]:
+    """The participant counts a run measured with the SFU coping and the clients with headroom."""
+    bound = {h["participants"] for h in a.health if h.get("client_bound")}
+    limit = a.knee.participants if a.knee.participants is not None else float("inf")
+    return {r["participants"] for r in a.cost if r["participants"] < limit and r["participants"] not in bound}
+
+
+def common_load(entries: list[Entry]) -> int | None:
+    """The most participants every run of every SFU measured while coping: where costs compare."""
+    sets = [coped(a) for e in entries for a in e.analyses]
+    shared = set.intersection(*sets) if sets else set()
+    return max(shared, default=None)
+
+
+def cost_span(e: Entry, participants: int | None, key: str) -> Span | None:
+    values = [r[key] for a in e.analyses for r in a.cost
+              if r["participants"] == participants and r.get(key) is not None and participants in coped(a)]
+    return Span(tuple(values)) if values else None
+
+
+def ranks(spans: dict[str, Span | None], higher_is_better: bool = True) -> dict[str, int]:
+    """1 + how many SFUs are better beyond the noise: their whole range past this one's."""
+    known = {k: s for k, s in spans.items() if s is not None}
+
+    def beats(x: Span, y: Span) -> bool:
+        return x.low > y.high if higher_is_better else x.high < y.low
+    return {k: 1 + sum(1 for j, t in known.items() if j != k and beats(t, s)) for k, s in known.items()}
+
+
+def verdicts(spans: dict[str, Span | None], what: str, ahead: str, higher_is_better: bool = True,
+             digits: int = 0) -> list[str]:
+    """One sentence per neighbouring pair, best first: which is ahead beyond the noise, or level."""
+    sign = -1 if higher_is_better else 1
+    known = sorted(((k, s) for k, s in spans.items() if s is not None), key=lambda ks: sign * ks[1].middle)
+    out = []
+    for (a, sa), (b, sb) in zip(known, known[1:]):
+        values = f"{sa.text(digits)} vs {sb.text(digits)}"
+        if (sa.low > sb.high) if higher_is_better else (sa.high < sb.low):
+            out.append(f"{a}'s {what} is {ahead} than {b}'s: {values}.")
+        else:
+            why = "one run each, and the same" if sa.values == sb.values else "their repeats' ranges overlap"
+            out.append(f"{a} and {b} are level at this resolution ({what} {values}: {why}).")
+    return out
+
+
+# ---------------------------------------------------------------- tables
+
+def knee_table(entries: list[Entry], load: int | None) -> Table:
+    knees = {e.sfu: knee_span(e) for e in entries}
+    rank = ranks(knees)
+    cost = {e.sfu: cost_span(e, load, "sfu_us_per_packet") for e in entries}
+    rows, keys = [], []
+    for e in sorted(entries, key=lambda e: (rank.get(e.sfu, 99), -(knees[e.sfu].middle if knees[e.sfu] else 0))):
+        runs = [a.knee for a in e.analyses]
+        per_run = " / ".join("client-bound" if k.client_bound else "none" if k.participants is None
+                             else str(k.participants) for k in runs)
+        criteria = sorted({k.criterion for k in runs if k.criterion and not k.client_bound})
+        note = "; ".join(e.why)
+        if e.analyses and knees[e.sfu] is None:
+            note = "; ".join(filter(None, [note, "every run client-bound: the clients, not the SFU, were the limit"]))
+        rows.append([f"={rank[e.sfu]}" if list(rank.values()).count(rank.get(e.sfu)) > 1 else rank.get(e.sfu),
+                     e.sfu, f"{len(e.analyses)}/{e.asked}", per_run or None,
+                     knees[e.sfu].text() if knees[e.sfu] else None, ", ".join(criteria) or None,
+                     cost[e.sfu].text(1) if cost[e.sfu] else None, note or None])
+        keys.append(e.sfu)
+    for e in entries:
+        ref = reference.of(e.sfu)
+        if ref:
+            rows.append([None, f"{ref['label']} (2018 study)", None, None, ref.get("knee"), None, None,
+                         "published figure: other hardware, browsers, versions and media"])
+            keys.append(f"2018:{e.sfu}")
+    return Table("knees", "Each SFU's knee over its repeats", ["Rank", "SFU", "Runs", "Knee per run",
+                 "Knee (median, range)", "Criterion", f"µs per forwarded packet at {load or '—'}", "Note"],
+                 rows, note="Rank: 1 + the SFUs whose lowest knee is above this one's highest (level SFUs share "
+                 "a rank, marked =). A run without a knee bounds it from below (>). Client-bound runs are not "
+                 "counted.", row_keys=keys)
+
+
+def cost_table(entries: list[Entry], load: int | None) -> Table:
+    rows = []
+    per_packet = {e.sfu: cost_span(e, load, "sfu_us_per_packet") for e in entries}
+    rank = ranks(per_packet, higher_is_better=False)
+    for e in entries:
+        stream = cost_span(e, load, "sfu_mhz_per_stream")
+        published = cost_span(e, load, "sfu_mhz_per_published")
+        rows.append([rank.get(e.sfu), e.sfu, per_packet[e.sfu].text(1) if per_packet[e.sfu] else None,
+                     stream.text(2) if stream else None, published.text(1) if published else None])
+    rows.sort(key=lambda r: (r[0] is None, r[0] or 0))
+    return Table("study-cost", f"What each SFU spent at {load} participants, over its repeats" if load else
+                 "What each SFU spent (no load that every run measured while coping)",
+                 ["Rank", "SFU", "µs per forwarded packet", "MHz per forwarded stream", "MHz per published stream"],
+                 rows, note="At the most participants every run of every SFU measured with the SFU coping and "
+                 "the clients with headroom, so the costs are of the same load; median (range) over the repeats. "
+                 "Ranked only where the ranges part.")
+
+
+def side_by_side(entries: list[Entry]) -> list[Table]:
+    """Tables IV–VI with a row per SFU (its repeats pooled) and the 2018 study's row beside it."""
+    measured = [e for e in entries if e.analyses]
+    if not measured:
+        return []
+    pooled = [metrics.study_tables([o for a in e.analyses for o in a.obs]) for e in measured]
+    tables = [compare.study_table(pooled, [e.sfu for e in measured], i) for i in range(3)]
+    for t in tables:
+        for e in measured:
+            ref = reference.of(e.sfu)
+            if ref:
+                t.rows.append([f"{ref['label']} (2018)"] + [ref.get(REFERENCE_COLUMNS[t.id].get(c))
+                                                            for c in t.columns[1:]])
+    return tables
+
+
+# ---------------------------------------------------------------- page
+
+def plots(entries: list[Entry], out: Path) -> dict[str, str | None]:
+    """The comparison's curves: one colour per SFU, one line per run."""
+    runs, names, colors = [], [], []
+    for n, e in enumerate(x for x in entries if x.analyses):
+        color = plotting.PALETTE[n % len(plotting.PALETTE)]
+        for i, a in enumerate(e.analyses):
+            runs.append(a)
+            names.append(e.sfu if i == 0 else None)
+            colors.append(color)
+    if not runs:
+        return {}
+    for old in out.glob("study-*.png"):
+        old.unlink()
+    return compare.plots(runs, names, out, colors=colors, prefix="study")
+
+
+def summary(entries: list[Entry], load: int | None) -> dict:
+    """study.json's results: per SFU its runs, knee and spread, and cost per stream."""
+    knees = {e.sfu: knee_span(e) for e in entries}
+    rank = ranks(knees)
+    out = {}
+    for e in entries:
+        k = knees[e.sfu]
+        stream, packet = cost_span(e, load, "sfu_mhz_per_stream"), cost_span(e, load, "sfu_us_per_packet")
+        out[e.sfu] = {
+            "runs": [str(a.run.path) for a in e.analyses], "asked": e.asked, "why": e.why,
+            "knees": [None if a.knee.client_bound else a.knee.participants for a in e.analyses],
+            "client_bound": [a.knee.client_bound for a in e.analyses],
+            "knee": None if k is None else {"median": k.middle, "min": k.low, "max": None if k.open_above else k.high,
+                                            "spread": None if k.open_above else k.high - k.low,
+                                            "open_above": k.open_above},
+            "rank": rank.get(e.sfu),
+            "cost": {"participants": load,
+                     "mhz_per_stream": None if stream is None else {"median": stream.middle, "min": stream.low,
+                                                                    "max": stream.high},
+                     "us_per_packet": None if packet is None else {"median": packet.middle, "min": packet.low,
+                                                                   "max": packet.high}},
+        }
+    return out
+
+
+def build(entries: list[Entry], out_dir: str | Path) -> tuple[Path, dict]:
+    """report.html (+ images and tables) of the study in `out_dir`; returns its path and study.json's
+    results."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    measured = [e for e in entries if e.analyses]
+    load = common_load(measured)
+    figs = plots(entries, out)
+    tables = [knee_table(entries, load), cost_table(entries, load), *side_by_side(entries), reference.table()]
+    results = summary(entries, load)
+    words = verdicts({e.sfu: knee_span(e) for e in entries}, "knee", "higher")
+    if load:
+        words += verdicts({e.sfu: cost_span(e, load, "sfu_us_per_packet") for e in entries},
+                          f"CPU per forwarded packet at {load} participants", "lower", higher_is_better=False,
+                          digits=1)
+    export.write_tables(tables, out, {"results": results, "verdicts": words, "knee_rule": KneeRule().text(),
+                                      "reference": reference.source()})
+    path = out / "report.html"
+    path.write_text(render(entries, figs, {t.id: t for t in tables}, words, out), encoding="utf-8")
+    return path, results
+
+
+def _links(entries: list[Entry], out: Path) -> str:
+    links = [f'<a href="{html.escape(os.path.relpath(a.run.path / "report.html", out))}">{html.escape(e.sfu)} '
+             f"#{i + 1}</a>" for e in entries for i, a in enumerate(e.analyses) if (a.run.path / "report.html").exists()]
+    return f'<p class="small">Run reports: {" · ".join(links)}</p>' if links else ""
+
+
+def render(entries: list[Entry], figs: dict, tables: dict[str, Table], words: list[str], out: Path) -> str:
+    first = next((a for e in entries for a in e.analyses), None)
+    config = (first.ident["config"] or {}) if first else {}
+    machine = (first.ident["machine"] or {}) if first else {}
+    per = scenario.per_budget(config)
+    repeats = max((e.asked for e in entries), default=0)
+
+    def fig(fid, alt, caption="", missing=""):
+        return html.figure(fid, figs.get(fid), alt, caption, missing)
+
+    missing = [f"{e.sfu}: {'; '.join(e.why)}" for e in entries if e.why]
+    body = [
+        f"<header><h1>SFU study — {len(entries)} SFUs, {repeats} repeat{'s' if repeats != 1 else ''} each</h1>"
+        f'<p class="sub" id="scenario">Scenario: {html.escape(scenario.describe(config))}'
+        + (f" · knees {html.escape(per)}" if per else "")
+        + (f" · machine: {html.escape(str(machine.get('cpus')))} × {html.escape(str(machine.get('cpu_model')))}"
+           if machine else "") + "</p></header>",
+        html.notes(missing),
+        "<h2>Knees</h2>",
+        "<ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in words) + "</ul>" if words else
+        '<p class="missing">No SFU has a knee measured: nothing to rank.</p>',
+        html.table(tables["knees"]),
+        html.table(tables["study-cost"]),
+        "<h2>Bitrate and round-trip time (the study's Fig. 3)</h2>",
+        fig("fig-cmp-bitrate", "Video bitrate vs participants, every SFU",
+            "One colour per SFU, one line per run; dashed: each run's knee.", "Bitrate: not measured."),
+        fig("fig-cmp-rtt", "RTT vs participants, every SFU", "Sender RTT from remote-inbound-rtp.",
+            "RTT: not measured."),
+        "<h2>Quality, delay and freezes (the study's Fig. 4)</h2>",
+        fig("fig-cmp-quality", "Quality vs participants, every SFU", "Scores of frames the browsers received.",
+            "Quality: not measured."),
+        fig("fig-cmp-delay", "Delay and freezes vs participants, every SFU", "", "Delay and freezes: not measured."),
+        fig("fig-cmp-checks", "Video checks vs participants, every SFU", "", "Video checks: none recorded."),
+        fig("fig-cmp-server", "SFU resources vs participants, every SFU", "", "Server CPU: not measured."),
+        "<h2>Tables IV–VI, side by side</h2>",
+        '<p class="small">Each SFU\'s repeats pooled; the 2018 study\'s published averages below ours where it '
+        "measured that SFU (other hardware, browsers, versions and media). Video streams only.</p>",
+        *(html.table(tables[t]) for t in ("cmp-table4", "cmp-table5", "cmp-table6") if t in tables),
+        html.table(tables["study2018"]),
+        _links(entries, out),
+        '<p class="small">Downloads: <a href="study.json">study.json</a> · <a href="tables.json">tables.json</a> · '
+        + " · ".join(f'<a href="table-{t}.csv">table-{t}.csv</a>' for t in tables) + "</p>",
+    ]
+    return html.page(f"sfubench study — {', '.join(e.sfu for e in entries)}", "\n".join(b for b in body if b))

@@ -96,6 +96,16 @@ def throttled_s(folder: Path, version: int) -> float:
     return int(stat.get("throttled_time", 0)) / 1e9
 
 
+def quota_periods(folder: Path) -> dict:
+    """The CFS periods in which the cgroup ran (`periods`) and those in which its quota ran out
+    (`throttled_periods`): their ratio is the share of time held back that cannot pass 100 %, as
+    throttled time, summed over CPUs, can. Empty without a quota's accounting."""
+    stat = cpu_stat(folder)
+    if "nr_periods" not in stat:
+        return {}
+    return {"periods": int(stat["nr_periods"]), "throttled_periods": int(stat.get("nr_throttled", 0))}
+
+
 def quota_cores(folder: Path, version: int) -> float | None:
     """The cores' worth of CPU time the cgroup's quota allows; None without one."""
     try:
@@ -150,7 +160,8 @@ class CgroupProbe:
         cores = quota_cores(self.folders["cpu"], self.version) or len(os.sched_getaffinity(0))
         row = {"t": int(time.time() * 1000), "role": self.role,
                "cpu_s": round(usage_s(self.folders["cpuacct"], self.version), 3), "rss": self._memory(),
-               "cores": round(cores, 3), "throttled_s": round(throttled_s(self.folders["cpu"], self.version), 3)}
+               "cores": round(cores, 3), "throttled_s": round(throttled_s(self.folders["cpu"], self.version), 3),
+               **quota_periods(self.folders["cpu"])}
         row.update(udp_counters(Path("/proc/self/net/snmp")))
         row.update(link_counters(Path("/proc/self/net/dev")))
         row.update(fields)

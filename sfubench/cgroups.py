@@ -17,7 +17,8 @@ from . import agent
 
 ROOT = agent.CGROUP_ROOT
 PARENT = "sfubench"
-PERIOD_US = 100_000
+PERIOD_US = 100_000   # the kernel's own default CFS period
+MIN_QUOTA_US = 1000   # the smallest quota the kernel takes
 
 
 class CgroupError(RuntimeError):
@@ -42,13 +43,14 @@ def _write(path: Path, value: str) -> None:
 
 
 class CpuGroup:
-    """One role's group. `cores` > 0 caps it at that many cores' worth of CPU time; `cpus` (a list
-    such as "0" or "0-1") pins it."""
+    """One role's group. `cores` > 0 caps it at that many cores' worth of CPU time in every CFS
+    period of `period_us`; `cpus` (a list such as "0" or "0-1") pins it."""
 
-    def __init__(self, name: str, cores: float = 0.0, cpus: str = ""):
+    def __init__(self, name: str, cores: float = 0.0, cpus: str = "", period_us: int = PERIOD_US):
         self.name = name
         self.cores = cores
         self.cpus = cpus
+        self.period_us = period_us
         self.version = version()
         if self.version is None:
             raise CgroupError("no cgroup cpu controller on this host (neither v2 nor v1 is mounted)")
@@ -88,13 +90,19 @@ class CpuGroup:
         if self.cpus:
             _write(dirs["cpuset"] / "cpuset.cpus", self.cpus)
         if self.cores > 0:
-            quota = max(1000, round(self.cores * PERIOD_US))
+            period = self.effective_period_us()
+            quota = round(self.cores * period)
             if self.version == 2:
-                _write(dirs["cpu"] / "cpu.max", f"{quota} {PERIOD_US}")
-            else:
-                _write(dirs["cpu"] / "cpu.cfs_period_us", str(PERIOD_US))
+                _write(dirs["cpu"] / "cpu.max", f"{quota} {period}")
+            else:   # a new group's quota is unlimited: any period goes first
+                _write(dirs["cpu"] / "cpu.cfs_period_us", str(period))
                 _write(dirs["cpu"] / "cpu.cfs_quota_us", str(quota))
         return self
+
+    def effective_period_us(self) -> int:
+        """The period asked for, lengthened where the quota in it would fall under the kernel's
+        1 ms minimum (a budget of 0.02 core gets 50 ms)."""
+        return max(self.period_us, -(-MIN_QUOTA_US * 1_000_000 // round(self.cores * 1_000_000)))
 
     def remove(self) -> None:
         """Ends whatever still runs in the group, then deletes it."""
@@ -137,10 +145,14 @@ class CpuGroup:
         return agent.usage_s(self._dirs()["cpuacct"], self.version)
 
     def throttled_s(self) -> float:
-        """Seconds the quota held the group back (0 without a quota)."""
+        """Seconds the quota held the group back (0 without a quota), summed over its CPUs."""
         return agent.throttled_s(self._dirs()["cpu"], self.version)
+
+    def periods(self) -> dict:
+        """CFS periods run and throttled (agent.quota_periods)."""
+        return agent.quota_periods(self._dirs()["cpu"])
 
     def describe(self) -> dict:
         """What the run's metadata records about the group."""
         return {"cgroup": f"v{self.version}:{PARENT}/{self.name}", "cores": self.cores or None,
-                "cpus": self.cpus or None}
+                "cpus": self.cpus or None, "period_ms": self.effective_period_us() / 1000 if self.cores else None}

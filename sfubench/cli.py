@@ -30,6 +30,20 @@ def _parser() -> argparse.ArgumentParser:
                                     "room by room, and write a run folder with a report.")
     config_mod.add_arguments(lt)
 
+    st = sub.add_parser("study", help="the 2018 study: every SFU ramped to its knee, repeated, compared",
+                        description="Run the same scenario (the loadtest settings below; by default the study "
+                                    "in miniature) against every SFU, each --repeat times in interleaved order, "
+                                    "then write one comparison: each SFU's curves, Tables IV-VI side by side, "
+                                    "its knee with the spread of its repeats, its cost per forwarded stream, "
+                                    "and the 2018 study's figures beside them. Run again with the same --out, "
+                                    "it goes on where it stopped.")
+    st.add_argument("--sfus", default=None, metavar="A,B,...",
+                    help=f"the SFUs to compare (default: every adapter: {', '.join(config_mod.available_sfus())}; "
+                    "those that run in the cloud only are rows that say so)")
+    st.add_argument("--repeat", type=int, default=2, metavar="R", help="runs of each SFU (default: 2)")
+    st.add_argument("--retry-failed", action="store_true", help="run again the runs that failed before")
+    config_mod.add_arguments(st)
+
     rp = sub.add_parser("report", help="(re)build the report of a run folder")
     rp.add_argument("run_dir", type=Path)
 
@@ -112,9 +126,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _settings(args) -> config_mod.Config:
+def _settings(args, remote: bool | None = None) -> config_mod.Config:
     cli = {name: getattr(args, name) for name in config_mod.FIELDS}
-    return config_mod.load(cli=cli, file=args.config)
+    return config_mod.load(cli=cli, file=args.config, remote=remote)
 
 
 def _require(*commands: str) -> None:
@@ -178,7 +192,7 @@ def _dispatch(args) -> int:
         from .cloud.kube import KubeError
         from .cloud.terraform import TerraformError
         from .cloud.tools import ToolError
-        cfg = _settings(args)
+        cfg = _settings(args, remote=True)   # its hosts are the SFU's budget, its grid the browsers' room
         owner = cloud_run.valid_owner(args.owner or os.environ.get("USER") or "unknown")
         if args.hours <= 0:
             raise UsageError(f"--hours must be positive, got {args.hours:g}")
@@ -257,6 +271,19 @@ def _dispatch(args) -> int:
         from reports import run as run_report
         print(run_report.build(args.run_dir))
         return 0
+
+    if args.command == "study":
+        from . import study
+        if args.sfu is not None:
+            raise UsageError("--sfu: a study runs every SFU of --sfus")
+        if not 1 <= args.repeat <= 100:
+            raise UsageError(f"--repeat must be 1-100, got {args.repeat}")
+        sfus = study.parse_sfus(args.sfus)
+        out = Path(args.out or "runs/study")
+        args.out = None
+        cfg = _settings(args)
+        _require("ip", "ffmpeg", "java", "chromium", "chromedriver")
+        return study.Study(cfg, sfus, args.repeat, out, retry_failed=args.retry_failed).run()
 
     if args.command == "loadtest":
         cfg = _settings(args)
@@ -370,6 +397,7 @@ def _score_if_needed(run_dir: Path) -> None:
 
 def _print_summary(run_dir: Path) -> None:
     import json
+    from reports import scenario
     from reports.metrics import summary
     s = summary(run_dir)
     c = s["checks"]
@@ -403,8 +431,12 @@ def _print_summary(run_dir: Path) -> None:
         print("at target: " + ", ".join(parts))
     knee = tables.get("knee") or {}
     if knee.get("participants") is not None:
-        what = "client-bound at" if knee.get("criterion") == "client" else "knee at"
-        print(f"{what} {knee['participants']} participants: {knee.get('detail')}")
+        if knee.get("criterion") == "client":
+            print(f"client-bound at {knee['participants']} participants: {knee.get('detail')}")
+        else:
+            per = scenario.per_budget(meta.get("config") or {})
+            print(f"knee at {knee['participants']} participants{' ' + per if per else ''}: {knee.get('detail')}")
+    print(f"scenario: {scenario.describe(meta.get('config') or {})}")
     if tables.get("clients"):
         print(tables["clients"])
     if meta.get("report"):

@@ -22,12 +22,16 @@ class ConfigError(ValueError):
     """A setting is wrong; the message is one line meant for the user."""
 
 
-def opt(default, help, *, min=None, max=None, choices=None, metavar=None, scenario=True):
+AUTO = "auto"
+
+
+def opt(default, help, *, min=None, max=None, choices=None, metavar=None, scenario=True, kind=None):
     """A setting. `scenario`: whether it shapes what the SFU is put through, so that runs differing in
     it are not comparable (compare refuses them, trends keep them apart); where results go, how the
-    lab is named and what the clients may spend are not."""
+    lab is named and what the clients may spend are not. A default of "auto" is resolved for the
+    site the run uses (`resolve_auto`); `kind` is then the setting's type."""
     return field(default=default, metadata=dict(help=help, min=min, max=max, choices=choices,
-                                                metavar=metavar, scenario=scenario))
+                                                metavar=metavar, scenario=scenario, kind=kind))
 
 
 def cache_root() -> Path:
@@ -41,19 +45,62 @@ def available_sfus() -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "sfu.toml").is_file())
 
 
+# What the "auto" settings stand for in the local lab (resolve_auto), in one place. The SFU's
+# budget puts Janus's knee near 35 participants and the in-house SFU's near 49, loads one core of
+# synthetic participants pushes; a browser participant costs 0.1-0.18 core at 320x180@15 (README),
+# and half the clients' cores go to browsers, the rest to the generator and the grid.
+LAB_SFU_CORES = 0.2
+BROWSER_CORES = 0.2
+BROWSER_SHARE = 0.5
+
+
+def resolve_auto(values: dict, remote: bool) -> dict:
+    """`values` (every setting) with each "auto" replaced by what it stands for on this site: the
+    local lab (SFU and generator on cores of their own, the SFU on a budget, a few browsers measuring
+    the first room) or a remote one (the hosts are the budget; browsers throughout)."""
+    out = dict(values)
+    cpus = os.cpu_count() or 1
+    split = not remote and cpus >= 2
+    chosen = {"sfu_cpus": 0.0 if remote else LAB_SFU_CORES,
+              "sfu_cpuset": "0" if split else "",
+              "client_cpuset": (f"1-{cpus - 1}" if cpus > 2 else "1") if split else "",
+              "real_rooms": 1000 if remote else 1}
+    for name, value in chosen.items():
+        if out.get(name) == AUTO:
+            out[name] = value
+    if out.get("real_per_room") == AUTO:
+        if remote:
+            out["real_per_room"] = 64
+        else:
+            cores = out.get("client_cpus") or 0.0
+            try:
+                cores = cores or len(cpu_list(out.get("client_cpuset") or "")) or cpus
+            except ValueError:
+                cores = cpus   # a malformed list: its own check says so
+            room = out.get("users_per_room") if isinstance(out.get("users_per_room"), int) else 64
+            out["real_per_room"] = max(1, min(room, int(cores * BROWSER_SHARE / BROWSER_CORES)))
+    return out
+
+
 @dataclass(frozen=True)
 class Config:
     sfu: str = opt("janus", "SFU adapter to test: a folder of sfu-configs/", scenario=False)
-    rooms: int = opt(1, "rooms to ramp up to, added one by one", min=1, max=1000)
-    users_per_room: int = opt(5, "participants per room: 5 leaves the clients of a 2-core machine "
-                              "headroom; the study used 7, which needs about 1.4 cores of clients "
-                              "(the client-bound rule says when they cannot keep up)", min=2, max=64)
-    real_per_room: int = opt(64, "browser participants in each room that has any (its first users); "
-                             "the others are synthetic (Go participants publishing the same "
-                             "frame-coded clip, synth/). 64, the most a room holds: all", min=0, max=64)
-    real_rooms: int = opt(1000, "rooms that have browser participants, counted from the first; the "
-                          "rooms after them are all synthetic. 1000: every room", min=0, max=1000)
-    shape: str = opt("ramp", "load shape: ramp (a room at a time, up to --rooms), until-knee (a "
+    preset: str = opt("study", "a named scenario the other settings start from: a TOML file of "
+                      "sfubench/presets/ (study: these defaults, the 2018 study in miniature; browsers: "
+                      "one room of 5 real Chromium participants; paper: the study's own scenario, for "
+                      "the cloud) or a .toml file of yours; the settings given beside it win",
+                      metavar="NAME|FILE", scenario=False)
+    rooms: int = opt(1, "rooms to ramp up to, added one by one (the ramp and degrade shapes)", min=1, max=1000)
+    users_per_room: int = opt(7, "participants per room, as in the 2018 study", min=2, max=64)
+    real_per_room: int = opt(AUTO, "browser participants in each room that has any (its first users); "
+                             "the others are synthetic (Go participants publishing the same frame-coded "
+                             "clip, synth/). auto: as many as the clients' cores carry with headroom in "
+                             f"the local lab (half of them at {BROWSER_CORES:g} core a browser: 2 on one core), "
+                             "every one on a remote grid", min=0, max=64, kind="int")
+    real_rooms: int = opt(AUTO, "rooms that have browser participants, counted from the first; the "
+                          "rooms after them are all synthetic. auto: 1 in the local lab, every room on "
+                          "a remote grid", min=0, max=1000, kind="int")
+    shape: str = opt("until-knee", "load shape: ramp (a room at a time, up to --rooms), until-knee (a "
                      "room at a time until the knee rule fires, the clients become the limit, or "
                      "--max-rooms) or degrade (the ramp, then the same load under each --degrade "
                      "network profile)", choices=tuple(SHAPES))
@@ -71,8 +118,11 @@ class Config:
                                  choices=("continue", "abort"), scenario=False)
     video_timeout: float = opt(60.0, "seconds a video has to be verified playing before its check "
                                "times out", min=1, max=3600)
-    ramp_samples: int = opt(2, "getStats samples taken after each room validates", min=2, max=1000)
-    target_samples: int = opt(8, "getStats samples taken at target load", min=2, max=10000)
+    settle: float = opt(5.0, "seconds between a room's validation and its measurement, for the joins' "
+                        "burst to pass and bitrates to settle", min=0, max=600)
+    ramp_samples: int = opt(11, "getStats samples taken after each room validates (11 at 1 s: a "
+                            "10-s window)", min=2, max=1000)
+    target_samples: int = opt(11, "getStats samples taken at target load", min=2, max=10000)
     sample_interval: float = opt(1.0, "seconds between the samples of one measurement", min=0.2,
                                  max=60)
     background_interval: float = opt(5.0, "seconds between background samples through the whole "
@@ -86,14 +136,22 @@ class Config:
                              "every frame is measured either way)", scenario=False)
     audio_processing: bool = opt(False, "keep the microphone's echo canceller, noise suppressor "
                                  "and gain control on")
-    sfu_cpus: float = opt(0.0, "CPU quota of the SFU, in cores (a cgroup CFS quota); 0: none",
-                          min=0, max=1024)
+    sfu_cpus: float = opt(AUTO, "CPU budget of the SFU, in cores (a cgroup CFS quota); 0: none. auto: "
+                          f"{LAB_SFU_CORES:g} core in the local lab, sized so that an SFU's knee falls within what "
+                          "one core of synthetic participants can push; none on a remote host (its "
+                          "machine is its budget)", min=0, max=1024, kind="float")
+    cpu_period_ms: float = opt(10.0, "CFS period of the CPU quotas, in ms: a group that spends its quota "
+                               "early waits out the rest of the period, so a short one (as a tuned "
+                               "deployment's) keeps a throttled SFU's stalls short", min=1, max=1000)
     client_cpus: float = opt(0.0, "CPU quota of the clients (grid and browsers), in cores; 0: "
                              "none. A run whose clients have headroom under a quota also has it "
                              "on a slower machine", min=0, max=1024, scenario=False)
-    sfu_cpuset: str = opt("", "CPUs the SFU is pinned to, e.g. 0 or 0-1 (a cpuset); empty: any",
-                          metavar="LIST")
-    client_cpuset: str = opt("", "CPUs the clients are pinned to; empty: any", metavar="LIST", scenario=False)
+    sfu_cpuset: str = opt(AUTO, "CPUs the SFU is pinned to, e.g. 0 or 0-1 (a cpuset); empty: any. auto: "
+                          "CPU 0 in the local lab of a machine of two or more, so the SFU and the load "
+                          "generator do not share a core; none elsewhere", metavar="LIST", kind="str")
+    client_cpuset: str = opt(AUTO, "CPUs the clients are pinned to; empty: any. auto: the CPUs after "
+                             "the SFU's in the local lab of a machine of two or more; none elsewhere",
+                             metavar="LIST", scenario=False, kind="str")
     network: str = opt("none", "network profile of the lab's link: none, a profile of sfubench/networks.toml "
                        "(lan, metro-17ms, transatlantic-180ms, antipodes-360ms, lossy-2pct, 3g, bad-wifi) "
                        "or a .toml file holding one; applied by a link emulator in user space",
@@ -137,6 +195,10 @@ class Config:
                           metavar="A.B.C", scenario=False)
 
     def __post_init__(self):
+        resolved = resolve_auto(dataclasses.asdict(self), bool(self.sfu_address))
+        for name, value in resolved.items():
+            if getattr(self, name) != value:
+                object.__setattr__(self, name, value)
         for f in dataclasses.fields(self):
             value, meta = getattr(self, f.name), f.metadata
             flag = "--" + f.name.replace("_", "-")
@@ -265,8 +327,11 @@ TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def _coerce(name: str, raw, source: str):
-    kind = FIELDS[name].type
+    f = FIELDS[name]
+    kind = f.metadata["kind"] or f.type
     flag = "--" + name.replace("_", "-")
+    if f.default == AUTO and isinstance(raw, str) and raw.strip().lower() == AUTO:
+        return AUTO
     if kind == "bool":
         if isinstance(raw, bool):
             return raw
@@ -282,36 +347,81 @@ def _coerce(name: str, raw, source: str):
         if kind == "float":
             if isinstance(raw, bool):
                 raise ValueError
-            return float(raw)
+            value = float(raw)
+            if not math.isfinite(value):   # NaN passes every comparison with a bound
+                raise ValueError
+            return value
         return str(raw)
     except (TypeError, ValueError):
-        raise ConfigError(f"{flag} ({source}) wants {'an integer' if kind == 'int' else 'a number'}"
-                          f", got {raw!r}") from None
+        raise ConfigError(f"{flag} ({source}) wants {'an integer' if kind == 'int' else 'a finite number'}"
+                          f"{' or auto' if f.default == AUTO else ''}, got {raw!r}") from None
 
 
-def load(cli: dict | None = None, env: dict | None = None, file: str | Path | None = None) -> Config:
-    """Builds the Config from its sources. `cli` holds only the flags the user gave."""
-    values: dict = {}
-    if file:
-        try:
-            data = tomllib.loads(Path(file).read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file {file} does not exist") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"config file {file}: {e}") from None
-        for key, raw in data.items():
-            name = key.replace("-", "_")
-            if name not in FIELDS:
-                raise ConfigError(f"config file {file}: unknown setting {key!r}")
-            values[name] = _coerce(name, raw, f"in {file}")
+PRESETS = Path(__file__).with_name("presets")
+
+
+def presets() -> dict[str, str]:
+    """name -> description of every preset shipped in sfubench/presets/."""
+    return {p.stem: tomllib.loads(p.read_text()).get("description", "")
+            for p in sorted(PRESETS.glob("*.toml"))}
+
+
+def _settings_file(path: Path, what: str, extra: tuple[str, ...] = ()) -> dict:
+    """The raw settings of a TOML file, keys as setting names; `extra` keys are allowed and dropped."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (FileNotFoundError, IsADirectoryError):
+        raise ConfigError(f"{what} {path} does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{what} {path}: {e}") from None
+    out = {}
+    for key, raw in data.items():
+        name = key.replace("-", "_")
+        if key in extra:
+            continue
+        if name not in FIELDS:
+            raise ConfigError(f"{what} {path}: unknown setting {key!r}")
+        out[name] = raw
+    return out
+
+
+def preset_settings(spec: str) -> dict:
+    """The settings preset `spec` (a name of sfubench/presets/ or a .toml file) stands for."""
+    if spec.endswith(".toml"):
+        path = Path(spec).expanduser()
+    else:
+        path = PRESETS / f"{spec}.toml"
+        if not path.is_file():
+            raise ConfigError(f"unknown preset {spec!r}; available: {', '.join(presets())} (or a .toml file)")
+    values = _settings_file(path, "preset", extra=("description",))
+    if "preset" in values:
+        raise ConfigError(f"preset {path}: a preset cannot name another preset")
+    return values
+
+
+def load(cli: dict | None = None, env: dict | None = None, file: str | Path | None = None,
+         remote: bool | None = None) -> Config:
+    """Builds the Config from its sources. `cli` holds only the flags the user gave. `remote`: resolve
+    the "auto" settings for a remote site even though no --sfu-address is given yet (a cloud run,
+    whose provisioner gives it)."""
     env = os.environ if env is None else env
-    for name in FIELDS:
-        key = ENV_PREFIX + name.upper()
-        if key in env:
-            values[name] = _coerce(name, env[key], f"from {key}")
-    for name, raw in (cli or {}).items():
-        if raw is not None:
-            values[name] = _coerce(name, raw, "on the command line")
+    layers = []   # lowest first: (raw settings, how to name their source)
+    from_file = _settings_file(Path(file), "config file") if file else {}
+    from_env = {name: env[ENV_PREFIX + name.upper()] for name in FIELDS if ENV_PREFIX + name.upper() in env}
+    from_cli = {name: raw for name, raw in (cli or {}).items() if raw is not None}
+    preset = str(next((layer["preset"] for layer in (from_cli, from_env, from_file) if "preset" in layer),
+                      FIELDS["preset"].default))
+    layers = [(preset_settings(preset), lambda name: f"in preset {preset}"),
+              (from_file, lambda name: f"in {file}"),
+              (from_env, lambda name: f"from {ENV_PREFIX}{name.upper()}"),
+              (from_cli, lambda name: "on the command line")]
+    values: dict = {}
+    for raw_values, source in layers:
+        for name, raw in raw_values.items():
+            values[name] = _coerce(name, raw, source(name))
+    if remote:
+        full = resolve_auto({name: values.get(name, f.default) for name, f in FIELDS.items()}, True)
+        values.update({name: full[name] for name, f in FIELDS.items() if values.get(name, f.default) == AUTO})
     return Config(**values)
 
 
@@ -331,9 +441,10 @@ def markdown() -> str:
     lines = ["# Settings", "",
              "Generated from `sfubench/config.py` by `sfubench config --markdown`; do not edit by hand.",
              "", "Each setting is a flag, an environment variable and a key of the `--config` TOML file.",
-             "Precedence, lowest first: default, file, environment, flag. Settings marked *scenario* "
+             "Precedence, lowest first: default, preset, file, environment, flag. Settings marked *scenario* "
              "shape what the SFU is put through: `compare` refuses runs that differ in them, and trends "
-             "keep such runs apart.", "",
+             "keep such runs apart. A default of `auto` is resolved for where the run goes (the local lab "
+             "or a remote SFU and grid), and the run records what it resolved to.", "",
              "| flag | env | default | scenario | meaning |", "|---|---|---|---|---|"]
     for name, f in FIELDS.items():
         meta = f.metadata
@@ -342,4 +453,11 @@ def markdown() -> str:
             rng = f" ({meta['min']}–{meta['max']})"
         lines.append(f"| `--{name.replace('_', '-')}` | `{ENV_PREFIX}{name.upper()}` | "
                      f"`{f.default!r}` | {'yes' if meta['scenario'] else ''} | {meta['help']}{rng} |")
+    lines += ["", "## Presets", "", "`--preset NAME` starts from one of these files of `sfubench/presets/` "
+              "(or `--preset FILE.toml`, a file of your own with the same keys and a `description`).", ""]
+    for name, description in presets().items():
+        chosen = preset_settings(name)
+        lines.append(f"- **{name}**: {description}. "
+                     + ("Sets " + ", ".join(f"`{k.replace('_', '-')} = {v!r}`" for k, v in chosen.items()) + "."
+                        if chosen else "Sets nothing: the defaults above are this preset."))
     return "\n".join(lines) + "\n"

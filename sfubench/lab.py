@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import traffic
+
 CLONE_NEWNET = 0x40000000
 LOCK_DIR = Path("/run/sfubench")
 
@@ -79,6 +81,7 @@ class LocalLab:
         self.link = (Host(f"{prefix}-net", f"{prefix}-e1", ""), Host(f"{prefix}-net", f"{prefix}-e0", "")) \
             if emulated else None
         self._lock = None
+        self.counted = False   # whether the SFU's traffic is counted by protocol (sfubench/traffic.py)
 
     @property
     def _namespaces(self) -> list[str]:
@@ -111,6 +114,7 @@ class LocalLab:
                 _run(*ns, "ip", "link", "set", h.interface, "up")
                 for conf in ("all", h.interface):
                     _run(*ns, "sysctl", "-q", "-w", f"net.ipv4.conf.{conf}.route_localnet=1")
+            self.counted = traffic.install(self.sfu.netns)
         except BaseException:
             self._remove()
             self._release_lock()

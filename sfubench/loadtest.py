@@ -27,6 +27,7 @@ from . import media as media_mod
 from . import network
 from . import shape as shape_mod
 from . import synthetic
+from . import traffic
 from .cgroups import CpuGroup
 from .collector import Collector
 from .config import ROOT, Config, ConfigError
@@ -298,9 +299,10 @@ def _groups(cfg: Config) -> dict[str, CpuGroup]:
             raise cgroups.CgroupError("CPU quotas and pinning need a cgroup cpu controller, and this "
                                       "host has none")
         return {}
-    out = {"sfu": CpuGroup(f"{cfg.lab_prefix}-sfu", cfg.sfu_cpus, cfg.sfu_cpuset)}
+    period = round(cfg.cpu_period_ms * 1000)
+    out = {"sfu": CpuGroup(f"{cfg.lab_prefix}-sfu", cfg.sfu_cpus, cfg.sfu_cpuset, period)}
     if not cfg.grid_url:
-        out["clients"] = CpuGroup(f"{cfg.lab_prefix}-clients", cfg.client_cpus, cfg.client_cpuset)
+        out["clients"] = CpuGroup(f"{cfg.lab_prefix}-clients", cfg.client_cpus, cfg.client_cpuset, period)
     return out
 
 
@@ -407,8 +409,9 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, sc
             probes = []
             if lab is not None:
                 sfu_if, clients_if = lab.sfu.interface, lab.clients.interface
-                probes.append(GroupProbe("sfu", groups["sfu"], sfu_pid, sfu_if) if "sfu" in groups
-                              else TreeProbe("sfu", server.pids, sfu_pid, sfu_if))
+                counters = (lambda: traffic.read(lab.sfu.netns)) if lab.counted else None
+                probes.append(GroupProbe("sfu", groups["sfu"], sfu_pid, sfu_if, counters) if "sfu" in groups
+                              else TreeProbe("sfu", server.pids, sfu_pid, sfu_if, counters))
                 # the engine runs in the clients' namespace: its own counters are theirs
                 if "clients" in groups:
                     probes.append(GroupProbe("clients", groups["clients"], os.getpid, clients_if))

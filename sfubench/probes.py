@@ -27,11 +27,11 @@ from .cgroups import CpuGroup
 class Probe:
     role = ""
 
-    def __init__(self, cores: float | None = None, net=None, interface: str = ""):
+    def __init__(self, cores: float | None = None, net=None, interface: str = "", counters=None):
         """`net()`: a process of the role's network namespace, whose UDP counters and whose
-        `interface`'s counters are read."""
+        `interface`'s counters are read; `counters()`: more cumulative fields (sfubench/traffic.py's)."""
         self.cores = cores or os.cpu_count()
-        self.net, self.interface = net, interface
+        self.net, self.interface, self.counters = net, interface, counters
         self.last = None
 
     def read(self) -> tuple[float, int, dict]:
@@ -46,6 +46,8 @@ class Probe:
             extra = {**extra, **udp_counters(Path(f"/proc/{pid}/net/snmp"))}
             if self.interface:
                 extra.update(link_counters(Path(f"/proc/{pid}/net/dev"), self.interface))
+        if self.counters is not None:
+            extra.update(self.counters())
         row = {"t": int(now * 1000), "role": self.role, "cpu_s": round(cpu_s, 3), "rss": rss,
                "cores": self.cores, **extra, **fields}
         if self.last:
@@ -83,14 +85,15 @@ class GroupProbe(Probe):
     """A role in its own cgroup: CPU exactly as the kernel accounts it, and the time its quota held
     it back."""
 
-    def __init__(self, role: str, group: CpuGroup, net=None, interface: str = ""):
-        super().__init__(group.cores or (len(_cpu_list(group.cpus)) if group.cpus else None), net, interface)
+    def __init__(self, role: str, group: CpuGroup, net=None, interface: str = "", counters=None):
+        super().__init__(group.cores or (len(_cpu_list(group.cpus)) if group.cpus else None), net, interface,
+                         counters)
         self.role = role
         self.group = group
 
     def read(self):
         pids = self.group.pids()
-        extra = {"throttled_s": round(self.group.throttled_s(), 3)}
+        extra = {"throttled_s": round(self.group.throttled_s(), 3), **self.group.periods()}
         if self.role == "sfu":
             extra["processes"] = by_name(pids)
         return self.group.usage_s(), _rss(pids), extra
@@ -99,8 +102,8 @@ class GroupProbe(Probe):
 class TreeProbe(Probe):
     """A role as the process trees under `roots()`, where no cgroup holds it."""
 
-    def __init__(self, role: str, roots, net=None, interface: str = ""):
-        super().__init__(net=net, interface=interface)
+    def __init__(self, role: str, roots, net=None, interface: str = "", counters=None):
+        super().__init__(net=net, interface=interface, counters=counters)
         self.role = role
         self.roots = roots
         self.dead = 0.0      # CPU of processes that ended: kept so the cumulative never drops
@@ -205,9 +208,10 @@ class RemoteProbe(Probe):
 
 
 # the figures a probe row counts up from its host's start
-CUMULATIVE = {"cpu_s", "throttled_s", "udp_in", "udp_out", "udp_in_errors", "udp_rcvbuf_errors",
+CUMULATIVE = {"cpu_s", "throttled_s", "periods", "throttled_periods", "udp_in", "udp_out", "udp_in_errors", "udp_rcvbuf_errors",
               "udp_sndbuf_errors", "net_rx_bytes", "net_rx_packets", "net_rx_dropped", "net_tx_bytes",
-              "net_tx_packets", "net_tx_dropped"}
+              "net_tx_packets", "net_tx_dropped", "udp_in_bytes", "udp_out_bytes", "tcp_in_bytes",
+              "tcp_out_bytes"}
 
 
 def _cpu_list(spec: str) -> list[int]:

@@ -111,6 +111,9 @@ class Runner:
                 self.start_participant(room)
             for room in new_rooms:
                 self.validate(room)
+            if new_rooms and self.cfg.settle:
+                self.say(f"settling {self.cfg.settle:g} s before measuring", transient=True)
+                self.wait(self.cfg.settle)
             if self.shape.phase == "network":
                 self.measure("network", self.cfg.target_samples)
             else:

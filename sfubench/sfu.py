@@ -116,6 +116,7 @@ class Adapter:
     options: dict = field(default_factory=dict)
     profile: str = "defaults"
     secrets: dict = field(default_factory=dict, repr=False)
+    cores: int = 1   # what the SFU may use: {cores} to its profiles, its [env] and its templates
 
     @classmethod
     def load(cls, name: str, overrides: dict[str, str] | None = None, profile: str = "defaults",
@@ -135,7 +136,8 @@ class Adapter:
             raise ConfigError(f"--sfu-profile: {name} has no profile {profile!r}; it has: "
                               f"{', '.join(profiles)}")
         options = dict(data.get("options", {}))
-        chosen = {k: render(str(v), {"cores": str(cores or os.cpu_count() or 1)}, f"{name} profile {profile}")
+        cores = cores or os.cpu_count() or 1
+        chosen = {k: render(str(v), {"cores": str(cores)}, f"{name} profile {profile}")
                   for k, v in profiles[profile].get("options", {}).items()}
         for source, items in (("profile " + profile, chosen), ("--sfu-options", overrides or {})):
             for key, value in items.items():
@@ -146,7 +148,7 @@ class Adapter:
         secrets = {}
         for key, length in data.get("secrets", {}).items():
             secrets[key] = os.environ.get(secret_variable(name, key)) or token_urlsafe(int(length))
-        return cls(name, folder, data, options, profile, secrets)
+        return cls(name, folder, data, options, profile, secrets, cores)
 
     def secret_env(self) -> dict[str, str]:
         """The secrets by their environment names: what the engine, a host's `sfubench serve
@@ -175,7 +177,8 @@ class Adapter:
 
     def values(self, host, confdir: Path, cache_root: Path, logdir: Path) -> dict[str, str]:
         v = {"address": host.address, "interface": host.interface, "confdir": str(confdir),
-             "cache": str(self.cache(cache_root)), "logdir": str(logdir), "adapter": str(self.folder)}
+             "cache": str(self.cache(cache_root)), "logdir": str(logdir), "adapter": str(self.folder),
+             "cores": str(self.cores)}
         v.update({f"port_{k}": str(p) for k, p in self.data.get("ports", {}).items()})
         v.update({f"opt_{k}": str(o) for k, o in self.options.items()})
         return v

@@ -211,7 +211,7 @@ func (s *livekitSession) handle(res *livekit.SignalResponse) error {
 		if err := s.answer(m.Answer); err != nil {
 			return err
 		}
-		s.ask() // requirements that came while this offer was out
+		s.ask() // sections added while this offer was out still need one
 	case *livekit.SignalResponse_Trickle:
 		var c webrtc.ICECandidateInit
 		if err := json.Unmarshal([]byte(m.Trickle.CandidateInit), &c); err != nil {
@@ -285,7 +285,8 @@ func (s *livekitSession) track(t *webrtc.TrackRemote) {
 	}
 }
 
-// ask wants one more offer; offers go out one at a time.
+// ask wants one more offer if a section awaits one; offers go out one at a
+// time.
 func (s *livekitSession) ask() {
 	select {
 	case s.renegotiate <- struct{}{}:
@@ -303,6 +304,9 @@ func (s *livekitSession) negotiate() {
 		if s.pc.SignalingState() != webrtc.SignalingStateStable {
 			continue // the answer on its way asks again
 		}
+		if !s.unoffered() {
+			continue // every section is negotiated: an offer now would only be answered again, and again
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		o, err := s.offer(ctx)
 		cancel()
@@ -311,6 +315,17 @@ func (s *livekitSession) negotiate() {
 			return
 		}
 	}
+}
+
+// unoffered says whether a transceiver was added since the last offer (an
+// offer gives each one its mid).
+func (s *livekitSession) unoffered() bool {
+	for _, tr := range s.pc.GetTransceivers() {
+		if tr.Mid() == "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *livekitSession) loop() {

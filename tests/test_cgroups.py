@@ -43,6 +43,36 @@ def test_a_quota_caps_a_busy_process_and_its_cpu_is_counted(group):
     assert second["cores"] == 0.25
     throttled = (second["throttled_s"] - first["throttled_s"]) / ((second["t"] - first["t"]) / 1000)
     assert throttled > 0.5, throttled                 # held back most of the time
+    periods = second["periods"] - first["periods"]
+    assert 0.5 < (second["throttled_periods"] - first["throttled_periods"]) / periods <= 1, (first, second)
+
+
+@pytest.mark.parametrize("cores, period_ms", [(0.2, 10), (0.02, 50)])
+def test_the_cfs_period_is_the_one_asked_for_unless_the_quota_would_fall_under_a_millisecond(cores, period_ms):
+    """A short period keeps a throttled SFU's stalls short; the kernel's smallest quota is 1 ms, so
+    a tiny budget gets a longer period rather than a larger share."""
+    g = CpuGroup("sfubench-test-period", cores=cores, period_us=10_000).create()
+    proc = subprocess.Popen(g.wrap(BUSY))
+    try:
+        cpu = g._dirs()["cpu"]
+        if g.version == 1:
+            period, quota = int((cpu / "cpu.cfs_period_us").read_text()), int((cpu / "cpu.cfs_quota_us").read_text())
+        else:
+            quota, period = map(int, (cpu / "cpu.max").read_text().split())
+        assert (period, quota) == (period_ms * 1000, round(cores * period_ms * 1000))
+        assert g.describe()["period_ms"] == period_ms
+        probe = GroupProbe("sfu", g)
+        time.sleep(0.3)
+        first = probe.sample()
+        time.sleep(2)
+        second = probe.sample()
+    finally:
+        proc.kill()
+        proc.wait()
+        g.remove()
+    span = (second["t"] - first["t"]) / 1000
+    assert (second["periods"] - first["periods"]) / span == pytest.approx(1000 / period_ms, rel=0.15)
+    assert cores * 0.7 < (second["cpu_s"] - first["cpu_s"]) / span < cores * 1.3
 
 
 def test_a_nodes_agent_reports_its_own_groups_quota_cpu_and_throttling(group, tmp_path):
@@ -90,7 +120,8 @@ def test_a_pinned_group_runs_on_its_cpus_only():
                                         "print(sorted(os.sched_getaffinity(0)))"]),
                                 stdout=subprocess.PIPE, text=True)
         assert proc.communicate(timeout=10)[0].strip() == "[0]"
-        assert g.describe() == {"cgroup": f"v{g.version}:sfubench/sfubench-test-pin", "cores": None, "cpus": "0"}
+        assert g.describe() == {"cgroup": f"v{g.version}:sfubench/sfubench-test-pin", "cores": None, "cpus": "0",
+                                "period_ms": None}
     finally:
         g.remove()
 

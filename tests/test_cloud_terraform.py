@@ -167,7 +167,8 @@ def test_cloud_loadtest_dry_run_prints_plan_and_cost(tmp_path, monkeypatch, caps
     _no_files(monkeypatch, tmp_path)
     monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    code = cli.main(["cloud-loadtest", "--sfu", "janus", "--dry-run", "--rooms", "4", "--users-per-room", "7",
+    code = cli.main(["cloud-loadtest", "--sfu", "janus", "--dry-run", "--shape", "ramp", "--rooms", "4",
+                     "--users-per-room", "7",
                      "--participants-per-browser", "1", "--owner", "nightly", "--hours", "3",
                      "--out", str(tmp_path / "runs")])
     out = capsys.readouterr()
@@ -209,7 +210,8 @@ def test_an_sfu_with_secrets_plans_their_delivery_and_keeps_no_key(tmp_path, mon
 
 def test_a_cloud_run_with_synthetic_participants_plans_its_generators(tmp_path, monkeypatch, capsys):
     _no_files(monkeypatch, tmp_path)
-    code = cli.main(["cloud-loadtest", "--sfu", "janus", "--dry-run", "--rooms", "16", "--real-per-room", "1",
+    code = cli.main(["cloud-loadtest", "--sfu", "janus", "--dry-run", "--preset", "browsers", "--rooms", "16",
+                     "--real-per-room", "1",
                      "--out", str(tmp_path / "runs")])
     out = capsys.readouterr()
     assert code == 0, out.err

@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +11,59 @@ from sfubench.config import ConfigError, load
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_defaults_are_a_room_the_clients_of_two_cores_carry():
+def test_the_defaults_are_the_study_in_miniature():
+    """Rooms of 7 until the knee, each measured over 10 s after settling; in the local lab the SFU on
+    a stated budget on a core of its own, the clients on the others, a few browsers in the first room."""
     c = load(env={})
-    assert (c.sfu, c.rooms, c.users_per_room, c.ramp_samples, c.target_samples) == ("janus", 1, 5, 2, 8)
+    assert (c.preset, c.sfu, c.users_per_room, c.shape) == ("study", "janus", 7, "until-knee")
+    assert (c.ramp_samples - 1) * c.sample_interval >= 10 and (c.target_samples - 1) * c.sample_interval >= 10
+    assert c.settle > 0 and c.real_rooms == 1
+    assert (c.sfu_cpus, c.cpu_period_ms) == (config.LAB_SFU_CORES, 10.0)
+    cpus = os.cpu_count()
+    if cpus >= 2:
+        assert c.sfu_cpuset == "0" and config.cpu_list(c.client_cpuset) == list(range(1, cpus))
+    client_cores = max(1, cpus - 1) if cpus >= 2 else cpus
+    assert c.real_per_room == max(1, min(7, int(client_cores * 0.5 / 0.2)))
+    assert c.browser_participants == c.real_per_room < c.participants
+    # what a run records: the resolved values, never "auto"
+    assert "auto" not in c.scenario().values() and c.scenario()["sfu_cpuset"] == c.sfu_cpuset
+
+
+def test_the_browsers_preset_is_the_plain_browser_room():
+    c = load(cli={"preset": "browsers"}, env={})
+    assert (c.shape, c.rooms, c.users_per_room, c.ramp_samples, c.target_samples, c.settle) == \
+        ("ramp", 1, 5, 2, 8, 0)
+    assert c.browser_participants == c.participants == 5
+    assert (c.sfu_cpus, c.sfu_cpuset, c.client_cpuset) == (0, "", "")
+
+
+def test_presets_are_data_and_the_settings_beside_them_win(tmp_path):
+    assert set(config.presets()) >= {"study", "browsers", "paper"}
+    assert all(config.presets().values())   # each says what it stands for
+    f = tmp_path / "c.toml"
+    f.write_text('preset = "browsers"\nusers-per-room = 4\n')
+    c = load(env={}, file=f)
+    assert (c.preset, c.shape, c.users_per_room) == ("browsers", "ramp", 4)
+    c = load(env={"SFUBENCH_USERS_PER_ROOM": "3"}, file=f)
+    assert (c.shape, c.users_per_room) == ("ramp", 3)
+    c = load(cli={"preset": "study", "users_per_room": "6"}, env={"SFUBENCH_PRESET": "browsers"})
+    assert (c.preset, c.shape, c.users_per_room) == ("study", "until-knee", 6)
+    mine = tmp_path / "mine.toml"
+    mine.write_text('description = "two rooms of 3"\nshape = "ramp"\nrooms = 2\nusers-per-room = 3\n')
+    c = load(cli={"preset": str(mine)}, env={})
+    assert (c.shape, c.rooms, c.users_per_room) == ("ramp", 2, 3)
+    mine.write_text('rooms = "two"\n')
+    with pytest.raises(ConfigError, match=f"--rooms \\(in preset {mine}\\) wants an integer"):
+        load(cli={"preset": str(mine)}, env={})
+
+
+def test_auto_settings_resolve_for_a_remote_site():
+    """A remote SFU's host is its own budget and the remote grid carries browsers throughout."""
+    for c in (load(env={}, remote=True),
+              load(cli={"sfu_address": "10.42.0.9", "grid_url": "http://h:4444"}, env={})):
+        assert (c.sfu_cpus, c.sfu_cpuset, c.client_cpuset) == (0, "", "")
+        assert c.browser_participants == c.participants
+    assert load(env={}, remote=True, cli={"sfu_cpus": "0.5"}).sfu_cpus == 0.5
 
 
 def test_precedence_default_file_env_flag(tmp_path):
@@ -40,6 +91,10 @@ def test_precedence_default_file_env_flag(tmp_path):
     ({"client_cpuset": "999"}, "--client-cpuset must list CPUs of this machine"),
     ({"play_audio": "maybe"}, "--play-audio (on the command line) wants true or false"),
     ({"video_timeout": "-1"}, "--video-timeout must be at least 1"),
+    ({"sample_interval": "nan"}, "--sample-interval (on the command line) wants a finite number"),
+    ({"sfu_cpus": "inf"}, "--sfu-cpus (on the command line) wants a finite number or auto"),
+    ({"real_per_room": "lots"}, "--real-per-room (on the command line) wants an integer or auto"),
+    ({"preset": "nope"}, "unknown preset 'nope'; available: browsers, paper, study"),
     ({"sfu_address": "10.42.0.9"}, "--sfu-address needs --grid-url"),
     ({"sfu_address": "10.42.0.9", "grid_url": "http://h:4444", "client_cpus": "1.4"},
      "CPU quotas and pinning confine the local lab's processes"),

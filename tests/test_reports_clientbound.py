@@ -13,13 +13,16 @@ HEALTHY = {"phase": "target", "window": 3, "participants": 7, "samples": 8, "exp
            "lag_ms_mean": 3.0}
 
 
-def edges(clients_cpu=8.0, throttled=0.1, machine=11.0, span_s=7.0, quota=1.4):
-    """Probe rows at a window's edges: CPU seconds used over `span_s`."""
+def edges(clients_cpu=8.0, throttled=0.014, machine=11.0, span_s=7.0, quota=1.4):
+    """Probe rows at a window's edges: CPU seconds used over `span_s`; the clients' quota ran out in
+    `throttled` of its 10-ms periods."""
     def pair(role, key, used, cores):
         return {"start": {"t": 0, key: 100.0, "cores": cores}, "end": {"t": span_s * 1000, key: 100.0 + used,
                                                                        "cores": cores}}
     clients = pair("clients", "cpu_s", clients_cpu, quota)
-    clients["start"]["throttled_s"], clients["end"]["throttled_s"] = 5.0, 5.0 + throttled
+    periods = round(span_s * 100)
+    clients["start"].update(periods=5000, throttled_periods=400)
+    clients["end"].update(periods=5000 + periods, throttled_periods=400 + round(throttled * periods))
     return {"clients": clients, "machine": pair("machine", "cpu_s", machine, 2)}
 
 
@@ -61,7 +64,7 @@ def test_a_window_with_headroom_is_not_client_bound():
 
 
 @pytest.mark.parametrize("change,expect", [
-    (dict(throttled=0.9), "quota held them back 13%"),
+    (dict(throttled=0.13), "quota ran out in 13% of its scheduling periods"),
     (dict(machine=13.5), "2 cores were 96% busy"),
     (dict(fps=(9.0,) * 7), "encoded 9.0 of the source's 15 fps"),
     (dict(window={"lag_ms_max": 1500.0}), "held up 1.5 s"),
@@ -98,9 +101,22 @@ def test_averages_over_a_one_second_window_count_only_when_far_past_the_threshol
     only at three times their thresholds, and the machine's CPU share not at all."""
     burst = {"samples": 2, "duration_s": 1.1, "lag_ms_mean": 13.0, "stats_ms_p50": 93.0}
     assert assess(window=burst, throttled=0.2, machine=1.97, span_s=1.0) == []
-    assert len(assess(window=burst, throttled=0.2 * 3.5, machine=1.97 * 3.5, span_s=3.5)) == 3
+    assert len(assess(window=burst, throttled=0.2, machine=1.97 * 3.5, span_s=3.5)) == 3
     starved = {"samples": 2, "duration_s": 2.4, "lag_ms_mean": 82.0, "stats_ms_p50": 946.0}
     assert len(assess(window=starved, throttled=0.95, span_s=1.0)) == 3
+
+
+def test_the_throttled_share_cannot_pass_all_of_the_time():
+    """Throttled time is summed over the CPUs a group runs on (a group starved on 2 CPUs is held
+    back up to 2 s a second): runs recorded before periods were counted spread it over the cores."""
+    old = edges()
+    for row in old["clients"].values():
+        del row["periods"], row["throttled_periods"]
+    old["clients"]["start"]["throttled_s"], old["clients"]["end"]["throttled_s"] = 5.0, 5.0 + 1.55 * 7
+    assert clientbound.throttled_share(old, "clients") == pytest.approx(1.55 / 2)
+    [reason] = assess(e=old)
+    assert "quota ran out in 78% of its scheduling periods" in reason
+    assert clientbound.throttled_share(edges(throttled=1.0), "clients") == 1.0
 
 
 def test_bandwidth_limited_senders_are_the_network_not_the_client():

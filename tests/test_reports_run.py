@@ -38,7 +38,7 @@ def test_full_run_renders_every_figure_and_table(runs, full_report, browser):
     assert problems == []
     assert (d / "report.png").stat().st_size > 50_000
     page = path.read_text()
-    assert "Knee: 42 participants" in page
+    assert "Knee at 42 participants" in page
     assert "janus 1.1.2" in page and "156.0.8078.79" in page and "3f2c1a9e0b7d" in page
     assert "not measured" not in page
 
@@ -51,8 +51,8 @@ def test_report_opens_from_disk_without_network(full_report):
 def test_tables_are_exported_next_to_the_report(runs, full_report):
     d = runs["full"]
     doc = json.loads((d / "tables.json").read_text())
-    assert set(doc["tables"]) == {"table4", "table5", "table6", "checks", "series", "health", "cost", "clients",
-                                  "network"}
+    assert set(doc["tables"]) == {"table4", "table5", "table6", "checks", "series", "health", "cost", "traffic",
+                                  "clients", "network"}
     assert doc["headline"]["knee"] == 42 and "knee_rule" in doc
     with open(d / "table-table6.csv") as f:
         rows = list(csv.reader(f))
