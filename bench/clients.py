@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(tempfile.mkdtemp(prefix="sfubench-bench-clients-"))
     rows = []
     for profile, users in PROFILES:
-        cfg = config.load(cli={"sfu": args.sfu, "media": profile, "users_per_room": users, "out": str(out),
+        cfg = config.load(cli={"sfu": args.sfu, "preset": "browsers", "media": profile, "users_per_room": users, "out": str(out),
                                "quality_frames": 0, "background_interval": 0, "lab_prefix": "sfubc",
                                "lab_subnet": "127.0.5", "results_db": str(out / "results.sqlite")}, env={})
         found: dict[str, int] = {}

@@ -57,7 +57,7 @@ def generator_rows(run_dir: Path) -> list[dict]:
 
 def measure(sfu: str, rooms: int, users: int, out: Path, prefix: str, subnet: str) -> Path:
     cfg = config.load(cli={
-        "sfu": sfu, "rooms": rooms, "users_per_room": users, "real_rooms": 0, "quality_frames": 0,
+        "sfu": sfu, "preset": "browsers", "rooms": rooms, "users_per_room": users, "real_rooms": 0, "quality_frames": 0,
         "background_interval": 0, "ramp_samples": 4, "target_samples": 6, "sfu_cpuset": "0",
         "client_cpuset": "1", "out": str(out), "lab_prefix": prefix, "lab_subnet": subnet,
         "results_db": str(out / "results.sqlite")}, env={})

@@ -58,12 +58,14 @@ class Playback:
 
 
 def playback(series: Iterable[tuple[float, int | None]], loop: int,
-             freeze_s: float = FREEZE_S) -> Playback:
+             freeze_s: float = FREEZE_S, span: float | None = None) -> Playback:
     """Statistics of one received video from its (time_s, code) series, one entry per sampled
     frame; undecoded samples (code None) are left out. A run lasts from its first sample to the
     first sample of the next code (to the last sample, for the final run). Skipped frames and the
     effective frame rate are only meaningful when the series samples every displayed frame (e.g.
-    requestVideoFrameCallback); sparser sampling reads as skipping."""
+    requestVideoFrameCallback); sparser sampling reads as skipping. `span`: the seconds the frames
+    were awaited (a measurement window's): the effective frame rate is over it, so a stalled
+    stream that delivers its backlog in a burst counts the frames it showed, not the burst's rate."""
     points = sorted((t, c) for t, c in series if c is not None)
     if not points:
         return Playback(0.0, 0, 0.0, 0, 0, 0, 0.0, 0.0)
@@ -79,7 +81,7 @@ def playback(series: Iterable[tuple[float, int | None]], loop: int,
     return Playback(
         duration=duration,
         shown=len(runs),
-        effective_fps=(len(runs) - 1) / duration if duration > 0 else 0.0,
+        effective_fps=(len(runs) / span if span else (len(runs) - 1) / duration if duration > 0 else 0.0),
         skipped=sum(s - 1 for s in steps if s > 0),
         backwards=sum(1 for s in steps if s < 0),
         freezes=len(frozen),

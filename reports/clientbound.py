@@ -74,8 +74,8 @@ def throttled_share(edges: dict, role: str) -> float | None:
     """The share of a window's CFS periods in which `role`'s quota ran out (0-1); for runs recorded
     before periods were counted, its throttled time per second spread over the cores it may use."""
     periods, throttled = _share(edges, role, "periods"), _share(edges, role, "throttled_periods")
-    if periods and throttled:
-        return throttled[0] / periods[0] if periods[0] > 0 else 0.0
+    if periods and throttled:   # no period ran: no quota, or a group that stayed idle
+        return throttled[0] / periods[0] if periods[0] > 0 else None
     seconds = _share(edges, role, "throttled_s")
     if not seconds:
         return None

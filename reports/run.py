@@ -7,7 +7,7 @@ from pathlib import Path
 
 from matplotlib.ticker import MaxNLocator
 
-from . import clientbound, export, html, metrics, plotting, runfiles, scenario
+from . import clientbound, export, html, metrics, plotting, runfiles, scenario, traffic
 from .knee import KneeRule, plateaus
 from .metrics import Analysis
 from .plotting import KNEE_COLOR, RECV_COLOR, SEND_COLOR
@@ -266,7 +266,7 @@ def _notes(a: Analysis) -> list[str]:
     if zeros > len(scored) / 10:
         out.append(f"BRISQUE is 0 for {zeros} of {len(scored)} scored frames: blank or flat frames score 0 "
                    "(\"perfect\"), so the BRISQUE figures are not trustworthy for this run.")
-    return out
+    return out + traffic.anomalies(a.cost)
 
 
 def _cards(a: Analysis) -> str:

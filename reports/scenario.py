@@ -35,7 +35,7 @@ def mix(config: dict) -> str:
         return head + ", every participant a browser"
     if not rooms or not real:
         return head + ", every participant synthetic"
-    where = "room 1" if rooms == 1 else f"rooms 1–{rooms}"
+    where = "room 1" if rooms == 1 else "every room" if rooms >= 1000 else f"rooms 1–{rooms}"
     browsers = f"{real} browser{'s' if real > 1 else ''}"
     return head + f": {browsers} in {where}, the rest synthetic"
 

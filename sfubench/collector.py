@@ -304,7 +304,7 @@ class Collector:
             if viewer.kind == "synthetic" and (sender is None or sender.kind != "synthetic"):
                 continue   # it recognises only the clip's frames as sent: a browser's carry no code it can read
             codes = [(t, c) for t, c, _ in frames if w.opened <= t <= w.end]
-            pb = delay.playback(codes, loop)
+            pb = delay.playback(codes, loop, span=w.end - w.opened)
             sent = w.frames.get((video, video), [])
             delays = sorted(delay.delays_ms(codes, [(t, c) for t, c, _ in sent], loop, fps))
             self.bus.emit("playback", {

@@ -45,12 +45,13 @@ def available_sfus() -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "sfu.toml").is_file())
 
 
-# What the "auto" settings stand for in the local lab (resolve_auto), in one place. The SFU's
-# budget puts Janus's knee near 35 participants and the in-house SFU's near 49, loads one core of
-# synthetic participants pushes; a browser participant costs 0.1-0.18 core at 320x180@15 (README),
-# and half the clients' cores go to browsers, the rest to the generator and the grid.
-LAB_SFU_CORES = 0.2
-BROWSER_CORES = 0.2
+# What the "auto" settings stand for in the local lab (resolve_auto), in one place. Measured on a
+# 2-core AMD EPYC with a 10-ms CFS period: at 0.4 core Janus's knee is near 28 participants and the
+# in-house SFU's near 35, about what one core of clients pushes (README, "The study"); a browser
+# participant in a room of 7 at 320x180@15 costs 0.35-0.45 core with Chrome's own processes, and
+# browsers get half the clients' cores, the generator and the grid the rest.
+LAB_SFU_CORES = 0.4
+BROWSER_CORES = 0.4
 BROWSER_SHARE = 0.5
 
 
@@ -95,7 +96,7 @@ class Config:
     real_per_room: int = opt(AUTO, "browser participants in each room that has any (its first users); "
                              "the others are synthetic (Go participants publishing the same frame-coded "
                              "clip, synth/). auto: as many as the clients' cores carry with headroom in "
-                             f"the local lab (half of them at {BROWSER_CORES:g} core a browser: 2 on one core), "
+                             f"the local lab (half of them at {BROWSER_CORES:g} core a browser: 1 on one core), "
                              "every one on a remote grid", min=0, max=64, kind="int")
     real_rooms: int = opt(AUTO, "rooms that have browser participants, counted from the first; the "
                           "rooms after them are all synthetic. auto: 1 in the local lab, every room on "

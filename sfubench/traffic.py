@@ -14,11 +14,16 @@ import subprocess
 TABLE = "sfubench"
 COUNTERS = ("udp_in", "udp_out", "tcp_in", "tcp_out")
 RULESET = f"""table inet {TABLE} {{
-  {' '.join(f'counter {c} {{}}' for c in COUNTERS)}
-  chain input {{ type filter hook input priority 0; policy accept;
-    meta l4proto udp counter name "udp_in"; meta l4proto tcp counter name "tcp_in"; }}
-  chain output {{ type filter hook output priority 0; policy accept;
-    meta l4proto udp counter name "udp_out"; meta l4proto tcp counter name "tcp_out"; }}
+{''.join(f'  counter {c} {{ }}' + chr(10) for c in COUNTERS)}  chain input {{
+    type filter hook input priority 0; policy accept;
+    meta l4proto udp counter name "udp_in"
+    meta l4proto tcp counter name "tcp_in"
+  }}
+  chain output {{
+    type filter hook output priority 0; policy accept;
+    meta l4proto udp counter name "udp_out"
+    meta l4proto tcp counter name "tcp_out"
+  }}
 }}
 """
 

@@ -61,6 +61,7 @@ func run() error {
 		listen     = flag.String("listen", "", "take commands over HTTP at `address:port` (POST /command) instead of stdin")
 	)
 	flag.Parse()
+	defer startProfile()()
 	// Fewer collections: a send that allocates while the collector marks is
 	// made to help it, and that shows as pacing error. Memory is cheap here.
 	debug.SetGCPercent(400)

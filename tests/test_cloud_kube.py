@@ -94,7 +94,9 @@ def _ready_pods(core, namespace: str, name: str) -> int:
 
 
 def _cfg(**kw):
-    return config.Config(**{"sfu": "janus", "users_per_room": 5, "participants_per_browser": 1, **kw})
+    """A cloud run's settings, the "auto" ones resolved as cloud-loadtest resolves them."""
+    return config.load(cli={"sfu": "janus", "users_per_room": 5, "participants_per_browser": 1, **kw}, env={},
+                       remote=True)
 
 
 def test_node_count_follows_rooms_sessions_and_participants_per_browser():
@@ -102,7 +104,7 @@ def test_node_count_follows_rooms_sessions_and_participants_per_browser():
     assert grid.sessions_per_node == 2
     assert [grid.nodes_for(_cfg(), rooms) for rooms in (1, 2, 3)] == [3, 5, 8]   # 5, 10, 15 sessions
     assert grid.nodes_for(_cfg(participants_per_browser=5), 3) == 2             # 3 sessions
-    assert grid.nodes_for(config.Config(sfu="janus"), 3) == 2                   # the default: 3 tabs
+    assert grid.nodes_for(config.load(cli={"sfu": "janus"}, env={}, remote=True), 3) == 2   # the default: 3 tabs
     assert grid.nodes_for(_cfg(real_per_room=2, real_rooms=1), 4) == 1          # 2 browsers at most
 
 

@@ -23,7 +23,7 @@ def test_the_defaults_are_the_study_in_miniature():
     if cpus >= 2:
         assert c.sfu_cpuset == "0" and config.cpu_list(c.client_cpuset) == list(range(1, cpus))
     client_cores = max(1, cpus - 1) if cpus >= 2 else cpus
-    assert c.real_per_room == max(1, min(7, int(client_cores * 0.5 / 0.2)))
+    assert c.real_per_room == max(1, min(7, int(client_cores * config.BROWSER_SHARE / config.BROWSER_CORES)))
     assert c.browser_participants == c.real_per_room < c.participants
     # what a run records: the resolved values, never "auto"
     assert "auto" not in c.scenario().values() and c.scenario()["sfu_cpuset"] == c.sfu_cpuset

@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from reports import metrics, runfiles, traffic
 from sfubench import cgroups, config, loadtest
 from sfubench.progress import Progress
 from sfubench.rundir import read
@@ -44,7 +45,7 @@ def adapter_run(request, tmp_path_factory):
     secrets = {secret_variable(request.param, k): f"sfubench-test-secret-{k}-0123456789"
                for k in Adapter.load(request.param).data.get("secrets", {})}
     os.environ.update(secrets)
-    cfg = config.load(cli={"sfu": request.param, "users_per_room": USERS, "out": str(out),
+    cfg = config.load(cli={"sfu": request.param, "preset": "browsers", "users_per_room": USERS, "out": str(out),
                            "quality_frames": 0, "background_interval": 0, "lab_prefix": PREFIX,
                            "lab_subnet": SUBNET, "video_timeout": 90,
                            "results_db": str(out / "results.sqlite")}, env={})
@@ -88,6 +89,15 @@ def test_getstats_reaches_every_stream(adapter_run):
         received = {(s["user"], s["peer"]) for s in samples if s["direction"] == "recv" and s["bytes"]}
         assert sent == users, phase
         assert received == {(u, p) for u in users for p in users if u != p}, phase
+
+
+def test_the_sfu_carries_the_media_and_little_signalling(adapter_run):
+    """The SFU's media each way within a band of what its participants' getStats count, and its
+    signalling apart and small (reports/traffic.py)."""
+    _, run_dir, _, _ = adapter_run
+    cost = metrics.analyse(runfiles.load(run_dir)).cost
+    assert cost and all(r.get("sfu_media_in_mbps") for r in cost), cost
+    assert traffic.anomalies(cost) == [], cost
 
 
 def test_its_secrets_are_in_no_file_of_the_run(adapter_run):

@@ -20,7 +20,7 @@ from sfubench.rundir import read
 from interrupt import as_a_terminal_starts_it
 
 ROOT = Path(__file__).resolve().parent.parent
-USERS = config.load(env={}).users_per_room
+USERS = config.load(cli={"preset": "browsers"}, env={}).users_per_room
 CLIENT_CPUS = "1.4"
 
 pytestmark = pytest.mark.e2e
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.e2e
 
 def loadtest(sfu: str, out: Path, *args: str) -> subprocess.CompletedProcess:
     # Own lab names, so a developer's run beside the suite does not collide with it.
-    cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", sfu, "--rooms", "1",
+    cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", sfu, "--preset", "browsers", "--rooms", "1",
            "--out", str(out), "--lab-prefix", "sfube", "--lab-subnet", "127.0.8",
            "--background-interval", "3", "--client-cpus", CLIENT_CPUS, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
@@ -158,7 +158,7 @@ def test_ctrl_c_tears_everything_down_and_keeps_what_was_collected(tmp_path):
     import psutil
 
     started = time.time()
-    cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--rooms", "1",
+    cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--preset", "browsers", "--rooms", "1",
            "--out", str(tmp_path), "--lab-prefix", "sfubi", "--lab-subnet", "127.0.7"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
                             preexec_fn=as_a_terminal_starts_it)

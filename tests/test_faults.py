@@ -26,7 +26,7 @@ pytestmark = pytest.mark.e2e
 
 
 def command(out: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--out", str(out),
+    return [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--preset", "browsers", "--out", str(out),
             "--lab-prefix", PREFIX, "--lab-subnet", SUBNET, "--quality-frames", "0", *args]
 
 

@@ -33,6 +33,35 @@ def test_udp_crosses_the_link_and_everything_is_torn_down():
     assert not _ns(lab, None)
 
 
+def test_the_sfus_media_and_signalling_are_counted_apart():
+    """UDP (media) and TCP (signalling) into and out of the SFU's namespace, each counted by its own
+    nftables counter, IP headers included (sfubench/traffic.py)."""
+    from sfubench import traffic
+    blast = ("import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+             "[s.sendto(b'x' * 972, ('{a}', 5998)) for _ in range(100)]")
+    sink = ("import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+            "s.bind(('{a}', 5997)); s.listen(); c, _ = s.accept(); n = 0\n"
+            "while (d := c.recv(65536)): n += len(d)\nc.sendall(b'y' * 5000); c.close()")
+    send = ("import socket, time; c = socket.create_connection(('{a}', 5997)); c.sendall(b'z' * 20000); "
+            "c.shutdown(socket.SHUT_WR); print(len(c.recv(65536)))")
+    with LocalLab("sfubt", "127.0.9") as lab:
+        assert lab.counted
+        before = traffic.read(lab.sfu.netns)
+        server = subprocess.Popen(lab.sfu.command([sys.executable, "-c", sink.format(a=lab.sfu.address)]))
+        import time
+        time.sleep(0.5)
+        subprocess.run(lab.clients.command([sys.executable, "-c", blast.format(a=lab.sfu.address)]), check=True,
+                       timeout=30)
+        subprocess.run(lab.clients.command([sys.executable, "-c", send.format(a=lab.sfu.address)]), check=True,
+                       timeout=30, capture_output=True)
+        server.wait(10)
+        after = traffic.read(lab.sfu.netns)
+    delta = {k: after[k] - before[k] for k in after}
+    assert delta["udp_in_bytes"] == 100 * (972 + 28)      # payload + IP and UDP headers; nothing answered
+    assert delta["udp_out_bytes"] == 0                    # (an ICMP port-unreachable is neither)
+    assert 20000 < delta["tcp_in_bytes"] < 20000 * 1.1 and 5000 < delta["tcp_out_bytes"] < 5000 * 1.5, delta
+
+
 def test_engine_moves_into_the_clients_namespace_and_back():
     with LocalLab("sfubt", "127.0.9") as lab:
         home = Path("/proc/self/ns/net").resolve()

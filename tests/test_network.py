@@ -58,7 +58,7 @@ def test_an_unknown_profile_names_the_known_ones():
 def run(tmp_path, profile: str, **more):
     f = tmp_path / "link.toml"
     f.write_text(profile)
-    cfg = config.load(cli={"sfu": "janus", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
+    cfg = config.load(cli={"sfu": "janus", "preset": "browsers", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
                            "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
                            "quality_frames": 0, "network": str(f), **more}, env={})
     run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
@@ -112,7 +112,7 @@ def test_random_loss_on_the_downlink_shows_as_the_receivers_loss(tmp_path):
 def test_an_sfu_that_drops_one_publishers_video_fails_exactly_those_checks(tmp_path):
     """The in-house SFU in its deliberate fault mode never forwards r1u2's video: every check of that
     video by another participant must fail, and every other check pass (r1u2's own camera too)."""
-    cfg = config.load(cli={"sfu": "inhouse", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
+    cfg = config.load(cli={"sfu": "inhouse", "preset": "browsers", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
                            "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
                            "quality_frames": 0, "users_per_room": 3, "video_timeout": 15, "target_samples": 2,
                            "sfu_options": "drop_video_from=r1u2"}, env={})
@@ -132,7 +132,7 @@ def test_synthetic_participants_get_a_network_of_their_own(tmp_path):
     own address): the synthetic publishers' RTT must show the 80 ms, the browser's not."""
     f = tmp_path / "far.toml"
     f.write_text("delay_ms = 40\n")
-    cfg = config.load(cli={"sfu": "inhouse", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
+    cfg = config.load(cli={"sfu": "inhouse", "preset": "browsers", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
                            "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
                            "quality_frames": 0, "users_per_room": 3, "real_per_room": 1, "target_samples": 4,
                            "synthetic_network": str(f)}, env={})
@@ -158,7 +158,7 @@ def test_the_degrade_shape_measures_the_same_room_under_each_profile(tmp_path):
     far, lossy = tmp_path / "far.toml", tmp_path / "lossy.toml"
     far.write_text("delay_ms = 50\n")
     lossy.write_text("[down]\nloss_pct = 5\n")
-    cfg = config.load(cli={"sfu": "janus", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
+    cfg = config.load(cli={"sfu": "janus", "preset": "browsers", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
                            "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
                            "quality_frames": 0, "users_per_room": 2, "target_samples": 6, "shape": "degrade",
                            "degrade": f"{far},{lossy}"}, env={})

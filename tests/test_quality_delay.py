@@ -57,6 +57,14 @@ def test_smooth_playback_across_the_wrap():
     assert stats.effective_fps == pytest.approx(30)
 
 
+def test_a_stalled_stream_that_bursts_its_backlog_counts_the_frames_it_showed():
+    """An overloaded SFU holds frames and delivers them at once: 4 frames within a millisecond of a
+    10-s window delivered 0.4 frames a second, not thousands."""
+    burst = [(5.0 + i * 0.0002, 100 + i) for i in range(4)]
+    assert delay.playback(burst, LOOP, span=10.0).effective_fps == pytest.approx(0.4)
+    assert delay.playback(_series(range(300)), LOOP, span=10.0).effective_fps == pytest.approx(30)
+
+
 def test_freeze_skip_and_reorder():
     # 1..10 played, 10 held for 0.6 s, then a jump to 19 (8 frames skipped), then one step back.
     codes = list(range(1, 11)) + [10] * 18 + [19, 20, 21, 20, 22]

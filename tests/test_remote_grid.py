@@ -56,7 +56,7 @@ def test_loadtest_through_a_remote_grid(mini, tmp_path):
     before = {"node": mini.bytes("node", "tx"), "sfu": mini.bytes("sfu", "rx"),
               "run": mini.bytes("run", "rx") + mini.bytes("run", "tx")}
     cmd = mini.exec("run", [
-        sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--rooms", "1", "--users-per-room", "3",
+        sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--preset", "browsers", "--rooms", "1", "--users-per-room", "3",
         "--participants-per-browser", "1", "--sfu-address", mini.address("sfu"), "--grid-url", mini.url,
         "--page-address", mini.address("run"), "--node-cache", str(mini.work / "node-cache"),
         "--quality-frames", "0", "--out", str(out), "--results-db", str(tmp_path / "results.sqlite"), "--background-interval", "0",
@@ -117,7 +117,7 @@ def test_synthetic_participants_from_a_generator_on_the_grids_host(mini, tmp_pat
         time.sleep(0.2)
     out = tmp_path / "runs"
     cmd = mini.exec("run", [
-        sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--rooms", "1", "--users-per-room", "3",
+        sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--preset", "browsers", "--rooms", "1", "--users-per-room", "3",
         "--real-per-room", "1", "--participants-per-browser", "1", "--sfu-address", mini.address("sfu"),
         "--grid-url", mini.url, "--page-address", mini.address("run"), "--node-cache", str(mini.work / "node-cache"),
         "--synthetic-generators", f"http://{node}:{synthetic.GENERATOR_PORT}/command",
@@ -158,7 +158,7 @@ def test_an_sfu_with_secrets_gets_them_over_ssh_and_nowhere_else(mini, tmp_path)
     received = mini.work / "secrets.env"
     public_key = tmp_path / "key.pub"
     out = tmp_path / "runs"
-    settings = {"sfu": SECRET_BEARING, "rooms": 1, "users_per_room": 3, "participants_per_browser": 1,
+    settings = {"sfu": SECRET_BEARING, "preset": "browsers", "rooms": 1, "users_per_room": 3, "participants_per_browser": 1,
                 "page_address": mini.address("run"), "node_cache": str(mini.work / "node-cache"),
                 "quality_frames": 0, "background_interval": 0, "out": str(out),
                 "results_db": str(tmp_path / "results.sqlite")}

@@ -1,0 +1,123 @@
+"""The study, for real: `sfubench study --sfus janus,inhouse --repeat 1` runs the default scenario (the
+2018 study in miniature) against both SFUs and writes one comparison; its runs are what `make
+loadtest SFU=janus` and `SFU=inhouse` do on their own. Each must ramp rooms of 7 to a confirmed knee,
+every step validated and measured over at least 10 s, the clients with headroom before the knee and
+the browsers' checks passing there, in under 10 minutes. The clients run under a CPU quota below
+their core, so the headroom holds on a slower machine too. A study interrupted keeps what it
+finished and goes on where it stopped."""
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from reports import metrics, runfiles, verify
+from reports import study as study_report
+from sfubench.config import LAB_SFU_CORES
+
+ROOT = Path(__file__).resolve().parent.parent
+SFUS = ("janus", "inhouse")
+LAB = ("--lab-prefix", "sfubq", "--lab-subnet", "127.0.10")
+CLIENT_CPUS = "0.8"
+
+pytestmark = pytest.mark.e2e
+
+
+def study(out: Path, *args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sfubench.cli", "study", "--out", str(out), *LAB, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, **kw)
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory):
+    out = tmp_path_factory.mktemp("study")
+    proc = study(out, "--sfus", ",".join(SFUS), "--repeat", "1", "--client-cpus", CLIENT_CPUS)
+    text = proc.communicate(timeout=1800)[0]
+    return out, proc.returncode, text
+
+
+@pytest.fixture(scope="module")
+def analyses(done):
+    out, code, text = done
+    assert code == 0, text[-5000:]
+    record = json.loads((out / "study.json").read_text())
+    return {r["sfu"]: metrics.analyse(runfiles.load(r["run_dir"])) for r in record["runs"]}
+
+
+@pytest.mark.parametrize("sfu", SFUS)
+def test_the_default_run_ramps_rooms_of_seven_to_a_confirmed_knee(analyses, sfu):
+    a = analyses[sfu]
+    config = a.ident["config"]
+    assert (config["users_per_room"], config["shape"], config["sfu_cpus"]) == (7, "until-knee", LAB_SFU_CORES)
+    ramps = [w for w in a.run.windows if w["phase"] == "ramp"]
+    counts = sorted({w["participants"] for w in ramps})
+    assert len(counts) >= 5 and counts == [7 * i for i in range(1, len(counts) + 1)], counts
+    assert all(w["duration_s"] >= 10 for w in ramps), [w["duration_s"] for w in ramps]
+    knee = a.knee
+    assert knee.participants is not None and not knee.client_bound, (knee, a.health)
+    assert max(counts) > knee.participants, "the knee is confirmed by the step after it"
+    before = [h for h in a.health if h["participants"] < knee.participants]
+    assert before and not [h for h in before if h["client_bound"]], before
+    browsers = [c for c in a.run.checks if c["client"] == "browser"]
+    assert browsers and all(c["ok"] for c in browsers if c["room"] * 7 < knee.participants), browsers
+    assert a.run.meta["finished"] - a.run.meta["started"] < 600
+    page = (a.run.path / "report.html").read_text()
+    assert f"Knee at {knee.participants} participants per {LAB_SFU_CORES:g} core of SFU" in page
+    assert "each room settled 5 s, then measured over 10 s" in page
+
+
+def test_the_study_compares_both_in_one_report(done, analyses):
+    out, _, text = done
+    record = json.loads((out / "study.json").read_text())
+    assert [(r["sfu"], r["repeat"], r["status"]) for r in record["runs"]] == [(s, 1, "ok") for s in SFUS]
+    for sfu in SFUS:
+        result = record["results"][sfu]
+        assert result["knee"]["median"] == analyses[sfu].knee.participants and result["knee"]["spread"] == 0
+        assert result["cost"]["mhz_per_stream"]["median"] > 0 and result["cost"]["participants"] >= 7
+    assert "jitsi" not in record["results"]   # only what --sfus names
+    problems = verify.check_rendered(out / "report.html", expect=study_report.FIGURES + study_report.TABLES,
+                                     screenshot=out / "report.png")
+    assert problems == []
+    assert "study: run 2 of 2: inhouse, repeat 1 of 1 (about" in text
+
+
+def test_a_second_run_in_the_same_folder_finds_nothing_left_to_do(done, analyses):
+    out, _, _ = done
+    runs = sorted((out / "runs").iterdir())
+    proc = study(out, "--sfus", ",".join(SFUS), "--repeat", "1", "--client-cpus", CLIENT_CPUS)
+    text = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, text
+    assert "nothing left to do" in text and sorted((out / "runs").iterdir()) == runs
+
+
+def test_an_interrupted_study_keeps_its_runs_and_goes_on(tmp_path):
+    """Ctrl-C in the second run: the first stays, the second is torn down and not kept; run again,
+    only the second runs. A short scenario: what is tested is the study's record."""
+    args = ("--sfus", "inhouse,janus", "--repeat", "1", "--preset", "browsers", "--users-per-room", "2",
+            "--quality-frames", "0")
+    proc = study(tmp_path, *args)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "janus #1 | " in line and "run folder:" in line:
+            time.sleep(3)
+            proc.send_signal(signal.SIGINT)
+    assert proc.wait(120) == 130, "".join(lines)
+    assert "run it again with --out" in "".join(lines)
+    record = json.loads((tmp_path / "study.json").read_text())
+    assert [(r["sfu"], r["status"]) for r in record["runs"]] == [("inhouse", "ok"), ("janus", "interrupted")]
+    assert (tmp_path / "report.html").exists()
+    proc = study(tmp_path, *args)
+    text = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, text
+    assert "study: run 1 of 1: janus" in text and "inhouse #1 |" not in text
+    record = json.loads((tmp_path / "study.json").read_text())
+    assert [(r["sfu"], r["status"]) for r in record["runs"]] == [("inhouse", "ok"), ("janus", "ok")]
+    assert record["results"]["janus"]["runs"] and record["results"]["inhouse"]["runs"]
+    # a study of another scenario in the same folder is refused
+    proc = study(tmp_path, "--sfus", "inhouse", "--repeat", "1", "--preset", "browsers", "--users-per-room", "3")
+    text = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 2 and "holds a study of another scenario (it differs in users_per_room)" in text
