@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"os"
 )
 
@@ -24,11 +24,14 @@ type clip struct {
 // data untouched (it rewrites only RTP headers and the payload
 // descriptor), so a receiver that digests what it reassembled learns
 // which loop position it got, without decoding.
-func digest(b []byte) uint64 {
-	h := fnv.New64a()
-	h.Write(b)
-	return h.Sum64()
-}
+// digestSeed is the process's: a frame's digest is only ever compared with
+// others of the same process (the clip's, loaded at start).
+var digestSeed = maphash.MakeSeed()
+
+// digest names a frame by its bytes, once per frame received: a word at a
+// time, where FNV went a byte at a time and cost a twentieth of the
+// generator's CPU.
+func digest(b []byte) uint64 { return maphash.Bytes(digestSeed, b) }
 
 func isKeyframe(f []byte) bool { return len(f) > 0 && f[0]&1 == 0 }
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pion/webrtc/v4"
+	"sfubench/sfu/inhouse/client"
 )
 
 const (
@@ -28,7 +28,7 @@ type generator struct {
 	http       *http.Client
 	driver     Driver
 	driverName string
-	api        *webrtc.API
+	apiOptions client.APIOptions
 	clip       *clip
 	fps        int
 

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -138,6 +139,7 @@ type livekitSession struct {
 	remote  bool // a remote description is set: candidates apply at once
 
 	renegotiate chan struct{}
+	owed        atomic.Bool // the server asked for an offer (MediaSectionsRequirement) not yet sent
 	done        chan struct{}
 	once        sync.Once
 	wg          sync.WaitGroup
@@ -211,7 +213,7 @@ func (s *livekitSession) handle(res *livekit.SignalResponse) error {
 		if err := s.answer(m.Answer); err != nil {
 			return err
 		}
-		s.ask() // sections added while this offer was out still need one
+		s.ask() // a requirement that came while this offer was out still needs one
 	case *livekit.SignalResponse_Trickle:
 		var c webrtc.ICECandidateInit
 		if err := json.Unmarshal([]byte(m.Trickle.CandidateInit), &c); err != nil {
@@ -238,6 +240,10 @@ func (s *livekitSession) handle(res *livekit.SignalResponse) error {
 				return err
 			}
 		}
+		// An offer is owed even for no new section: the server assigns tracks to
+		// sections it has and names them in its answer, as livekit-client's
+		// addMediaSections then negotiate do.
+		s.owed.Store(true)
 		s.ask()
 	case *livekit.SignalResponse_Leave:
 		return fmt.Errorf("the server asked the participant to leave: %s", m.Leave.Reason)
@@ -285,8 +291,8 @@ func (s *livekitSession) track(t *webrtc.TrackRemote) {
 	}
 }
 
-// ask wants one more offer if a section awaits one; offers go out one at a
-// time.
+// ask wakes the negotiator, which offers if one is owed; offers go out one
+// at a time.
 func (s *livekitSession) ask() {
 	select {
 	case s.renegotiate <- struct{}{}:
@@ -304,8 +310,8 @@ func (s *livekitSession) negotiate() {
 		if s.pc.SignalingState() != webrtc.SignalingStateStable {
 			continue // the answer on its way asks again
 		}
-		if !s.unoffered() {
-			continue // every section is negotiated: an offer now would only be answered again, and again
+		if !s.owed.Swap(false) {
+			continue // nothing asked since the last offer: another would only be answered, and again
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		o, err := s.offer(ctx)
@@ -315,17 +321,6 @@ func (s *livekitSession) negotiate() {
 			return
 		}
 	}
-}
-
-// unoffered says whether a transceiver was added since the last offer (an
-// offer gives each one its mid).
-func (s *livekitSession) unoffered() bool {
-	for _, tr := range s.pc.GetTransceivers() {
-		if tr.Mid() == "" {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *livekitSession) loop() {

@@ -80,12 +80,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	api, err := client.NewAPI(client.APIOptions{IPFilter: func(a net.IP) bool { return a.Equal(ip) }, ReadBuffer: readBuffer})
-	if err != nil {
+	options := client.APIOptions{IPFilter: func(a net.IP) bool { return a.Equal(ip) }, ReadBuffer: readBuffer}
+	if _, err := client.NewAPI(options); err != nil {
 		return err
 	}
 	g := &generator{id: *id, collect: *collect, http: &http.Client{Timeout: postTimeout}, driver: driver,
-		driverName: *driverName, api: api, clip: c, fps: *fps, members: map[string]*member{},
+		driverName: *driverName, apiOptions: options, clip: c, fps: *fps, members: map[string]*member{},
 		reported: map[*member]string{}, windows: map[int]*window{}}
 	stop := make(chan struct{})
 	go g.report(stop)

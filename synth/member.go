@@ -22,6 +22,7 @@ type member struct {
 	params map[string]string
 	pub    *publisher
 	camera *series
+	fast   *fastConns
 
 	mu      sync.Mutex
 	state   string // joining, joined, failed
@@ -32,7 +33,7 @@ type member struct {
 }
 
 func newMember(user string, room int, params map[string]string, c *clip, fps int) *member {
-	m := &member{user: user, room: room, params: params, camera: &series{}, state: "joining"}
+	m := &member{user: user, room: room, params: params, camera: &series{}, state: "joining", fast: newFastConns()}
 	m.pub = newPublisher(c, fps, user, m.camera)
 	return m
 }
@@ -44,7 +45,7 @@ func (m *member) join(g *generator) {
 	defer cancel()
 	sess, err := g.driver.Join(ctx, Participant{
 		Room: strconv.Itoa(m.room), User: m.user, Params: m.params, Width: g.clip.width, Height: g.clip.height,
-		NewPeerConnection: func() (*webrtc.PeerConnection, error) { return g.api.NewPeerConnection(webrtc.Configuration{}) },
+		NewPeerConnection: func() (*webrtc.PeerConnection, error) { return g.newPeerConnection(m.fast) },
 		Tracks:            m.pub.tracks(),
 		Publishing:        m.pub.watch,
 		OnTrack:           func(from string, t *webrtc.TrackRemote) { m.receive(from, t, g.clip) },
@@ -68,8 +69,9 @@ func (m *member) join(g *generator) {
 func (m *member) receive(from string, t *webrtc.TrackRemote, c *clip) {
 	if from == "" || from == m.user {
 		// Not a participant's (an SFU's probation stream) or our own echoed back: read and
-		// dropped, but read, because pion's interceptors see only what is read and the SFU
-		// wants feedback on these packets too, as a browser gives it.
+		// dropped, but read, because the SFU wants feedback on these packets too, as a
+		// browser gives it, and the interceptors see only what is read.
+		m.fast.register(t, nil)
 		go drain(t)
 		return
 	}
@@ -82,7 +84,9 @@ func (m *member) receive(from string, t *webrtc.TrackRemote, c *clip) {
 	in.video.follow(m.camera.following())
 	m.inbound = append(m.inbound, in)
 	m.mu.Unlock()
-	in.read(t)
+	m.fast.register(t, in)
+	in.read(t) // what reaches pion before the fast path takes the stream over
+
 }
 
 func (m *member) follow(on bool) {

@@ -6,7 +6,10 @@ import (
 
 	"github.com/pion/ice/v4"
 	"github.com/pion/interceptor"
+	"github.com/pion/interceptor/pkg/nack"
+	"github.com/pion/interceptor/pkg/report"
 	"github.com/pion/logging"
+	"github.com/pion/sdp/v3"
 	"github.com/pion/transport/v4"
 	"github.com/pion/transport/v4/stdnet"
 	"github.com/pion/webrtc/v4"
@@ -26,6 +29,31 @@ type APIOptions struct {
 	// ReadBuffer, if set, is the receive buffer of every UDP socket ICE
 	// opens, in bytes, whatever the system's cap (it needs CAP_NET_ADMIN).
 	ReadBuffer int
+	// WrapNet, if set, wraps the network ICE opens its sockets on (a caller
+	// that reads the media off them itself).
+	WrapNet func(transport.Net) transport.Net
+	// OwnFeedback leaves the receive side's feedback (NACKs, receiver
+	// reports, transport-wide congestion feedback) to the caller, who binds
+	// ReceiveFeedback's interceptors and a twcc.Recorder to the media it
+	// reads itself. The session description offers the same either way.
+	OwnFeedback bool
+}
+
+// ReceiveFeedback is the registry of the receive side's per-stream feedback
+// (NACK generator, receiver reports) that NewAPI adds unless OwnFeedback.
+func ReceiveFeedback() (*interceptor.Registry, error) {
+	generator, err := nack.NewGeneratorInterceptor()
+	if err != nil {
+		return nil, err
+	}
+	receiver, err := report.NewReceiverInterceptor()
+	if err != nil {
+		return nil, err
+	}
+	ir := &interceptor.Registry{}
+	ir.Add(generator)
+	ir.Add(receiver)
+	return ir, nil
 }
 
 // NewAPI builds the stack a browser would bring: NACK, RTCP reports and
@@ -41,13 +69,7 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 	for _, f := range o.First {
 		ir.Add(f)
 	}
-	if err := webrtc.ConfigureNack(me, ir); err != nil {
-		return nil, err
-	}
-	if err := webrtc.ConfigureRTCPReports(ir); err != nil {
-		return nil, err
-	}
-	if err := webrtc.ConfigureTWCCSender(me, ir); err != nil {
+	if err := configureFeedback(me, ir, o.OwnFeedback); err != nil {
 		return nil, err
 	}
 	se := webrtc.SettingEngine{}
@@ -70,14 +92,58 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 	if o.Conn != nil {
 		se.SetICEUDPMux(ice.NewUDPMuxDefault(ice.UDPMuxParams{UDPConn: o.Conn}))
 	}
-	if o.ReadBuffer > 0 {
+	if o.ReadBuffer > 0 || o.WrapNet != nil {
+		var n transport.Net
 		n, err := stdnet.NewNet()
 		if err != nil {
 			return nil, err
 		}
-		se.SetNet(bufferedNet{n, o.ReadBuffer})
+		if o.ReadBuffer > 0 {
+			n = bufferedNet{n.(*stdnet.Net), o.ReadBuffer}
+		}
+		if o.WrapNet != nil {
+			n = o.WrapNet(n)
+		}
+		se.SetNet(n)
 	}
 	return webrtc.NewAPI(webrtc.WithMediaEngine(me), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(se)), nil
+}
+
+// configureFeedback registers NACK, RTCP reports and transport-wide
+// congestion feedback as webrtc.ConfigureNack, ConfigureRTCPReports and
+// ConfigureTWCCSender do; with own, the receive side's interceptors are left
+// to the caller (ReceiveFeedback), the sender side's and the offer stay.
+func configureFeedback(me *webrtc.MediaEngine, ir *interceptor.Registry, own bool) error {
+	if !own {
+		if err := webrtc.ConfigureNack(me, ir); err != nil {
+			return err
+		}
+		if err := webrtc.ConfigureRTCPReports(ir); err != nil {
+			return err
+		}
+		return webrtc.ConfigureTWCCSender(me, ir)
+	}
+	responder, err := nack.NewResponderInterceptor()
+	if err != nil {
+		return err
+	}
+	sender, err := report.NewSenderInterceptor()
+	if err != nil {
+		return err
+	}
+	ir.Add(responder)
+	ir.Add(sender)
+	for _, kind := range []webrtc.RTPCodecType{webrtc.RTPCodecTypeVideo, webrtc.RTPCodecTypeAudio} {
+		if kind == webrtc.RTPCodecTypeVideo {
+			me.RegisterFeedback(webrtc.RTCPFeedback{Type: "nack"}, kind)
+			me.RegisterFeedback(webrtc.RTCPFeedback{Type: "nack", Parameter: "pli"}, kind)
+		}
+		me.RegisterFeedback(webrtc.RTCPFeedback{Type: webrtc.TypeRTCPFBTransportCC}, kind)
+		if err := me.RegisterHeaderExtension(webrtc.RTPHeaderExtensionCapability{URI: sdp.TransportCCURI}, kind); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // bufferedNet opens UDP sockets with a receive buffer of their own size: the

@@ -1,0 +1,525 @@
+package main
+
+import (
+	"errors"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/pion/dtls/v3"
+	"github.com/pion/interceptor"
+	"github.com/pion/interceptor/pkg/twcc"
+	"github.com/pion/rtcp"
+	"github.com/pion/rtp"
+	"github.com/pion/sdp/v3"
+	"github.com/pion/srtp/v3"
+	"github.com/pion/transport/v4"
+	"github.com/pion/webrtc/v4"
+	"golang.org/x/net/ipv4"
+
+	"sfubench/sfu/inhouse/client"
+)
+
+// The fast path: received media without pion's pipeline. pion still does
+// what a connection needs once (ICE, DTLS, the signalling's offers and
+// answers) and what is rare (RTCP, retransmissions, the first packets of a
+// new stream, which tell it the track); the media the SFU forwards, most of
+// what a synthetic participant handles, goes from one batched read of its
+// socket through SRTP to the stream's counters in the reading goroutine.
+// Through pion each packet crossed three goroutines and three buffers.
+//
+// The feedback a browser sends is kept: the same NACK and receiver report
+// interceptors, bound to each stream here, and transport-wide congestion
+// feedback recorded from every RTP packet's header (which SRTP leaves in
+// the clear) before it is told apart.
+
+// pathEnv set to "pion" leaves every packet to pion's own pipeline, as before
+// the fast path (to compare the two: make bench).
+const pathEnv = "SFUBENCH_SYNTH_PATH"
+
+const (
+	readBatch    = 32
+	receiveMTU   = 1500
+	twccInterval = 100 * time.Millisecond // as pion's TWCC sender interceptor
+	toPionQueue  = 256
+)
+
+// newPeerConnection makes one of a member's connections; its sockets are
+// read by the fast path unless the environment says otherwise.
+func (g *generator) newPeerConnection(conns *fastConns) (*webrtc.PeerConnection, error) {
+	o := g.apiOptions
+	holder := &atomic.Pointer[webrtc.PeerConnection]{}
+	if os.Getenv(pathEnv) != "pion" {
+		o.OwnFeedback = true
+		o.WrapNet = func(n transport.Net) transport.Net { return fastNet{n, conns, holder} }
+	}
+	api, err := client.NewAPI(o)
+	if err != nil {
+		return nil, err
+	}
+	pc, err := api.NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		return nil, err
+	}
+	holder.Store(pc)
+	return pc, nil
+}
+
+// fastNet opens each UDP socket ICE asks for, for the PeerConnection `pc`
+// will hold, as a fastConn of `conns`.
+type fastNet struct {
+	transport.Net
+	conns *fastConns
+	pc    *atomic.Pointer[webrtc.PeerConnection]
+}
+
+func (n fastNet) ListenUDP(network string, laddr *net.UDPAddr) (transport.UDPConn, error) {
+	c, err := n.Net.ListenUDP(network, laddr)
+	if err != nil {
+		return nil, err
+	}
+	u, ok := c.(*net.UDPConn)
+	if !ok {
+		return c, nil // not a kernel socket: pion reads it all
+	}
+	fc := newFastConn(u, n.conns, n.pc)
+	n.conns.add(fc)
+	return fc, nil
+}
+
+// fastConns are one participant's sockets and the streams it receives, which
+// any of its connections (a publishing and a subscribing one) may carry.
+type fastConns struct {
+	mu      sync.Mutex
+	conns   []*fastConn
+	streams map[uint32]*registration
+	gen     atomic.Uint64 // counts registrations: a reader whose count is behind looks again
+}
+
+type registration struct {
+	in    *inbound // nil: read for the feedback only (an SFU's probing stream)
+	track *webrtc.TrackRemote
+}
+
+func newFastConns() *fastConns { return &fastConns{streams: map[uint32]*registration{}} }
+
+func (f *fastConns) add(c *fastConn) {
+	f.mu.Lock()
+	f.conns = append(f.conns, c)
+	f.mu.Unlock()
+}
+
+// register hands a track's packets to the fast path from now on.
+func (f *fastConns) register(t *webrtc.TrackRemote, in *inbound) {
+	f.mu.Lock()
+	f.streams[uint32(t.SSRC())] = &registration{in: in, track: t}
+	f.mu.Unlock()
+	f.gen.Add(1)
+}
+
+func (f *fastConns) lookup(ssrc uint32) *registration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.streams[ssrc]
+}
+
+func (f *fastConns) close() {
+	f.mu.Lock()
+	conns := f.conns
+	f.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+type datagram struct {
+	b    []byte
+	from netip.AddrPort
+}
+
+// fastConn is one socket: its reader takes datagrams in batches, keeps the
+// media it can decrypt and queues the rest for pion, whose reads it serves.
+type fastConn struct {
+	*net.UDPConn
+	owner  *fastConns
+	batch  *ipv4.PacketConn
+	toPion chan datagram
+	done   chan struct{}
+	once   sync.Once
+	err    atomic.Pointer[error]
+
+	deadline atomic.Pointer[time.Time]
+	pc       *atomic.Pointer[webrtc.PeerConnection] // whose keys and feedback: set once it is made
+	rx       atomic.Pointer[receiver]
+	checked  time.Time // when the reader last looked for the DTLS keys
+}
+
+func newFastConn(u *net.UDPConn, owner *fastConns, pc *atomic.Pointer[webrtc.PeerConnection]) *fastConn {
+	c := &fastConn{UDPConn: u, owner: owner, pc: pc, batch: ipv4.NewPacketConn(u),
+		toPion: make(chan datagram, toPionQueue), done: make(chan struct{})}
+	go c.read()
+	return c
+}
+
+func (c *fastConn) read() {
+	msgs := make([]ipv4.Message, readBatch)
+	for i := range msgs {
+		msgs[i].Buffers = [][]byte{make([]byte, receiveMTU)}
+	}
+	for {
+		n, err := c.batch.ReadBatch(msgs, 0)
+		if err != nil {
+			c.err.Store(&err)
+			c.Close()
+			return
+		}
+		now := time.Now()
+		for i := range msgs[:n] {
+			b := msgs[i].Buffers[0][:msgs[i].N]
+			if c.media(b, now) {
+				continue
+			}
+			from := msgs[i].Addr.(*net.UDPAddr).AddrPort()
+			select {
+			case c.toPion <- datagram{append([]byte(nil), b...), from}:
+			default: // pion is behind: dropped, as by a full socket buffer
+			}
+		}
+	}
+}
+
+// media takes an SRTP packet of a registered stream once the keys are
+// known; false leaves the datagram to pion.
+func (c *fastConn) media(b []byte, now time.Time) bool {
+	if len(b) < 12 || b[0]&0xc0 != 0x80 {
+		return false // STUN, DTLS
+	}
+	if pt := b[1] & 0x7f; pt >= 64 && pt <= 95 {
+		return false // RTCP
+	}
+	rx := c.rx.Load()
+	if rx == nil {
+		if rx = c.activate(now); rx == nil {
+			return false
+		}
+	}
+	var h rtp.Header
+	if _, err := h.Unmarshal(b); err != nil {
+		return false
+	}
+	rx.recordTWCC(&h, now)
+	return rx.deliver(b, &h, now)
+}
+
+// activate makes the receiver once the connection's DTLS handshake has
+// given SRTP its keys; it looks at most every 50 ms.
+func (c *fastConn) activate(now time.Time) *receiver {
+	if now.Sub(c.checked) < 50*time.Millisecond {
+		return nil
+	}
+	c.checked = now
+	pc := c.pc.Load()
+	if pc == nil {
+		return nil
+	}
+	dt := pc.SCTP().Transport()
+	if dt == nil || dt.State() != webrtc.DTLSTransportStateConnected {
+		return nil
+	}
+	rx, err := newReceiver(c, pc, dt)
+	if err != nil {
+		return nil
+	}
+	c.rx.Store(rx)
+	return rx
+}
+
+// ReadFromAddrPort serves pion's reads (ICE uses it when a conn has it).
+func (c *fastConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
+	var timeout <-chan time.Time
+	if d := c.deadline.Load(); d != nil && !d.IsZero() {
+		t := time.NewTimer(time.Until(*d))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case d := <-c.toPion:
+		return copy(b, d.b), d.from, nil
+	case <-c.done:
+		if e := c.err.Load(); e != nil {
+			return 0, netip.AddrPort{}, *e
+		}
+		return 0, netip.AddrPort{}, net.ErrClosed
+	case <-timeout:
+		return 0, netip.AddrPort{}, os.ErrDeadlineExceeded
+	}
+}
+
+func (c *fastConn) WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error) {
+	return c.UDPConn.WriteToUDPAddrPort(b, addr)
+}
+
+func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, from, err := c.ReadFromAddrPort(b)
+	return n, net.UDPAddrFromAddrPort(from), err
+}
+
+func (c *fastConn) ReadFromUDP(b []byte) (int, *net.UDPAddr, error) {
+	n, from, err := c.ReadFromAddrPort(b)
+	return n, net.UDPAddrFromAddrPort(from), err
+}
+
+func (c *fastConn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
+	return c.ReadFromAddrPort(b)
+}
+
+func (c *fastConn) Read(b []byte) (int, error) {
+	n, _, err := c.ReadFromAddrPort(b)
+	return n, err
+}
+
+func (c *fastConn) ReadMsgUDP(b, _ []byte) (int, int, int, *net.UDPAddr, error) {
+	n, from, err := c.ReadFromUDP(b)
+	return n, 0, 0, from, err
+}
+
+func (c *fastConn) SetReadDeadline(t time.Time) error {
+	c.deadline.Store(&t)
+	return nil
+}
+
+func (c *fastConn) SetDeadline(t time.Time) error {
+	c.deadline.Store(&t)
+	return c.UDPConn.SetWriteDeadline(t)
+}
+
+func (c *fastConn) Close() error {
+	var err error
+	c.once.Do(func() {
+		close(c.done)
+		err = c.UDPConn.Close()
+		if rx := c.rx.Load(); rx != nil {
+			rx.close()
+		}
+	})
+	return err
+}
+
+// receiver is a connection's fast path once keys are known: the SRTP
+// context of what the SFU sends, the bound streams and their feedback.
+type receiver struct {
+	conn     *fastConn
+	pc       *webrtc.PeerConnection
+	srtp     []*srtp.Context // the remote's context, or both until a packet says which (the DTLS role)
+	feedback interceptor.Interceptor
+	twccExt  uint8
+	twcc     *twcc.Recorder
+	twccMu   sync.Mutex
+	start    time.Time
+	streams  map[uint32]*fastStream // the reader's alone
+	gen      uint64                 // the registrations' count when streams was last checked
+	plain    []byte                 // a decrypted packet
+	buf      []byte                 // the same as the stream's interceptors read it
+	stop     chan struct{}
+}
+
+type fastStream struct {
+	reg    *registration
+	reader interceptor.RTPReader
+	info   *interceptor.StreamInfo
+	cur    []byte
+}
+
+func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTransport) (*receiver, error) {
+	conn, profile, err := dtlsState(dt)
+	if err != nil {
+		return nil, err
+	}
+	state, ok := conn.ConnectionState()
+	if !ok {
+		return nil, errors.New("no DTLS state")
+	}
+	cfg := srtp.Config{Profile: profile}
+	// Local and Remote as if this side were the DTLS client; which is the
+	// SFU's is learnt from the first packet that authenticates.
+	if err := cfg.ExtractSessionKeysFromDTLS(&state, true); err != nil {
+		return nil, err
+	}
+	var contexts []*srtp.Context
+	for _, k := range [][2][]byte{{cfg.Keys.RemoteMasterKey, cfg.Keys.RemoteMasterSalt},
+		{cfg.Keys.LocalMasterKey, cfg.Keys.LocalMasterSalt}} {
+		ctx, err := srtp.CreateContext(k[0], k[1], profile)
+		if err != nil {
+			return nil, err
+		}
+		contexts = append(contexts, ctx)
+	}
+	ir, err := client.ReceiveFeedback()
+	if err != nil {
+		return nil, err
+	}
+	feedback, err := ir.Build("")
+	if err != nil {
+		return nil, err
+	}
+	feedback.BindRTCPWriter(interceptor.RTCPWriterFunc(func(pkts []rtcp.Packet, _ interceptor.Attributes) (int, error) {
+		return 0, pc.WriteRTCP(pkts)
+	}))
+	rx := &receiver{conn: c, pc: pc, srtp: contexts, feedback: feedback, twccExt: twccExtension(pc),
+		twcc: twcc.NewRecorder(rand.Uint32()), start: time.Now(), streams: map[uint32]*fastStream{},
+		plain: make([]byte, receiveMTU), buf: make([]byte, receiveMTU), stop: make(chan struct{})}
+	go rx.sendTWCC()
+	return rx, nil
+}
+
+// dtlsState reads the DTLS connection and SRTP profile pion negotiated; pion
+// does not export them (pinned version: a test fails if they move).
+func dtlsState(dt *webrtc.DTLSTransport) (*dtls.Conn, srtp.ProtectionProfile, error) {
+	v := reflect.ValueOf(dt).Elem()
+	conn, profile := v.FieldByName("conn"), v.FieldByName("srtpProtectionProfile")
+	if !conn.IsValid() || !profile.IsValid() || conn.Type() != reflect.TypeFor[*dtls.Conn]() ||
+		profile.Type() != reflect.TypeFor[srtp.ProtectionProfile]() {
+		return nil, 0, errors.New("pion's DTLSTransport has no conn or srtpProtectionProfile field")
+	}
+	dc := *(**dtls.Conn)(unsafe.Pointer(conn.UnsafeAddr()))
+	if dc == nil {
+		return nil, 0, errors.New("no DTLS connection yet")
+	}
+	return dc, *(*srtp.ProtectionProfile)(unsafe.Pointer(profile.UnsafeAddr())), nil
+}
+
+// twccExtension is the id the remote description gives transport-wide
+// sequence numbers; 0 without one.
+func twccExtension(pc *webrtc.PeerConnection) uint8 {
+	d := pc.CurrentRemoteDescription()
+	if d == nil {
+		return 0
+	}
+	parsed, err := d.Unmarshal()
+	if err != nil {
+		return 0
+	}
+	for _, m := range parsed.MediaDescriptions {
+		for _, a := range m.Attributes {
+			if a.Key != "extmap" {
+				continue
+			}
+			var e sdp.ExtMap
+			if e.Unmarshal("extmap:"+a.Value) == nil && e.URI != nil && e.URI.String() == sdp.TransportCCURI {
+				return uint8(e.Value)
+			}
+		}
+	}
+	return 0
+}
+
+func (rx *receiver) recordTWCC(h *rtp.Header, now time.Time) {
+	if rx.twccExt == 0 {
+		return
+	}
+	ext := h.GetExtension(rx.twccExt)
+	if len(ext) < 2 {
+		return
+	}
+	rx.twccMu.Lock()
+	rx.twcc.Record(h.SSRC, uint16(ext[0])<<8|uint16(ext[1]), now.Sub(rx.start).Microseconds())
+	rx.twccMu.Unlock()
+}
+
+func (rx *receiver) sendTWCC() {
+	t := time.NewTicker(twccInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-rx.stop:
+			return
+		case <-t.C:
+		}
+		rx.twccMu.Lock()
+		pkts := rx.twcc.BuildFeedbackPacket()
+		rx.twccMu.Unlock()
+		if len(pkts) > 0 {
+			_ = rx.pc.WriteRTCP(pkts)
+		}
+	}
+}
+
+// deliver decrypts a registered stream's packet, passes it through the
+// stream's feedback interceptors and counts it; false for a stream not
+// registered yet (pion reads it and names its track).
+func (rx *receiver) deliver(b []byte, h *rtp.Header, now time.Time) bool {
+	if g := rx.conn.owner.gen.Load(); g != rx.gen {
+		rx.gen = g
+		rx.refresh()
+	}
+	s := rx.streams[h.SSRC]
+	if s == nil {
+		reg := rx.conn.owner.lookup(h.SSRC)
+		if reg == nil {
+			return false
+		}
+		s = rx.bind(reg, h.SSRC)
+	}
+	var out []byte
+	var err error
+	for i, ctx := range rx.srtp {
+		if out, err = ctx.DecryptRTP(rx.plain[:0], b, h); err == nil {
+			if len(rx.srtp) > 1 {
+				rx.srtp = rx.srtp[i : i+1] // this is the SFU's
+			}
+			break
+		}
+	}
+	if err != nil {
+		return true // as pion's SRTP session does: not authentic, dropped
+	}
+	s.cur = out
+	n, _, err := s.reader.Read(rx.buf, nil)
+	if err != nil || s.reg.in == nil {
+		return true
+	}
+	var p rtp.Packet
+	if p.Unmarshal(rx.buf[:n]) == nil {
+		s.reg.in.packet(&p, now)
+	}
+	return true
+}
+
+func (rx *receiver) bind(reg *registration, ssrc uint32) *fastStream {
+	codec := reg.track.Codec()
+	info := &interceptor.StreamInfo{SSRC: ssrc, PayloadType: uint8(codec.PayloadType), MimeType: codec.MimeType,
+		ClockRate: codec.ClockRate, Channels: codec.Channels, SDPFmtpLine: codec.SDPFmtpLine}
+	for _, fb := range codec.RTCPFeedback {
+		info.RTCPFeedback = append(info.RTCPFeedback, interceptor.RTCPFeedback{Type: fb.Type, Parameter: fb.Parameter})
+	}
+	s := &fastStream{reg: reg, info: info}
+	s.reader = rx.feedback.BindRemoteStream(info, interceptor.RTPReaderFunc(
+		func(b []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
+			return copy(b, s.cur), a, nil
+		}))
+	rx.streams[ssrc] = s
+	return s
+}
+
+// refresh lets go of the streams whose SSRC now names another track (an SFU
+// that gives a participant who left and came back the SSRC it had): their
+// next packet binds the new one.
+func (rx *receiver) refresh() {
+	for ssrc, s := range rx.streams {
+		if rx.conn.owner.lookup(ssrc) != s.reg {
+			rx.feedback.UnbindRemoteStream(s.info)
+			delete(rx.streams, ssrc)
+		}
+	}
+}
+
+func (rx *receiver) close() {
+	close(rx.stop)
+	_ = rx.feedback.Close()
+}
