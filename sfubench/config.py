@@ -46,11 +46,11 @@ def available_sfus() -> list[str]:
 
 
 # What the "auto" settings stand for in the local lab (resolve_auto), in one place. Measured on a
-# 2-core AMD EPYC with a 10-ms CFS period: at 0.4 core Janus's knee is near 28 participants and the
-# in-house SFU's near 35, about what one core of clients pushes (README, "The study"); a browser
+# 2-core AMD EPYC with a 10-ms CFS period: at 0.5 core Janus's knee is near 28 participants and the
+# in-house SFU's near 49, within what one core of clients pushes (README, "The study"); a browser
 # participant in a room of 7 at 320x180@15 costs 0.35-0.45 core with Chrome's own processes, and
 # browsers get half the clients' cores, the generator and the grid the rest.
-LAB_SFU_CORES = 0.4
+LAB_SFU_CORES = 0.5
 BROWSER_CORES = 0.4
 BROWSER_SHARE = 0.5
 

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -21,7 +22,7 @@ import (
 	"github.com/pion/srtp/v3"
 	"github.com/pion/transport/v4"
 	"github.com/pion/webrtc/v4"
-	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 
 	"sfubench/sfu/inhouse/client"
 )
@@ -44,7 +45,6 @@ import (
 const pathEnv = "SFUBENCH_SYNTH_PATH"
 
 const (
-	readBatch    = 32
 	receiveMTU   = 1500
 	twccInterval = 100 * time.Millisecond // as pion's TWCC sender interceptor
 	toPionQueue  = 256
@@ -88,16 +88,13 @@ func (n fastNet) ListenUDP(network string, laddr *net.UDPAddr) (transport.UDPCon
 	if !ok {
 		return c, nil // not a kernel socket: pion reads it all
 	}
-	fc := newFastConn(u, n.conns, n.pc)
-	n.conns.add(fc)
-	return fc, nil
+	return newFastConn(u, n.conns, n.pc)
 }
 
 // fastConns are one participant's sockets and the streams it receives, which
 // any of its connections (a publishing and a subscribing one) may carry.
 type fastConns struct {
 	mu      sync.Mutex
-	conns   []*fastConn
 	streams map[uint32]*registration
 	gen     atomic.Uint64 // counts registrations: a reader whose count is behind looks again
 }
@@ -108,12 +105,6 @@ type registration struct {
 }
 
 func newFastConns() *fastConns { return &fastConns{streams: map[uint32]*registration{}} }
-
-func (f *fastConns) add(c *fastConn) {
-	f.mu.Lock()
-	f.conns = append(f.conns, c)
-	f.mu.Unlock()
-}
 
 // register hands a track's packets to the fast path from now on.
 func (f *fastConns) register(t *webrtc.TrackRemote, in *inbound) {
@@ -129,26 +120,17 @@ func (f *fastConns) lookup(ssrc uint32) *registration {
 	return f.streams[ssrc]
 }
 
-func (f *fastConns) close() {
-	f.mu.Lock()
-	conns := f.conns
-	f.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-}
-
 type datagram struct {
 	b    []byte
 	from netip.AddrPort
 }
 
-// fastConn is one socket: its reader takes datagrams in batches, keeps the
-// media it can decrypt and queues the rest for pion, whose reads it serves.
+// fastConn is one socket: the poller drains it, keeps the media it can
+// decrypt and queues the rest for pion, whose reads it serves.
 type fastConn struct {
 	*net.UDPConn
 	owner  *fastConns
-	batch  *ipv4.PacketConn
+	raw    syscall.RawConn
 	toPion chan datagram
 	done   chan struct{}
 	once   sync.Once
@@ -157,41 +139,40 @@ type fastConn struct {
 	deadline atomic.Pointer[time.Time]
 	pc       *atomic.Pointer[webrtc.PeerConnection] // whose keys and feedback: set once it is made
 	rx       atomic.Pointer[receiver]
-	checked  time.Time // when the reader last looked for the DTLS keys
+	checked  time.Time // when the poller last looked for the DTLS keys
 }
 
-func newFastConn(u *net.UDPConn, owner *fastConns, pc *atomic.Pointer[webrtc.PeerConnection]) *fastConn {
-	c := &fastConn{UDPConn: u, owner: owner, pc: pc, batch: ipv4.NewPacketConn(u),
-		toPion: make(chan datagram, toPionQueue), done: make(chan struct{})}
-	go c.read()
-	return c
+func newFastConn(u *net.UDPConn, owner *fastConns, pc *atomic.Pointer[webrtc.PeerConnection]) (transport.UDPConn, error) {
+	raw, err := u.SyscallConn()
+	if err != nil {
+		return u, nil // pion reads it all
+	}
+	var opt error
+	if err := raw.Control(func(fd uintptr) {
+		opt = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+	}); err != nil || opt != nil {
+		return u, nil // no arrival times from the kernel: a batch's wait would show as jitter
+	}
+	c := &fastConn{UDPConn: u, owner: owner, pc: pc, raw: raw, toPion: make(chan datagram, toPionQueue),
+		done: make(chan struct{})}
+	polling.add(c)
+	return c, nil
 }
 
-func (c *fastConn) read() {
-	msgs := make([]ipv4.Message, readBatch)
-	for i := range msgs {
-		msgs[i].Buffers = [][]byte{make([]byte, receiveMTU)}
+// take handles one datagram the poller read.
+func (c *fastConn) take(b []byte, from netip.AddrPort, at time.Time) {
+	if c.media(b, at) {
+		return
 	}
-	for {
-		n, err := c.batch.ReadBatch(msgs, 0)
-		if err != nil {
-			c.err.Store(&err)
-			c.Close()
-			return
-		}
-		now := time.Now()
-		for i := range msgs[:n] {
-			b := msgs[i].Buffers[0][:msgs[i].N]
-			if c.media(b, now) {
-				continue
-			}
-			from := msgs[i].Addr.(*net.UDPAddr).AddrPort()
-			select {
-			case c.toPion <- datagram{append([]byte(nil), b...), from}:
-			default: // pion is behind: dropped, as by a full socket buffer
-			}
-		}
+	select {
+	case c.toPion <- datagram{append([]byte(nil), b...), from}:
+	default: // pion is behind: dropped, as by a full socket buffer
 	}
+}
+
+func (c *fastConn) fail(err error) {
+	c.err.Store(&err)
+	_ = c.Close()
 }
 
 // media takes an SRTP packet of a registered stream once the keys are
@@ -218,7 +199,7 @@ func (c *fastConn) media(b []byte, now time.Time) bool {
 }
 
 // activate makes the receiver once the connection's DTLS handshake has
-// given SRTP its keys; it looks at most every 50 ms.
+// given SRTP its keys; it looks at most every 50 ms (the poller's alone).
 func (c *fastConn) activate(now time.Time) *receiver {
 	if now.Sub(c.checked) < 50*time.Millisecond {
 		return nil
@@ -326,6 +307,8 @@ type receiver struct {
 	gen      uint64                 // the registrations' count when streams was last checked
 	plain    []byte                 // a decrypted packet
 	buf      []byte                 // the same as the stream's interceptors read it
+	attrs    interceptor.Attributes // theirs: the header they parse once between them
+	pkt      rtp.Packet
 	stop     chan struct{}
 }
 
@@ -373,7 +356,8 @@ func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTranspor
 	}))
 	rx := &receiver{conn: c, pc: pc, srtp: contexts, feedback: feedback, twccExt: twccExtension(pc),
 		twcc: twcc.NewRecorder(rand.Uint32()), start: time.Now(), streams: map[uint32]*fastStream{},
-		plain: make([]byte, receiveMTU), buf: make([]byte, receiveMTU), stop: make(chan struct{})}
+		plain: make([]byte, receiveMTU), buf: make([]byte, receiveMTU), attrs: interceptor.Attributes{},
+		stop: make(chan struct{})}
 	go rx.sendTWCC()
 	return rx, nil
 }
@@ -480,13 +464,13 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, now time.Time) bool {
 		return true // as pion's SRTP session does: not authentic, dropped
 	}
 	s.cur = out
-	n, _, err := s.reader.Read(rx.buf, nil)
+	clear(rx.attrs)
+	n, _, err := s.reader.Read(rx.buf, rx.attrs)
 	if err != nil || s.reg.in == nil {
 		return true
 	}
-	var p rtp.Packet
-	if p.Unmarshal(rx.buf[:n]) == nil {
-		s.reg.in.packet(&p, now)
+	if rx.pkt.Unmarshal(rx.buf[:n]) == nil {
+		s.reg.in.packet(&rx.pkt, now)
 	}
 	return true
 }
