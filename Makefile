@@ -63,6 +63,7 @@ bench: deps
 	@$(PY) bench/report.py
 	@$(PY) bench/clients.py
 	@$(PY) bench/forwarding.py
+	@$(PY) bench/budget.py
 	@$(PY) bench/netem.py
 
 compare: deps

@@ -238,7 +238,7 @@ def _overlay(analyses, names, out: Path, name: str, panels: list[tuple], title: 
     for ax, (attr, key, ptitle, ylabel, scale) in zip(axes, panels):
         for a, label, color in zip(analyses, names, colors):
             rows = [r for r in getattr(a, attr) if r["participants"]]
-            if plotting.line_with_band(ax, rows, key, label, color, scale=scale, band=False):
+            if plotting.line_with_band(ax, rows, key, label, color, scale=scale, band=False) and not a.knee.client_bound:
                 plotting.mark_knee(ax, a.knee.participants, color=color)
         plotting.participants_axis(ax, [r for a in analyses for r in getattr(a, attr)])
         if hline:

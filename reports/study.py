@@ -64,10 +64,12 @@ class Span:
 
     def text(self, digits: int = 0) -> str:
         def f(v):
-            return f"{v:.{digits}f}"
+            if digits:
+                return f"{v:.{digits}f}"
+            return f"{v:g}" if v == int(v) else f"{v:.1f}"   # a median of two counts falls between them
         if self.open_above:
             return f"> {f(self.low)}"
-        if len(self.values) == 1 or self.low == self.high:
+        if f(self.low) == f(self.high):
             return f(self.middle)
         return f"{f(self.middle)} ({f(self.low)}–{f(self.high)})"
 
@@ -131,7 +133,7 @@ def verdicts(spans: dict[str, Span | None], what: str, ahead: str, higher_is_bet
         if (sa.low > sb.high) if higher_is_better else (sa.high < sb.low):
             out.append(f"{a}'s {what} is {ahead} than {b}'s: {values}.")
         else:
-            why = "one run each, and the same" if sa.values == sb.values else "their repeats' ranges overlap"
+            why = "their repeats' ranges overlap" if max(len(sa.values), len(sb.values)) > 1 else "one run each"
             out.append(f"{a} and {b} are level at this resolution ({what} {values}: {why}).")
     return out
 

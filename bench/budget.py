@@ -1,0 +1,94 @@
+"""The SFU's CPU budget as a known answer: the study's default run (rooms of 7 to the knee, the SFU on
+its budget on a core of its own, the clients on the others) with the default budget and with twice
+it. An SFU whose cost grows with what it forwards should cope with about twice the participants: the
+knee at twice the budget is expected at 1.6-2.4x the knee at the default one.
+
+    .venv/bin/python bench/budget.py [--sfus janus,inhouse] [--json FILE]
+
+Where the generator cannot push the load twice the budget needs, the run ends client-bound: the
+bench says so and gives the load it did measure, below which the SFU coped (a lower bound of the
+ratio). Not a test: figures depend on the machine; printed beside them. Exit codes: 0 ok, 1 a run
+failed, 2 bad input, 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+# runnable as a plain script from a checkout, without installing the package
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from reports import metrics, runfiles  # noqa: E402
+from sfubench import config, loadtest  # noqa: E402
+from sfubench.progress import Progress  # noqa: E402
+
+EXPECTED = (1.6, 2.4)
+
+
+def knee(sfu: str, cores: float, out: Path, prefix: str, subnet: str) -> dict:
+    """One default run of `sfu` with the budget `cores`: its knee, or where the clients stopped it."""
+    cfg = config.load(cli={"sfu": sfu, "sfu_cpus": cores, "out": str(out), "lab_prefix": prefix,
+                           "lab_subnet": subnet, "quality_frames": 0,
+                           "results_db": str(out / "results.sqlite")}, env={})
+    print(f"{sfu}: the study's run with {cores:g} core(s) of SFU", flush=True)
+    run_dir, status = loadtest.run(cfg, Progress(open(os.devnull, "w")))
+    if status != "ok":
+        raise RuntimeError(f"{sfu} at {cores:g} core(s): the run ended {status}; see {run_dir}")
+    k = metrics.analyse(runfiles.load(run_dir)).knee
+    return {"cores": cores, "knee": k.participants, "criterion": k.criterion, "detail": k.detail,
+            "run": str(run_dir)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sfus", default="janus,inhouse", help="adapters, in order")
+    p.add_argument("--lab-prefix", default="sfubb", help="lab names, so a loadtest can run beside")
+    p.add_argument("--lab-subnet", default="127.0.11", help="the lab's /24 inside 127.0.0.0/8")
+    p.add_argument("--json", type=Path, help="also write the results to this file")
+    a = p.parse_args(argv)
+    sfus = [s.strip() for s in a.sfus.split(",") if s.strip()]
+    if not sfus or (os.cpu_count() or 1) < 2:
+        print("budget: --sfus must name adapters, and the machine needs 2 cores", file=sys.stderr)
+        return 2
+    base = config.load(env={}).sfu_cpus
+    out = Path(tempfile.mkdtemp(prefix="sfubench-bench-budget-"))
+    results = {}
+    try:
+        for sfu in sfus:
+            results[sfu] = [knee(sfu, cores, out, a.lab_prefix, a.lab_subnet) for cores in (base, 2 * base)]
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (config.ConfigError, RuntimeError, OSError) as e:
+        print(f"budget: {e}", file=sys.stderr)
+        return 1
+    print(f"\nThe knee with twice the SFU's budget (expected {EXPECTED[0]:g}-{EXPECTED[1]:g}x the knee with "
+          f"{base:g} core):")
+    print(f"| SFU | knee at {base:g} core | knee at {2 * base:g} core | ratio | verdict |")
+    print("|---|---|---|---|---|")
+    for sfu, (one, two) in results.items():
+        if one["knee"] is None or one["criterion"] == "client":
+            verdict, ratio = f"no SFU knee at {base:g} core: {one['detail']}", None
+        elif two["criterion"] == "client":
+            ratio = two["knee"] / one["knee"]
+            verdict = (f"the generator could not reach it: client-bound at {two['knee']}, the SFU coping below "
+                       f"it, so the ratio is above {ratio:.2f}x")
+        elif two["knee"] is None:
+            ratio, verdict = None, f"no knee up to the most rooms: {two['detail']}"
+        else:
+            ratio = two["knee"] / one["knee"]
+            verdict = "as expected" if EXPECTED[0] <= ratio <= EXPECTED[1] else "OUTSIDE the expected range"
+        two_cell = f"client-bound at {two['knee']}" if two["criterion"] == "client" else two["knee"]
+        print(f"| {sfu} | {one['knee']} | {two_cell} | {'-' if ratio is None else f'{ratio:.2f}x'} | {verdict} |")
+        results[sfu].append({"ratio": ratio, "verdict": verdict})
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The study's comparison on generated run folders: each SFU's knee over its repeats, ranks only where
+the repeats' ranges part, level otherwise, client-bound runs never ranked, an SFU without runs a row
+that says why, the 2018 study's figures beside ours, and the page legible in Chromium."""
+import json
+
+import pytest
+
+from reports import metrics, reference, runfiles, synthetic, verify
+from reports import study as study_report
+from reports.study import Entry, Span
+
+HOUR = 3_600_000
+
+
+@pytest.fixture(scope="module")
+def entries(tmp_path_factory):
+    parent = tmp_path_factory.mktemp("runs")
+    seed = iter(range(100))
+
+    def run(sfu, **kw):
+        i = next(seed)
+        return metrics.analyse(runfiles.load(synthetic.make_run(
+            parent, sfu=sfu, seed=i, rooms=8, start_ms=1_760_000_000_000 + i * HOUR, **kw)))
+
+    return [Entry("inhouse", [run("inhouse", knee=42), run("inhouse", knee=42)], 2),
+            Entry("janus", [run("janus", knee=21), run("janus", knee=28)], 2),
+            Entry("mediasoup", [run("mediasoup", knee=21), run("mediasoup", knee=28)], 2),
+            Entry("livekit", [run("livekit", client_bound_after=14), run("livekit", client_bound_after=14)], 2),
+            Entry("medooze", [], 2, ["repeat 1: failed: installing medooze failed: npm ERR! 404"]),
+            Entry("jitsi", [], 0, ["runs in the cloud only: make cloud-loadtest SFU=jitsi"])]
+
+
+@pytest.fixture(scope="module")
+def built(entries, tmp_path_factory):
+    out = tmp_path_factory.mktemp("study")
+    path, results = study_report.build(entries, out)
+    return out, path, results
+
+
+def test_spans_rank_only_where_the_repeats_ranges_part():
+    a, b, c = Span((42, 42)), Span((28, 35)), Span((35, 42))
+    assert study_report.ranks({"a": a, "b": b, "c": c, "none": None}) == {"a": 1, "b": 2, "c": 1}
+    assert study_report.ranks({"a": Span((49, 56)), "b": Span((28, 35)), "c": Span((35, 42))}) == \
+        {"a": 1, "b": 2, "c": 2}
+    # a run without a knee bounds it from below: nothing ranks above it
+    assert study_report.ranks({"open": Span((70,), open_above=True), "b": Span((63, 70))}) == {"open": 1, "b": 1}
+    # costs: lower is better
+    assert study_report.ranks({"x": Span((9.0, 10.0)), "y": Span((14.0, 16.0))}, higher_is_better=False) == \
+        {"x": 1, "y": 2}
+    assert Span((28, 35)).text() == "31.5 (28–35)" and Span((70,), True).text() == "> 70"
+
+
+def test_the_record_has_each_sfus_knee_spread_and_cost(built, entries):
+    _, _, results = built
+    assert results["inhouse"]["knee"] == {"median": 49, "min": 49, "max": 49, "spread": 0, "open_above": False}
+    janus = results["janus"]["knee"]
+    assert janus["spread"] == janus["max"] - janus["min"] > 0
+    assert results["inhouse"]["rank"] == 1 and results["janus"]["rank"] == results["mediasoup"]["rank"] == 2
+    # client-bound runs measure the clients: no knee, no rank
+    assert results["livekit"]["knee"] is None and results["livekit"]["rank"] is None
+    assert results["livekit"]["client_bound"] == [True, True]
+    assert results["medooze"]["runs"] == [] and "npm ERR" in results["medooze"]["why"][0]
+    load = results["janus"]["cost"]["participants"]
+    assert load and load < min(results["janus"]["knees"]) and results["janus"]["cost"]["us_per_packet"]["median"] > 0
+
+
+def test_the_words_follow_the_intervals(built):
+    out, _, _ = built
+    words = json.loads((out / "tables.json").read_text())["verdicts"]
+    assert any(w.startswith("inhouse's knee is higher than") for w in words), words
+    level = [w for w in words if "level at this resolution" in w and "janus" in w and "mediasoup" in w]
+    assert level and "their repeats' ranges overlap" in level[0], words
+
+
+def test_every_sfu_is_a_row_and_the_2018_figures_stand_beside(built):
+    out, _, _ = built
+    knees = json.loads((out / "tables.json").read_text())["tables"]["knees"]
+    sfus = [row[1] for row in knees["rows"]]
+    assert sfus[:6] == ["inhouse", "janus", "mediasoup", "livekit", "medooze", "jitsi"] or \
+        set(sfus[:6]) == {"inhouse", "janus", "mediasoup", "livekit", "medooze", "jitsi"}
+    notes = {row[1]: row[-1] for row in knees["rows"]}
+    assert "cloud only" in notes["jitsi"] and "every run client-bound" in notes["livekit"]
+    assert "Janus 0.4.3 (2018 study)" in sfus and reference.of("janus")["knee"] == 270
+    table4 = json.loads((out / "tables.json").read_text())["tables"]["cmp-table4"]
+    ref = next(r for r in table4["rows"] if r[0] == "Janus 0.4.3 (2018)")
+    assert ref[table4["columns"].index("Sent avg (Mbps)")] == 1.65
+    assert ref[table4["columns"].index("Sender RTT > 50 ms (%)")] == 27.8
+
+
+def test_the_page_renders_with_its_curves_and_tables(built):
+    out, path, _ = built
+    problems = verify.check_rendered(path, expect=study_report.FIGURES + study_report.TABLES,
+                                     screenshot=out / "report.png")
+    assert problems == []
+    page = path.read_text()
+    assert "SFU study — 6 SFUs, 2 repeats each" in page and "level at this resolution" in page
