@@ -139,7 +139,8 @@ type fastConn struct {
 	deadline atomic.Pointer[time.Time]
 	pc       *atomic.Pointer[webrtc.PeerConnection] // whose keys and feedback: set once it is made
 	rx       atomic.Pointer[receiver]
-	checked  time.Time // when the poller last looked for the DTLS keys
+	checked  time.Time  // when the poller last looked for the DTLS keys
+	hdr      rtp.Header // the poller's, reused: a packet's header
 }
 
 func newFastConn(u *net.UDPConn, owner *fastConns, pc *atomic.Pointer[webrtc.PeerConnection]) (transport.UDPConn, error) {
@@ -190,12 +191,12 @@ func (c *fastConn) media(b []byte, now time.Time) bool {
 			return false
 		}
 	}
-	var h rtp.Header
+	h := &c.hdr
 	if _, err := h.Unmarshal(b); err != nil {
 		return false
 	}
-	rx.recordTWCC(&h, now)
-	return rx.deliver(b, &h, now)
+	rx.recordTWCC(h, now)
+	return rx.deliver(b, h, now)
 }
 
 // activate makes the receiver once the connection's DTLS handshake has
@@ -300,8 +301,7 @@ type receiver struct {
 	srtp     []*srtp.Context // the remote's context, or both until a packet says which (the DTLS role)
 	feedback interceptor.Interceptor
 	twccExt  uint8
-	twcc     *twcc.Recorder
-	twccMu   sync.Mutex
+	twcc     *twcc.Recorder // the poller's alone, as everything here but close
 	start    time.Time
 	streams  map[uint32]*fastStream // the reader's alone
 	gen      uint64                 // the registrations' count when streams was last checked
@@ -309,7 +309,6 @@ type receiver struct {
 	buf      []byte                 // the same as the stream's interceptors read it
 	attrs    interceptor.Attributes // theirs: the header they parse once between them
 	pkt      rtp.Packet
-	stop     chan struct{}
 }
 
 type fastStream struct {
@@ -356,9 +355,7 @@ func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTranspor
 	}))
 	rx := &receiver{conn: c, pc: pc, srtp: contexts, feedback: feedback, twccExt: twccExtension(pc),
 		twcc: twcc.NewRecorder(rand.Uint32()), start: time.Now(), streams: map[uint32]*fastStream{},
-		plain: make([]byte, receiveMTU), buf: make([]byte, receiveMTU), attrs: interceptor.Attributes{},
-		stop: make(chan struct{})}
-	go rx.sendTWCC()
+		plain: make([]byte, receiveMTU), buf: make([]byte, receiveMTU), attrs: interceptor.Attributes{}}
 	return rx, nil
 }
 
@@ -411,26 +408,15 @@ func (rx *receiver) recordTWCC(h *rtp.Header, now time.Time) {
 	if len(ext) < 2 {
 		return
 	}
-	rx.twccMu.Lock()
 	rx.twcc.Record(h.SSRC, uint16(ext[0])<<8|uint16(ext[1]), now.Sub(rx.start).Microseconds())
-	rx.twccMu.Unlock()
 }
 
+// sendTWCC sends the transport-wide feedback recorded since the last call
+// (the poller's, every twccInterval).
 func (rx *receiver) sendTWCC() {
-	t := time.NewTicker(twccInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-rx.stop:
-			return
-		case <-t.C:
-		}
-		rx.twccMu.Lock()
-		pkts := rx.twcc.BuildFeedbackPacket()
-		rx.twccMu.Unlock()
-		if len(pkts) > 0 {
-			_ = rx.pc.WriteRTCP(pkts)
-		}
+	pkts := rx.twcc.BuildFeedbackPacket()
+	if len(pkts) > 0 {
+		_ = rx.pc.WriteRTCP(pkts)
 	}
 }
 
@@ -465,6 +451,7 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, now time.Time) bool {
 	}
 	s.cur = out
 	clear(rx.attrs)
+	rx.attrs[rtpHeaderKey] = h // SRTP leaves the header as it was: parsed once, here
 	n, _, err := s.reader.Read(rx.buf, rx.attrs)
 	if err != nil || s.reg.in == nil {
 		return true
@@ -474,6 +461,17 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, now time.Time) bool {
 	}
 	return true
 }
+
+// rtpHeaderKey is the key under which interceptors cache a packet's parsed
+// header in its Attributes (unexported by pion: learnt from a parse).
+var rtpHeaderKey = func() any {
+	a := interceptor.Attributes{}
+	_, _ = a.GetRTPHeader([]byte{0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	for k := range a {
+		return k
+	}
+	panic("interceptor.Attributes caches no parsed header")
+}()
 
 func (rx *receiver) bind(reg *registration, ssrc uint32) *fastStream {
 	codec := reg.track.Codec()
@@ -504,6 +502,5 @@ func (rx *receiver) refresh() {
 }
 
 func (rx *receiver) close() {
-	close(rx.stop)
 	_ = rx.feedback.Close()
 }

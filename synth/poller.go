@@ -59,9 +59,13 @@ func (p *poller) live() []*fastConn {
 func (p *poller) run() {
 	b := newBatch()
 	next := time.Now()
-	for {
+	for round := 1; ; round++ {
+		feedback := round%int(twccInterval/pollEvery) == 0
 		for _, c := range p.live() {
 			b.drain(c)
+			if rx := c.rx.Load(); feedback && rx != nil {
+				rx.sendTWCC()
+			}
 		}
 		next = next.Add(pollEvery)
 		if wait := time.Until(next); wait > 0 {

@@ -2,9 +2,9 @@
 2018 study in miniature) against both SFUs and writes one comparison; its runs are what `make
 loadtest SFU=janus` and `SFU=inhouse` do on their own. Each must ramp rooms of 7 to a confirmed knee,
 every step validated and measured over at least 10 s, the clients with headroom before the knee and
-the browsers' checks passing there, in under 10 minutes. The clients run under a CPU quota below
-their core, so the headroom holds on a slower machine too. A study interrupted keeps what it
-finished and goes on where it stopped."""
+the browsers' checks passing there, in under 10 minutes. The clients are confined as the default
+confines them: to one core, beside the SFU's. A study interrupted keeps what it finished and goes
+on where it stopped."""
 import json
 import signal
 import subprocess
@@ -21,7 +21,6 @@ from sfubench.config import LAB_SFU_CORES
 ROOT = Path(__file__).resolve().parent.parent
 SFUS = ("janus", "inhouse")
 LAB = ("--lab-prefix", "sfubq", "--lab-subnet", "127.0.10")
-CLIENT_CPUS = "0.8"
 
 pytestmark = pytest.mark.e2e
 
@@ -34,7 +33,7 @@ def study(out: Path, *args: str, **kw) -> subprocess.Popen:
 @pytest.fixture(scope="module")
 def done(tmp_path_factory):
     out = tmp_path_factory.mktemp("study")
-    proc = study(out, "--sfus", ",".join(SFUS), "--repeat", "1", "--client-cpus", CLIENT_CPUS)
+    proc = study(out, "--sfus", ",".join(SFUS), "--repeat", "1")
     text = proc.communicate(timeout=1800)[0]
     return out, proc.returncode, text
 
@@ -87,7 +86,7 @@ def test_the_study_compares_both_in_one_report(done, analyses):
 def test_a_second_run_in_the_same_folder_finds_nothing_left_to_do(done, analyses):
     out, _, _ = done
     runs = sorted((out / "runs").iterdir())
-    proc = study(out, "--sfus", ",".join(SFUS), "--repeat", "1", "--client-cpus", CLIENT_CPUS)
+    proc = study(out, "--sfus", ",".join(SFUS), "--repeat", "1")
     text = proc.communicate(timeout=300)[0]
     assert proc.returncode == 0, text
     assert "nothing left to do" in text and sorted((out / "runs").iterdir()) == runs
@@ -118,6 +117,6 @@ def test_an_interrupted_study_keeps_its_runs_and_goes_on(tmp_path):
     assert [(r["sfu"], r["status"]) for r in record["runs"]] == [("inhouse", "ok"), ("janus", "ok")]
     assert record["results"]["janus"]["runs"] and record["results"]["inhouse"]["runs"]
     # a study of another scenario in the same folder is refused
-    proc = study(tmp_path, "--sfus", "inhouse", "--repeat", "1", "--preset", "browsers", "--users-per-room", "3")
+    proc = study(tmp_path, *args[:-3], "3", *args[-2:])   # --users-per-room 3
     text = proc.communicate(timeout=60)[0]
     assert proc.returncode == 2 and "holds a study of another scenario (it differs in users_per_room)" in text
