@@ -23,7 +23,7 @@ from pathlib import Path
 # runnable as a plain script from a checkout, without installing the package
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reports import metrics, runfiles  # noqa: E402
+from reports import metrics, runfiles, windows  # noqa: E402
 from sfubench import config, loadtest  # noqa: E402
 from sfubench.progress import Progress  # noqa: E402
 from sfubench.rundir import read  # noqa: E402
@@ -41,7 +41,7 @@ def generator_rows(run_dir: Path) -> list[dict]:
     streams: dict = {}
     for s in runfiles.iter_measured_samples(runfiles.load(run_dir)):
         if s.get("direction") == "recv":
-            streams.setdefault(s["window"], set()).add(metrics.stream_key(s))
+            streams.setdefault(s["window"], set()).add(windows.stream_key(s))
     out = []
     for w in read(run_dir, "windows"):
         e = edges.get(w["window"], {})

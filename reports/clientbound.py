@@ -130,7 +130,7 @@ def assess(window: dict, edges: dict[str, dict[str, dict]], send_fps: list[float
 
 
 def sentence(health: list[dict]) -> str:
-    """One plain sentence on whether the load generator limited the run (health: metrics.window_health)."""
+    """One plain sentence on whether the load generator limited the run (health: series.window_health)."""
     if not health:
         return "The clients' health was not recorded (no windows.jsonl): whether they limited the run is unknown."
     bound = [h for h in health if h["client_bound"]]

@@ -5,9 +5,10 @@ import functools
 import os
 from pathlib import Path
 
-from . import export, html, metrics, plotting, reference, runfiles
+from . import export, html, metrics, plotting, reference, runfiles, tables
 from .knee import KneeRule
-from .metrics import Analysis, Table
+from .metrics import Analysis
+from .table import Table
 
 FIGURES = ("fig-cmp-bitrate", "fig-cmp-rtt", "fig-cmp-quality", "fig-cmp-delay", "fig-cmp-checks",
            "fig-cmp-server")
@@ -125,17 +126,17 @@ SHORT = {"send_bps": "Sent", "rtt_send_ms": "Sender RTT", "recv_bps": "Received"
          "fps": "Frame rate", "jitter_ms": "Jitter", "loss_pct": "Loss"}
 
 
-def study_table(tables: list[list[Table]], names: list[str], index: int) -> Table:
-    """One of Tables IV–VI with a row per run (`tables`: each run's metrics.study_tables): each
+def study_table(per_run: list[list[Table]], names: list[str], index: int) -> Table:
+    """One of Tables IV–VI with a row per run (`per_run`: each run's tables.study_tables): each
     metric's average (and share above the threshold)."""
-    first = tables[0][index]
+    first = per_run[0][index]
     columns = ["SFU"]
     for key, row in zip(first.row_keys, first.rows):
         columns.append(f"{SHORT[key]} avg ({row[1]})")
         if row[6]:
             columns.append(f"{SHORT[key]} {row[6]} (%)")
     rows = []
-    for own, name in zip(tables, names):
+    for own, name in zip(per_run, names):
         out = [name]
         for row in own[index].rows:
             out.append(row[5])
@@ -147,7 +148,7 @@ def study_table(tables: list[list[Table]], names: list[str], index: int) -> Tabl
 
 def cost_table(analyses: list[Analysis], names: list[str]) -> Table:
     """The SFUs' CPU per forwarded packet and per forwarded stream at each participant count, side by
-    side (metrics.cost_series); client-bound counts are marked, as they say less about the SFU."""
+    side (cost.cost_series); client-bound counts are marked, as they say less about the SFU."""
     counts = sorted({r["participants"] for a in analyses for r in a.cost})
     columns = ["Participants"]
     for n in names:
@@ -262,7 +263,7 @@ def plots(analyses: list[Analysis], names: list, out: Path, **style) -> dict[str
                                          ("series", "send_bps", "Sent, per stream", "Mbps", mbps)],
                              "Video bitrate vs participants (dashed: each SFU's knee)", height=4.2),
         "fig-cmp-rtt": o("rtt", [("series", "rtt_send_ms", "Sender RTT (log scale)", "ms", 1)],
-                         "Round-trip time vs participants", log=True, hline=(metrics.RTT_THRESHOLD_MS, "50 ms")),
+                         "Round-trip time vs participants", log=True, hline=(tables.RTT_THRESHOLD_MS, "50 ms")),
         "fig-cmp-quality": o("quality", [("series", "brisque", "BRISQUE (lower is better)", "score", 1),
                                          ("series", "vmaf", "VMAF (higher is better)", "score", 1),
                                          ("series", "psnr", "PSNR (higher is better)", "dB", 1)],
@@ -299,13 +300,13 @@ def build(run_dirs: list[str | Path], out_dir: str | Path, force: bool = False,
     names = labels(analyses)
     figs = plots(analyses, names, out)
     versions, version_classes = versions_table(analyses, names)
-    tables = [ranking_table(analyses, names)] + [study_table([a.tables for a in analyses], names, i) for i in range(3)] + \
+    shown = [ranking_table(analyses, names)] + [study_table([a.tables for a in analyses], names, i) for i in range(3)] + \
         [versions, reference.table(), cost_table(analyses, names), repeat_table(analyses)]
-    export.write_tables(tables, out, {"runs": {n: {"path": str(a.run.path), "headline": a.headline,
+    export.write_tables(shown, out, {"runs": {n: {"path": str(a.run.path), "headline": a.headline,
                                                    "knee": vars(a.knee)} for n, a in zip(names, analyses)},
                                       "knee_rule": rule.text(), "ranking_rule": RANKING_RULE})
     path = out / "compare.html"
-    path.write_text(render(analyses, names, figs, tables, version_classes, force, rule, out), encoding="utf-8")
+    path.write_text(render(analyses, names, figs, shown, version_classes, force, rule, out), encoding="utf-8")
     return path
 
 
@@ -315,9 +316,9 @@ def _report_links(analyses: list[Analysis], names: list[str], out: Path) -> str:
     return f'<p class="small">Run reports: {" · ".join(links)}</p>' if links else ""
 
 
-def render(analyses: list[Analysis], names: list[str], figs: dict, tables: list[Table], version_classes: list[str],
+def render(analyses: list[Analysis], names: list[str], figs: dict, shown: list[Table], version_classes: list[str],
            forced: bool, rule: KneeRule, out: Path) -> str:
-    by_id = {t.id: t for t in tables}
+    by_id = {t.id: t for t in shown}
     best = ranked(analyses)[0]
     diffs = scenario_differences([a.ident for a in analyses])
     warn = []
@@ -377,6 +378,6 @@ def render(analyses: list[Analysis], names: list[str], figs: dict, tables: list[
         html.table(by_id["versions"], version_classes, cls="kv"),
         _report_links(analyses, names, out),
         '<p class="small">Downloads: <a href="tables.json">tables.json</a> · '
-        + " · ".join(f'<a href="table-{t.id}.csv">table-{t.id}.csv</a>' for t in tables) + "</p>",
+        + " · ".join(f'<a href="table-{t.id}.csv">table-{t.id}.csv</a>' for t in shown) + "</p>",
     ]
     return html.page(f"sfubench comparison — {', '.join(names)}", "\n".join(b for b in body if b))

@@ -5,7 +5,7 @@ import csv
 import json
 from pathlib import Path
 
-from .metrics import Table
+from .table import Table
 
 
 def write_tables(tables: list[Table], out_dir: str | Path, extra: dict | None = None) -> list[Path]:

@@ -16,37 +16,20 @@ from datetime import datetime, timezone
 from pathlib import Path
 from statistics import median
 
-from . import compare, html, metrics, plotting, runfiles
-from .metrics import Analysis, Table
+from . import catalog, compare, html, metrics, plotting, runfiles
+from .metrics import Analysis
+from .table import Table
 
-# metric -> +1 when higher is better, -1 when lower is better
-METRICS = {
-    "coped": 1, "knee": 1, "participants": 1,
-    "recv_bps": 1, "send_bps": 1, "recv_total_bps": 1,
-    "rtt_send_ms": -1, "rtt_recv_ms": -1, "fps": 1, "loss_pct": -1, "jitter_ms": -1, "freezes_per_min": -1,
-    "brisque": -1, "vmaf": 1, "psnr": 1, "delay_ms": -1,
-    "check_pass_rate": 1, "server_cpu_per_participant": -1, "client_cpu_per_participant": -1,
-    "client_bound": -1,
-}
+# metric -> +1 when higher is better, -1 when lower is better (reports/catalog.py: the tracked figures)
+METRICS = {f.name: f.better for f in catalog.tracked()}
 # what a client-bound target window would record as the SFU's: left out (client_bound says why)
-AT_TARGET = ("recv_bps", "send_bps", "recv_total_bps", "rtt_send_ms", "rtt_recv_ms", "fps", "loss_pct",
-             "jitter_ms", "freezes_per_min", "brisque", "vmaf", "psnr", "delay_ms", "check_pass_rate",
-             "server_cpu_per_participant", "client_cpu_per_participant")
-UNITS = {"coped": ("participants", 1), "knee": ("participants", 1), "participants": ("participants", 1),
-         "recv_bps": ("Mbps", 1e-6), "send_bps": ("Mbps", 1e-6), "recv_total_bps": ("Mbps", 1e-6),
-         "rtt_send_ms": ("ms", 1), "rtt_recv_ms": ("ms", 1), "fps": ("fps", 1), "loss_pct": ("%", 1),
-         "jitter_ms": ("ms", 1), "freezes_per_min": ("per stream-minute", 1), "brisque": ("score", 1),
-         "vmaf": ("score", 1), "psnr": ("dB", 1), "delay_ms": ("ms", 1), "check_pass_rate": ("%", 100),
-         "server_cpu_per_participant": ("% of one core", 100), "client_cpu_per_participant": ("% of one core", 100),
-         "client_bound": ("flag", 1)}
+AT_TARGET = tuple(f.name for f in catalog.tracked() if f.at_target)
+UNITS = {f.name: (f.unit, f.scale) for f in catalog.tracked()}
 MAD_TO_SIGMA = 1.4826
 RELATIVE_FLOOR = 0.02
 # smallest band half-width worth calling a change, in the metric's stored unit; matters when earlier runs
 # were identical, e.g. zero freezes night after night
-ABSOLUTE_FLOOR = {"recv_bps": 20_000, "send_bps": 20_000, "recv_total_bps": 100_000, "rtt_send_ms": 1,
-                  "rtt_recv_ms": 1, "fps": 1, "loss_pct": 0.1, "jitter_ms": 1, "freezes_per_min": 0.1,
-                  "brisque": 1, "vmaf": 1, "psnr": 0.5, "delay_ms": 5, "check_pass_rate": 0.02,
-                  "server_cpu_per_participant": 0.0005, "client_cpu_per_participant": 0.01}
+ABSOLUTE_FLOOR = {f.name: f.floor for f in catalog.tracked() if f.floor}
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS runs (
@@ -209,13 +192,8 @@ def sfus(db: str | Path) -> list[str]:
 
 # ---------------------------------------------------------------- trend report
 
-TREND_METRICS = ("coped", "recv_bps", "send_bps", "rtt_send_ms", "check_pass_rate", "brisque", "vmaf",
-                 "delay_ms", "freezes_per_min", "server_cpu_per_participant")
-TITLES = {"coped": "Load coped with (last count before the knee)", "recv_bps": "Received bitrate at target",
-          "send_bps": "Sent bitrate at target", "rtt_send_ms": "Sender RTT at target",
-          "check_pass_rate": "Video checks passed", "brisque": "BRISQUE at target (lower is better)",
-          "vmaf": "VMAF at target", "delay_ms": "Delay at target (median)",
-          "freezes_per_min": "Freezes at target", "server_cpu_per_participant": "SFU CPU per participant"}
+TITLES = {f.name: f.trend for f in catalog.tracked() if f.trend}
+TREND_METRICS = tuple(TITLES)
 
 
 def _date(ms) -> datetime:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from html import escape
 
-from .metrics import Table
+from .table import Table
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d2330;

@@ -1,6 +1,6 @@
 """The participant count where an SFU stops coping.
 
-Works on a series of per-participant-count rows (see `metrics.stream_series` and friends): each row has
+Works on a series of per-participant-count rows (see `series.stream_series` and friends): each row has
 `participants` and, where measured, `recv_bps`, `rtt_send_ms`, `freezes_per_min` and `check_pass_rate`.
 A criterion only fires when the next measured count is bad too (or there is none), so one noisy
 measurement does not make a knee.

@@ -10,27 +10,13 @@ import base64
 import urllib.parse
 import urllib.request
 
-from .metrics import stream_key
+from . import catalog
+from .windows import stream_key
 
-# metric name -> (sample field, type, help); the probe's fields are already in base units (s, bit/s)
-METRICS = {
-    "sfubench_stream_bytes_total": ("bytes", "counter", "Bytes sent or received on the RTP stream."),
-    "sfubench_stream_packets_total": ("packets", "counter", "Packets sent or received on the RTP stream."),
-    "sfubench_stream_packets_lost_total": ("packetsLost", "counter", "Packets lost (as reported for the stream)."),
-    "sfubench_stream_jitter_seconds": ("jitter", "gauge", "Interarrival jitter."),
-    "sfubench_stream_rtt_seconds": ("rtt", "gauge", "Round-trip time (remote-inbound-rtp for sent streams, "
-                                    "candidate pair for received ones)."),
-    "sfubench_stream_frames_per_second": ("framesPerSecond", "gauge", "Frames per second (video)."),
-    "sfubench_stream_frame_height_pixels": ("frameHeight", "gauge", "Frame height (video)."),
-    "sfubench_stream_freezes_total": ("freezeCount", "counter", "Video freezes (received video)."),
-    "sfubench_stream_freeze_seconds_total": ("totalFreezesDuration", "counter", "Time spent frozen."),
-    "sfubench_stream_nacks_total": ("nackCount", "counter", "NACKs."),
-    "sfubench_stream_plis_total": ("pliCount", "counter", "Picture loss indications."),
-    "sfubench_stream_target_bitrate_bits_per_second": ("targetBitrate", "gauge", "Encoder target bitrate."),
-    "sfubench_stream_available_outgoing_bitrate_bits_per_second": (
-        "availableOutgoingBitrate", "gauge", "Available outgoing bitrate of the candidate pair."),
-}
-PARTICIPANTS = "sfubench_participants"
+# metric name -> (sample field, type, help), from reports/catalog.py; the probe's fields are already
+# in base units (s, bit/s)
+METRICS = {f.prometheus: (f.name, f.kind, f.help) for f in catalog.FIELDS}
+PARTICIPANTS = catalog.PARTICIPANTS.prometheus
 STREAM_LABELS = ("room", "user", "peer", "direction", "kind", "ssrc")
 
 
@@ -57,7 +43,7 @@ def exposition(samples: list[dict], labels: dict[str, str] | None = None, partic
             latest[key] = s
     lines = []
     if participants is not None:
-        lines += [f"# HELP {PARTICIPANTS} Participants started.", f"# TYPE {PARTICIPANTS} gauge",
+        lines += [f"# HELP {PARTICIPANTS} {catalog.PARTICIPANTS.help}", f"# TYPE {PARTICIPANTS} gauge",
                   f"{PARTICIPANTS}{_labels(base) if base else ''} {participants}"]
     for name, (field, kind, help_text) in METRICS.items():
         rows = [(s, s[field]) for s in latest.values() if isinstance(s.get(field), (int, float))

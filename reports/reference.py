@@ -6,7 +6,7 @@ import functools
 import tomllib
 from pathlib import Path
 
-from .metrics import Table
+from .table import Table
 
 DATA = Path(__file__).with_name("cosmo-2018.toml")
 

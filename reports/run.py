@@ -7,7 +7,7 @@ from pathlib import Path
 
 from matplotlib.ticker import MaxNLocator
 
-from . import clientbound, export, html, metrics, plotting, runfiles, scenario, traffic
+from . import clientbound, export, html, metrics, plotting, runfiles, scenario, table, tables, traffic
 from .knee import KneeRule, plateaus
 from .metrics import Analysis
 from .plotting import KNEE_COLOR, RECV_COLOR, SEND_COLOR
@@ -78,7 +78,7 @@ def plot_timeline(a: Analysis, out: Path) -> str | None:
         ax = axes[panels.index("rtt")]
         pts = [(_minutes(r["t"], t0), r["rtt_send_ms"]) for r in w if r.get("rtt_send_ms")]
         ax.plot(*zip(*pts), color=SEND_COLOR, linewidth=1.2, label="sender RTT (mean)")
-        ax.axhline(metrics.RTT_THRESHOLD_MS, color="#555", linestyle=":", linewidth=1, label="50 ms")
+        ax.axhline(tables.RTT_THRESHOLD_MS, color="#555", linestyle=":", linewidth=1, label="50 ms")
         plotting.ms_log_axis(ax)
         ax.set(title="Sender round-trip time (log scale)", ylabel="ms")
         ax.legend(loc="upper left")
@@ -121,7 +121,7 @@ def plot_rtt(a: Analysis, out: Path) -> str | None:
     if not drawn:
         plotting.plt.close(fig)
         return None
-    ax.axhline(metrics.RTT_THRESHOLD_MS, color="#555", linestyle=":", linewidth=1, label="50 ms (study's threshold)")
+    ax.axhline(tables.RTT_THRESHOLD_MS, color="#555", linestyle=":", linewidth=1, label="50 ms (study's threshold)")
     ax.axhline(a.rule.rtt_ms, color=KNEE_COLOR, linestyle=":", linewidth=1, label=f"{a.rule.rtt_ms:g} ms (knee rule)")
     plotting.annotate_knee(ax, a.knee.participants)
     plotting.ms_log_axis(ax)
@@ -358,7 +358,7 @@ def _meta(a: Analysis) -> str:
     return out
 
 
-def _collapsed(t: metrics.Table, summary: str, longer_than: int) -> str:
+def _collapsed(t: table.Table, summary: str, longer_than: int) -> str:
     """The table, folded away when it has more than `longer_than` rows; nothing when it has none."""
     if not t.rows:
         return ""
@@ -367,7 +367,7 @@ def _collapsed(t: metrics.Table, summary: str, longer_than: int) -> str:
     return f"<details><summary>{html.escape(summary)}</summary>{html.table(t)}</details>"
 
 
-def render(a: Analysis, figs: dict[str, str | None], tables: dict[str, metrics.Table]) -> str:
+def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Table]) -> str:
     k = a.knee
 
     def fig(fid: str, alt: str, caption: str = "", missing: str = "") -> str:
@@ -388,7 +388,7 @@ def render(a: Analysis, figs: dict[str, str | None], tables: dict[str, metrics.T
         _header(a), _cards(a), html.notes(_notes(a)),
         f'<div class="rule" id="clients"><b>{html.escape(clientbound.sentence(a.health))}</b><br>'
         f'<span class="small">Rule: {html.escape(a.client_rule.text())}</span></div>',
-        _collapsed(tables["health"], f"Show the load generator's health in the {len(a.health)} windows", 0),
+        _collapsed(shown["health"], f"Show the load generator's health in the {len(a.health)} windows", 0),
         "<h2>Load</h2>",
         fig("fig-timeline", "The run over time",
             "Participants started (from the events); mean video bitrate and sender RTT of every measurement "
@@ -418,27 +418,27 @@ def render(a: Analysis, figs: dict[str, str | None], tables: dict[str, metrics.T
             "Per-frame playback: not measured (no playback.jsonl)."),
         "<h2>Video checks</h2>",
         fig("fig-checks", "Video checks per room", "", "Video checks: none recorded."),
-        _collapsed(tables["checks"], f"Show the {len(a.rooms)} rooms", 15),
+        _collapsed(shown["checks"], f"Show the {len(a.rooms)} rooms", 15),
         "<h2>Server and browsers</h2>",
         fig("fig-server", "Server and browser resources vs participants",
             "From the CPU probes (server.jsonl): CPU time of the SFU's and the browsers' process trees.",
             "Server CPU and memory: not measured (no server.jsonl)."),
         html.key_values("cpu", "CPU at target load (meta.json)", cpu_rows) if cpu_rows else "",
-        html.table(tables["cost"]) if tables["cost"].rows else "",
-        html.table(tables["traffic"]) if tables["traffic"].rows else "",
-        "<h2>Network profiles</h2>" + html.table(tables["network"]) if tables["network"].rows else "",
-        "<h2>Browsers and synthetic participants</h2>" + html.table(tables["clients"])
-        if any(r[1] == "synthetic" for r in tables["clients"].rows) else "",
+        html.table(shown["cost"]) if shown["cost"].rows else "",
+        html.table(shown["traffic"]) if shown["traffic"].rows else "",
+        "<h2>Network profiles</h2>" + html.table(shown["network"]) if shown["network"].rows else "",
+        "<h2>Browsers and synthetic participants</h2>" + html.table(shown["clients"])
+        if any(r[1] == "synthetic" for r in shown["clients"].rows) else "",
         "<h2>Tables IV–VI, as in the 2018 study</h2>",
         '<p class="small">Per metric: minimum of the values above zero, maximum, average of all values and the share '
         "above the study's thresholds (bitrate &gt; 1 Mbps, RTT &gt; 50 ms). Bitrates: one value per stream and "
         "window; RTTs: one per sample. Video streams only.</p>",
-        html.table(tables["table4"]), html.table(tables["table5"]), html.table(tables["table6"]),
+        html.table(shown["table4"]), html.table(shown["table5"]), html.table(shown["table6"]),
         "<h2>All measurements by participant count</h2>",
-        _collapsed(tables["series"], f"Show the table ({len(tables['series'].rows)} rows)", 0)
+        _collapsed(shown["series"], f"Show the table ({len(shown['series'].rows)} rows)", 0)
         or '<p class="missing">No measurements.</p>',
         '<p class="small">Downloads: <a href="tables.json">tables.json</a> · ' +
-        " · ".join(f'<a href="table-{t}.csv">table-{t}.csv</a>' for t in tables) + "</p>",
+        " · ".join(f'<a href="table-{t}.csv">table-{t}.csv</a>' for t in shown) + "</p>",
         "<h2>Run metadata</h2>", _meta(a),
     ]
     title = f"sfubench — {a.ident['sfu']} — {a.ident['run']}"
@@ -452,21 +452,21 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     for old in run_dir.glob("report-*.png"):   # a figure that has no data now must not linger
         old.unlink()
     figs = {fid: plot(a, run_dir) for fid, plot in PLOTS}
-    tables = {t.id: t for t in a.tables}
-    tables["checks"] = metrics.rooms_table(a.rooms)
-    tables["series"] = metrics.series_table(a.series)
-    tables["health"] = metrics.health_table(a.health)
-    tables["cost"] = metrics.cost_table(a.cost)
-    tables["traffic"] = metrics.traffic_table(a.cost)
-    tables["clients"] = metrics.kind_table(a.obs, a.run.playback, a.run.checks, a.run.events)
+    shown = {t.id: t for t in a.tables}
+    shown["checks"] = tables.rooms_table(a.rooms)
+    shown["series"] = tables.series_table(a.series)
+    shown["health"] = tables.health_table(a.health)
+    shown["cost"] = tables.cost_table(a.cost)
+    shown["traffic"] = tables.traffic_table(a.cost)
+    shown["clients"] = tables.kind_table(a.obs, a.run.playback, a.run.checks, a.run.events)
     net = a.run.meta.get("network") if isinstance(a.run.meta.get("network"), dict) else {}
-    tables["network"] = metrics.network_table(a.obs, a.run.playback, a.run.events, str(net.get("name") or "plain"),
-                                              a.health)
-    export.write_tables(list(tables.values()), run_dir,
+    shown["network"] = tables.network_table(a.obs, a.run.playback, a.run.events, str(net.get("name") or "plain"),
+                                             a.health)
+    export.write_tables(list(shown.values()), run_dir,
                         {"headline": a.headline, "knee": vars(a.knee), "knee_rule": a.rule.text(),
                          "client_rule": a.client_rule.text(), "clients": clientbound.sentence(a.health)})
     path = run_dir / "report.html"
-    path.write_text(render(a, figs, tables), encoding="utf-8")
+    path.write_text(render(a, figs, shown), encoding="utf-8")
     return path
 
 

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from . import compare, export, html, metrics, plotting, reference, scenario
+from . import compare, export, html, plotting, reference, scenario, tables
 from .knee import KneeRule
-from .metrics import Analysis, Table
+from .metrics import Analysis
+from .table import Table
 
 FIGURES = ("fig-cmp-bitrate", "fig-cmp-rtt", "fig-cmp-quality", "fig-cmp-delay", "fig-cmp-checks",
            "fig-cmp-server")
@@ -101,8 +102,9 @@ def coped(a: Analysis) -> set[int]:
 
 
 def common_load(entries: list[Entry]) -> int | None:
-    """The most participants every run of every SFU measured while coping: where costs compare."""
-    sets = [coped(a) for e in entries for a in e.analyses]
+    """The most participants every run of every SFU measured while coping: where costs compare. A run
+    that coped with no count at all (it gave way at its first) is left out, not let empty the rest."""
+    sets = [s for e in entries for a in e.analyses if (s := coped(a))]
     shared = set.intersection(*sets) if sets else set()
     return max(shared, default=None)
 
@@ -186,7 +188,7 @@ def cost_table(entries: list[Entry], load: int | None) -> Table:
                  ["Rank", "SFU", "µs per forwarded packet", "MHz per forwarded stream", "MHz per published stream"],
                  rows, note="At the most participants every run of every SFU measured with the SFU coping and "
                  "the clients with headroom, so the costs are of the same load; median (range) over the repeats. "
-                 "Ranked only where the ranges part.")
+                 "Ranked only where the ranges part. A run that gave way at its first count has no cost here.")
 
 
 def side_by_side(entries: list[Entry]) -> list[Table]:
@@ -194,15 +196,15 @@ def side_by_side(entries: list[Entry]) -> list[Table]:
     measured = [e for e in entries if e.analyses]
     if not measured:
         return []
-    pooled = [metrics.study_tables([o for a in e.analyses for o in a.obs]) for e in measured]
-    tables = [compare.study_table(pooled, [e.sfu for e in measured], i) for i in range(3)]
-    for t in tables:
+    pooled = [tables.study_tables([o for a in e.analyses for o in a.obs]) for e in measured]
+    shown = [compare.study_table(pooled, [e.sfu for e in measured], i) for i in range(3)]
+    for t in shown:
         for e in measured:
             ref = reference.of(e.sfu)
             if ref:
                 t.rows.append([f"{ref['label']} (2018)"] + [ref.get(REFERENCE_COLUMNS[t.id].get(c))
                                                             for c in t.columns[1:]])
-    return tables
+    return shown
 
 
 # ---------------------------------------------------------------- page
@@ -256,17 +258,17 @@ def build(entries: list[Entry], out_dir: str | Path) -> tuple[Path, dict]:
     measured = [e for e in entries if e.analyses]
     load = common_load(measured)
     figs = plots(entries, out)
-    tables = [knee_table(entries, load), cost_table(entries, load), *side_by_side(entries), reference.table()]
+    shown = [knee_table(entries, load), cost_table(entries, load), *side_by_side(entries), reference.table()]
     results = summary(entries, load)
     words = verdicts({e.sfu: knee_span(e) for e in entries}, "knee", "higher")
     if load:
         words += verdicts({e.sfu: cost_span(e, load, "sfu_us_per_packet") for e in entries},
                           f"CPU per forwarded packet at {load} participants", "lower", higher_is_better=False,
                           digits=1)
-    export.write_tables(tables, out, {"results": results, "verdicts": words, "knee_rule": KneeRule().text(),
+    export.write_tables(shown, out, {"results": results, "verdicts": words, "knee_rule": KneeRule().text(),
                                       "reference": reference.source()})
     path = out / "report.html"
-    path.write_text(render(entries, figs, {t.id: t for t in tables}, words, out), encoding="utf-8")
+    path.write_text(render(entries, figs, {t.id: t for t in shown}, words, out), encoding="utf-8")
     return path, results
 
 
@@ -276,7 +278,7 @@ def _links(entries: list[Entry], out: Path) -> str:
     return f'<p class="small">Run reports: {" · ".join(links)}</p>' if links else ""
 
 
-def render(entries: list[Entry], figs: dict, tables: dict[str, Table], words: list[str], out: Path) -> str:
+def render(entries: list[Entry], figs: dict, shown: dict[str, Table], words: list[str], out: Path) -> str:
     first = next((a for e in entries for a in e.analyses), None)
     config = (first.ident["config"] or {}) if first else {}
     machine = (first.ident["machine"] or {}) if first else {}
@@ -297,8 +299,8 @@ def render(entries: list[Entry], figs: dict, tables: dict[str, Table], words: li
         "<h2>Knees</h2>",
         "<ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in words) + "</ul>" if words else
         '<p class="missing">No SFU has a knee measured: nothing to rank.</p>',
-        html.table(tables["knees"]),
-        html.table(tables["study-cost"]),
+        html.table(shown["knees"]),
+        html.table(shown["study-cost"]),
         "<h2>Bitrate and round-trip time (the study's Fig. 3)</h2>",
         fig("fig-cmp-bitrate", "Video bitrate vs participants, every SFU",
             "One colour per SFU, one line per run; dashed: each run's knee.", "Bitrate: not measured."),
@@ -313,10 +315,10 @@ def render(entries: list[Entry], figs: dict, tables: dict[str, Table], words: li
         "<h2>Tables IV–VI, side by side</h2>",
         '<p class="small">Each SFU\'s repeats pooled; the 2018 study\'s published averages below ours where it '
         "measured that SFU (other hardware, browsers, versions and media). Video streams only.</p>",
-        *(html.table(tables[t]) for t in ("cmp-table4", "cmp-table5", "cmp-table6") if t in tables),
-        html.table(tables["study2018"]),
+        *(html.table(shown[t]) for t in ("cmp-table4", "cmp-table5", "cmp-table6") if t in shown),
+        html.table(shown["study2018"]),
         _links(entries, out),
         '<p class="small">Downloads: <a href="study.json">study.json</a> · <a href="tables.json">tables.json</a> · '
-        + " · ".join(f'<a href="table-{t}.csv">table-{t}.csv</a>' for t in tables) + "</p>",
+        + " · ".join(f'<a href="table-{t}.csv">table-{t}.csv</a>' for t in shown) + "</p>",
     ]
     return html.page(f"sfubench study — {', '.join(e.sfu for e in entries)}", "\n".join(b for b in body if b))

@@ -21,7 +21,7 @@ class TrafficRule:
 
 
 def anomalies(cost: list[dict], rule: TrafficRule = TrafficRule()) -> list[str]:
-    """What falls outside the rule, one sentence per participant count (metrics.cost_series rows)."""
+    """What falls outside the rule, one sentence per participant count (cost.cost_series rows)."""
     out = []
     for r in cost:
         found = []

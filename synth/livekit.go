@@ -134,7 +134,7 @@ type livekitSession struct {
 
 	mu      sync.Mutex
 	names   map[string]string // participant sid → identity (the user id)
-	named   chan struct{}     // closed and replaced whenever names grows
+	named   chan struct{}     // closed and replaced whenever names grows or an answer is applied
 	pending []webrtc.ICECandidateInit
 	remote  bool // a remote description is set: candidates apply at once
 
@@ -173,6 +173,7 @@ func (s *livekitSession) answer(d *livekit.SessionDescription) error {
 	s.mu.Lock()
 	pending := s.pending
 	s.pending, s.remote = nil, true
+	s.notify() // the answer may name a track's stream
 	s.mu.Unlock()
 	for _, c := range pending {
 		_ = s.pc.AddICECandidate(c)
@@ -261,17 +262,24 @@ func (s *livekitSession) update(ps []*livekit.ParticipantInfo) {
 		}
 	}
 	if grew {
-		close(s.named)
-		s.named = make(chan struct{})
+		s.notify()
 	}
 }
 
+// notify wakes the tracks waiting for their names (s.mu held).
+func (s *livekitSession) notify() {
+	close(s.named)
+	s.named = make(chan struct{})
+}
+
 // track hands a received track on with its publisher's user id, waiting for
-// the participant update that names it if the media came first.
+// the participant update that names it if the media came first, and for the
+// answer that gives its stream: a track whose media came before the answer
+// that declares it has no stream id yet.
 func (s *livekitSession) track(t *webrtc.TrackRemote) {
-	sid, _, _ := strings.Cut(t.StreamID(), "|")
 	deadline := time.After(10 * time.Second)
 	for {
+		sid, _, _ := strings.Cut(t.StreamID(), "|")
 		s.mu.Lock()
 		name, ok := s.names[sid]
 		named := s.named

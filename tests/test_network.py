@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from reports import metrics, runfiles
+from reports import metrics, runfiles, stats
 from sfubench import config, loadtest, network
 from sfubench.config import ConfigError
 from sfubench.progress import Progress
@@ -69,7 +69,7 @@ def run(tmp_path, profile: str, **more):
 def target_stats(run_dir):
     a = metrics.analyse(runfiles.load(run_dir))
     target = [o for o in a.obs if o["phase"] == "target"]
-    return a, metrics.stream_stats(target)
+    return a, stats.stream_stats(target)
 
 
 @pytest.mark.e2e

@@ -7,7 +7,7 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reports import metrics
+from reports import series, stats, windows
 from sfubench import config
 from sfubench.collector import Collector
 from sfubench.events import Bus
@@ -75,14 +75,14 @@ def finite_or_none(v):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(sample_strategy(), max_size=40))
 def test_stats_arithmetic_survives_any_getstats(samples):
-    obs = metrics.stream_windows(samples)
+    obs = windows.stream_windows(samples)
     for o in obs:
         assert o["bps"] is None or (math.isfinite(o["bps"]) and o["bps"] >= 0), o
         assert finite_or_none(o["jitter_ms"]) and finite_or_none(o["fps"]) and all(map(math.isfinite, o["rtt"]))
         assert o["lost"] is None or o["lost"] >= 0
-    stats = metrics.stream_stats(obs)
-    assert all(finite_or_none(v) for v in stats.values() if not isinstance(v, int)), stats
-    rows = metrics.window_series(metrics.window_totals(obs))
+    figures = stats.stream_stats(obs)
+    assert all(finite_or_none(v) for v in figures.values() if not isinstance(v, int)), figures
+    rows = series.window_series(windows.window_totals(obs))
     assert all(finite_or_none(v) for r in rows for k, v in r.items() if k not in ("phase",)), rows
 
 

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from reports import clientbound, compare, history, metrics, runfiles, synthetic
+from reports import clientbound, compare, history, metrics, runfiles, series, synthetic
 from reports.clientbound import ClientRule
 
 HEALTHY = {"phase": "target", "window": 3, "participants": 7, "samples": 8, "expected": 7,
@@ -36,7 +36,7 @@ def test_network_windows_are_judged_but_kept_off_the_participant_curves():
     the run's own figures at that count client-bound."""
     health = [{"phase": "target", "window": 3, "participants": 7, "client_bound": False, "reasons": []},
               {"phase": "network", "window": 4, "participants": 7, "client_bound": True, "reasons": ["starved"]}]
-    assert metrics.health_series(health) == [{"participants": 7, "client_bound": False}]
+    assert series.health_series(health) == [{"participants": 7, "client_bound": False}]
     assert "the clients, not the SFU" in clientbound.sentence(health)
 
 
@@ -56,7 +56,7 @@ def test_window_health_knows_which_windows_had_the_clients_cpu_probed():
     run.server = [{"t": t, "role": role, "window": w, "edge": edge, "cpu_s": 1.0, "cores": 2}
                   for w, roles in ((1, ("machine", "clients")), (2, ("machine",)))
                   for role in roles for t, edge in ((0, "start"), (7000, "end"))]
-    assert [h["cpu_probed"] for h in metrics.window_health(run, [])] == [True, False]
+    assert [h["cpu_probed"] for h in series.window_health(run, [])] == [True, False]
 
 
 def test_a_window_with_headroom_is_not_client_bound():
@@ -123,9 +123,9 @@ def test_bandwidth_limited_senders_are_the_network_not_the_client():
     run = runfiles.Run(path=runfiles.Path("/x/r"), meta={"media": {"fps": 15}, "config": {"sample_interval": 1.0}},
                        windows=[HEALTHY])
     obs = [{"direction": "send", "kind": "video", "fps": 5.0, "limit": "bandwidth", "window": 3}] * 7
-    assert metrics.window_health(run, obs)[0]["client_bound"] is False
+    assert series.window_health(run, obs)[0]["client_bound"] is False
     obs = [dict(o, limit="none") for o in obs]
-    assert metrics.window_health(run, obs)[0]["reasons"] == ["the senders encoded 5.0 of the source's 15 fps"]
+    assert series.window_health(run, obs)[0]["reasons"] == ["the senders encoded 5.0 of the source's 15 fps"]
 
 
 def test_the_rule_says_what_it_checks():

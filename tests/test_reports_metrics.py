@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from reports import metrics, runfiles, synthetic
+from reports import cost, metrics, runfiles, series, stats, synthetic, tables, windows
 
 
 def sample(t, bytes_, *, phase="ramp", window="w1", user="1-1", peer=None, direction="send", kind="video",
@@ -20,8 +20,8 @@ def one(obs, **match):
 # ---------------------------------------------------------------- bitrate maths
 
 def test_bitrate_is_delta_bytes_times_8000_over_delta_ms():
-    assert metrics.bitrate({"t": 1000, "bytes": 0}, {"t": 3000, "bytes": 250_000}) == 1_000_000
-    assert metrics.bitrate({"t": 0, "bytes": 1000}, {"t": 500, "bytes": 1000}) == 0
+    assert windows.bitrate({"t": 1000, "bytes": 0}, {"t": 3000, "bytes": 250_000}) == 1_000_000
+    assert windows.bitrate({"t": 0, "bytes": 1000}, {"t": 500, "bytes": 1000}) == 0
 
 
 @pytest.mark.parametrize("first,last", [
@@ -31,17 +31,17 @@ def test_bitrate_is_delta_bytes_times_8000_over_delta_ms():
     ({"t": 1000, "bytes": None}, {"t": 2000, "bytes": 10}),
 ])
 def test_bitrate_unknown(first, last):
-    assert metrics.bitrate(first, last) is None
+    assert windows.bitrate(first, last) is None
 
 
 def test_window_uses_its_first_and_last_samples_only():
-    obs = metrics.stream_windows([sample(0, 0), sample(1000, 999_999), sample(2000, 250_000)])
+    obs = windows.stream_windows([sample(0, 0), sample(1000, 999_999), sample(2000, 250_000)])
     assert one(obs, window="w1")["bps"] == 1_000_000
     assert one(obs, window="w1")["dt"] == 2.0
 
 
 def test_streams_and_windows_are_kept_apart():
-    obs = metrics.stream_windows([
+    obs = windows.stream_windows([
         sample(0, 0), sample(1000, 125_000),                                   # w1, send: 1 Mbps
         sample(0, 0, direction="recv", peer="1-2"), sample(1000, 62_500, direction="recv", peer="1-2"),
         sample(5000, 1_000_000, window="w2"), sample(7000, 1_500_000, window="w2"),   # w2: 2 Mbps
@@ -54,7 +54,7 @@ def test_streams_and_windows_are_kept_apart():
 
 
 def test_background_bitrate_comes_from_consecutive_background_samples():
-    obs = metrics.stream_windows([
+    obs = windows.stream_windows([
         sample(0, 0, phase="background", window="bg-1"),
         sample(1000, 125_000, phase="background", window="bg-2"),
         sample(1500, 999_999, phase="ramp", window="r1"),       # another phase does not interleave
@@ -68,7 +68,7 @@ def test_background_bitrate_comes_from_consecutive_background_samples():
 
 
 def test_loss_jitter_rtt_fps_and_freezes_per_window():
-    obs = metrics.stream_windows([
+    obs = windows.stream_windows([
         sample(0, 0, direction="recv", peer="1-2", packets=100, packetsLost=0, jitter=0.002, rtt=0.010,
                framesPerSecond=30, freezeCount=1),
         sample(2000, 1, direction="recv", peer="1-2", packets=290, packetsLost=10, jitter=0.004, rtt=0.030,
@@ -86,40 +86,40 @@ def test_loss_jitter_rtt_fps_and_freezes_per_window():
 
 def test_audio_is_left_out_unless_asked_for():
     samples = [sample(0, 0, kind="audio"), sample(1000, 4000, kind="audio")]
-    assert metrics.stream_windows(samples) == []
-    assert one(metrics.stream_windows(samples, kinds=None), kind="audio")["bps"] == 32_000
+    assert windows.stream_windows(samples) == []
+    assert one(windows.stream_windows(samples, kinds=None), kind="audio")["bps"] == 32_000
 
 
 def test_freezes_are_pooled_over_every_window_at_a_count():
     recv = {"direction": "recv", "peer": "1-2"}
-    obs = metrics.stream_windows([
+    obs = windows.stream_windows([
         sample(0, 0, freezeCount=0, **recv), sample(1000, 1, freezeCount=0, **recv),
         sample(0, 0, phase="background", window="bg-1", freezeCount=0, **recv),
         sample(30_000, 1, phase="background", window="bg-2", freezeCount=1, **recv),
         sample(60_000, 2, phase="background", window="bg-3", freezeCount=1, participants=14, **recv),
     ])
     # 14 participants were only seen by a background tick: not a point of the series
-    assert metrics.freeze_series(metrics.window_totals(obs)) == [{"participants": 7,
+    assert series.freeze_series(windows.window_totals(obs)) == [{"participants": 7,
                                                                   "freezes_per_min": pytest.approx(60 / 31)}]
 
 
 # ---------------------------------------------------------------- statistics
 
 def test_describe_min_of_positive_max_avg_and_share_above():
-    d = metrics.describe([0, 500_000, 2_000_000, 1_000_000, None], threshold=1_000_000)
+    d = stats.describe([0, 500_000, 2_000_000, 1_000_000, None], threshold=1_000_000)
     assert d == {"n": 4, "min": 500_000, "max": 2_000_000, "avg": 875_000, "above": 0.25}
 
 
 def test_describe_without_positive_values_or_values():
-    assert metrics.describe([0, 0], threshold=1)["min"] is None
-    assert metrics.describe([0, 0], threshold=1)["above"] == 0
-    assert metrics.describe([]) == {"n": 0, "min": None, "max": None, "avg": None, "above": None}
+    assert stats.describe([0, 0], threshold=1)["min"] is None
+    assert stats.describe([0, 0], threshold=1)["above"] == 0
+    assert stats.describe([]) == {"n": 0, "min": None, "max": None, "avg": None, "above": None}
 
 
 def test_percentile_interpolates():
-    assert metrics.percentile([1, 2, 3, 4, 5], 90) == pytest.approx(4.6)
-    assert metrics.percentile([7], 10) == 7
-    assert metrics.percentile([], 50) is None
+    assert stats.percentile([1, 2, 3, 4, 5], 90) == pytest.approx(4.6)
+    assert stats.percentile([7], 10) == 7
+    assert stats.percentile([], 50) is None
 
 
 def test_study_tables_hand_computed():
@@ -132,8 +132,8 @@ def test_study_tables_hand_computed():
         sample(0, 0, phase="target", window="t", user="1-1"),
         sample(1000, 100_000, phase="target", window="t", user="1-1"),                          # 0.8 Mbps
     ]
-    t4, t5, t6 = metrics.study_tables(metrics.stream_windows(samples))
-    cols = metrics.STUDY_COLUMNS
+    t4, t5, t6 = tables.study_tables(windows.stream_windows(samples))
+    cols = tables.STUDY_COLUMNS
     bitrate, rtt = (dict(zip(cols, row)) for row in t4.rows)
     assert bitrate == {"Metric": "Video bitrate sent, per stream", "Unit": "Mbps", "n": 3, "Min (of > 0)": 0.5,
                        "Max": 2.0, "Avg": 0.833, "Threshold": "> 1 Mbps", "Share above (%)": 33.3}
@@ -141,7 +141,7 @@ def test_study_tables_hand_computed():
     assert dict(zip(cols, t5.rows[0]))["Avg"] == 1.6
     assert dict(zip(cols, t5.rows[0]))["Share above (%)"] == 100
     assert dict(zip(cols, t6.rows[0]))["Avg"] == 0.8
-    assert t6.row_keys == metrics.SENDER_KEYS + metrics.RECEIVER_KEYS
+    assert t6.row_keys == tables.SENDER_KEYS + tables.RECEIVER_KEYS
 
 
 def test_stream_stats_per_participant_totals_and_pooled_loss():
@@ -150,18 +150,18 @@ def test_stream_stats_per_participant_totals_and_pooled_loss():
         for peer, nbytes in (("a", 125_000), ("b", 250_000)):
             samples += [sample(0, 0, user=user, peer=peer, direction="recv", packets=0, packetsLost=0),
                         sample(1000, nbytes, user=user, peer=peer, direction="recv", packets=90, packetsLost=10)]
-    stats = metrics.stream_stats(metrics.stream_windows(samples))
-    assert stats["recv_bps"] == 1_500_000
-    assert stats["recv_total_bps"] == 3_000_000
-    assert stats["loss_pct"] == pytest.approx(10.0)
-    assert "send_bps" not in stats
+    figures = stats.stream_stats(windows.stream_windows(samples))
+    assert figures["recv_bps"] == 1_500_000
+    assert figures["recv_total_bps"] == 3_000_000
+    assert figures["loss_pct"] == pytest.approx(10.0)
+    assert "send_bps" not in figures
 
 
 def test_participants_at_follows_the_events_step():
-    tl = metrics.timeline([{"t": 0, "event": "run_started", "participants": 0},
+    tl = series.timeline([{"t": 0, "event": "run_started", "participants": 0},
                            {"t": 100, "event": "room_started", "participants": 7},
                            {"t": 200, "event": "room_started", "participants": 14}])
-    assert [metrics.participants_at(tl, t) for t in (-1, 0, 99, 100, 150, 200, 10_000)] == [0, 0, 0, 7, 7, 14, 14]
+    assert [series.participants_at(tl, t) for t in (-1, 0, 99, 100, 150, 200, 10_000)] == [0, 0, 0, 7, 7, 14, 14]
 
 
 def test_check_series_counts_a_room_at_its_validation_load():
@@ -174,7 +174,7 @@ def test_check_series_counts_a_room_at_its_validation_load():
               {"t": 20, "room": 1, "ok": False, "verdict": "frozen"},
               {"t": 110, "room": 2, "ok": True, "verdict": "playing"},       # room 2 never validated
               {"t": 120, "room": 2, "ok": True, "verdict": "playing"}]
-    assert metrics.check_series(checks, events) == [{"participants": 7, "checks": 2, "check_pass_rate": 0.5},
+    assert series.check_series(checks, events) == [{"participants": 7, "checks": 2, "check_pass_rate": 0.5},
                                                     {"participants": 14, "checks": 2, "check_pass_rate": 1.0}]
 
 
@@ -182,17 +182,17 @@ def test_room_checks():
     checks = [{"t": 10, "room": 1, "ok": True, "verdict": "playing"},
               {"t": 20, "room": 1, "ok": False, "verdict": "frozen"},
               {"t": 110, "room": 2, "ok": True, "verdict": "playing"}]
-    rooms = metrics.room_checks(checks)
+    rooms = series.room_checks(checks)
     assert rooms[0] == {"room": 1, "checks": 2, "passed": 1, "pass_rate": 0.5,
                         "verdicts": {"playing": 1, "frozen": 1}}
-    assert metrics.rooms_table(rooms).rows[0] == [1, 2, 1, 50.0, "1 playing, 1 frozen"]
+    assert tables.rooms_table(rooms).rows[0] == [1, 2, 1, 50.0, "1 playing, 1 frozen"]
 
 
 def test_quality_series():
     q = [{"participants": 7, "brisque": 20, "vmaf": None, "frozen": False},
          {"participants": 7, "brisque": 30, "vmaf": None, "frozen": True},
          {"participants": 7, "brisque": None, "vmaf": None, "frozen": False}]
-    (row,) = metrics.quality_series(q)
+    (row,) = series.quality_series(q)
     assert row["brisque"] == 25 and "vmaf" not in row
     assert row["frozen_share"] == pytest.approx(1 / 3)
 
@@ -203,7 +203,7 @@ def test_playback_series_pools_every_video_of_a_count():
             dict(common, effective_fps=13.0, delay_ms=300, delay_ms_p90=400, freezes=1),
             dict(common, effective_fps=14.0, delay_ms=200, delay_ms_p90=250),
             dict(common, participants=14, effective_fps=5.0, delay_ms=None, delay_ms_p90=None)]
-    seven, fourteen = metrics.playback_series(rows)
+    seven, fourteen = series.playback_series(rows)
     assert seven["code_fps"] == pytest.approx(14) and seven["delay_ms"] == 200
     assert seven["delay_ms_p90"] == pytest.approx(370)
     assert seven["code_freezes_per_min"] == pytest.approx(2.0)
@@ -217,7 +217,7 @@ def test_server_series_per_role_from_cumulative_cpu_seconds():
             {"t": 10_000, "role": "clients", "cpu_s": 14.0, "rss": 1000, "participants": 7},  # 1.4 cores
             {"t": 20_000, "role": "sfu", "cpu_s": 6.0, "participants": 14},                  # 0.4 cores
             {"t": 30_000, "role": "sfu", "cpu_s": 7.0, "participants": 14}]                  # 0.1 cores
-    s7, s14 = metrics.server_series(rows, [])
+    s7, s14 = series.server_series(rows, [])
     assert s7 == {"participants": 7, "sfu_cpu": pytest.approx(0.2), "sfu_cpu_per_participant": pytest.approx(0.2 / 7),
                   "sfu_rss": 200, "clients_cpu": pytest.approx(1.4), "clients_cpu_per_participant": pytest.approx(0.2),
                   "clients_rss": 1000}
@@ -226,27 +226,27 @@ def test_server_series_per_role_from_cumulative_cpu_seconds():
 
 
 def test_background_series_and_totals_pool_sums():
-    obs = metrics.stream_windows([
+    obs = windows.stream_windows([
         sample(0, 0, phase="background", window=1, direction="recv", peer="a", rtt=0.01),
         sample(0, 0, phase="background", window=1, direction="recv", peer="b", rtt=0.03),
         sample(2000, 250_000, phase="background", window=2, direction="recv", peer="a"),   # 1 Mbps
         sample(1000, 250_000, phase="background", window=2, direction="recv", peer="b"),   # 2 Mbps
         sample(3000, 250_000, phase="background", window=3, direction="recv", peer="b", participants=14),
     ])
-    totals = metrics.window_totals(obs)
-    assert metrics.background_series(totals) == [
+    totals = windows.window_totals(obs)
+    assert series.background_series(totals) == [
         {"participants": 7, "recv_bps": 1_500_000, "rtt_recv_ms": pytest.approx(20)},
         {"participants": 14, "recv_bps": 0.0}]
 
 
 def test_window_series():
-    obs = metrics.stream_windows([
+    obs = windows.stream_windows([
         sample(0, 0, window=3, rtt=0.01), sample(1000, 125_000, window=3, rtt=0.03),
         sample(0, 0, window=3, direction="recv", peer="1-2"), sample(1000, 62_500, window=3, direction="recv",
                                                                      peer="1-2"),
         sample(5000, 0, phase="background", window=4, user="1-2"),
     ])
-    w3, w4 = metrics.window_series(metrics.window_totals(obs))
+    w3, w4 = series.window_series(windows.window_totals(obs))
     assert w3 == {"t": 1000, "phase": "ramp", "window": 3, "participants": 7, "send_bps": 1_000_000,
                   "recv_bps": 500_000, "rtt_send_ms": pytest.approx(20)}
     assert w4 == {"t": 5000, "phase": "background", "window": 4, "participants": 7}
@@ -341,7 +341,7 @@ def test_cost_per_forwarded_packet_and_stream_hand_computed(tmp_path):
                "net_tx_bytes": 500_000, "udp_rcvbuf_errors": 7},
               {"role": "clients", "edge": "end", "window": 4, "t": 3_000, "cpu_s": 99.0}]
     run = runfiles.Run(path=tmp_path, meta={"machine": {"cpu_mhz": 3000}}, server=server)
-    [row] = metrics.cost_series(run)
+    [row] = cost.cost_series(run)
     assert row["participants"] == 2 and row["fwd_streams"] == 4
     assert row["fwd_pps"] == pytest.approx(300) and row["sfu_cores_fwd"] == pytest.approx(0.05)
     assert row["sfu_us_per_packet"] == pytest.approx(0.05e6 / 300)

@@ -94,3 +94,16 @@ def test_the_page_renders_with_its_curves_and_tables(built):
     assert problems == []
     page = path.read_text()
     assert "SFU study — 6 SFUs, 2 repeats each" in page and "level at this resolution" in page
+
+
+def test_a_run_that_coped_with_no_count_leaves_the_others_costs(entries, tmp_path):
+    """A run that coped with no count (its knee at its first, or its clients the limit from the
+    first room) has no cost, and the other SFUs' costs still compare at the load they all coped with."""
+    at_once = metrics.analyse(runfiles.load(synthetic.make_run(
+        tmp_path, sfu="livekit", seed=99, rooms=4, client_bound_after=0, start_ms=1_760_000_000_000)))
+    assert at_once.cost and not study_report.coped(at_once)
+    measured = [e for e in entries if e.analyses] + [Entry("weak", [at_once], 1)]
+    load = study_report.common_load(measured)
+    assert load == study_report.common_load([e for e in entries if e.analyses]) and load
+    assert study_report.cost_span(measured[-1], load, "sfu_us_per_packet") is None
+    assert study_report.cost_span(measured[0], load, "sfu_us_per_packet") is not None

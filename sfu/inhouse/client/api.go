@@ -77,9 +77,6 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 	lf.DefaultLogLevel = logging.LogLevelError
 	se.LoggerFactory = lf
 	se.SetIncludeLoopbackCandidate(true)
-	// An SFU that answers our offer may send on new SSRCs before its answer is
-	// applied (LiveKit does); Chrome takes that media by its MID, so do we.
-	se.SetHandleUndeclaredSSRCWithoutAnswer(true)
 	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
 	if o.IPFilter != nil {
 		se.SetIPFilter(o.IPFilter)
@@ -139,8 +136,12 @@ func configureFeedback(me *webrtc.MediaEngine, ir *interceptor.Registry, own boo
 			me.RegisterFeedback(webrtc.RTCPFeedback{Type: "nack", Parameter: "pli"}, kind)
 		}
 		me.RegisterFeedback(webrtc.RTCPFeedback{Type: webrtc.TypeRTCPFBTransportCC}, kind)
-		if err := me.RegisterHeaderExtension(webrtc.RTPHeaderExtensionCapability{URI: sdp.TransportCCURI}, kind); err != nil {
-			return err
+		// The MID, as Chrome offers it: an SFU may send a new stream before the
+		// description that declares it is applied, and it names its section.
+		for _, uri := range []string{sdp.TransportCCURI, sdp.SDESMidURI} {
+			if err := me.RegisterHeaderExtension(webrtc.RTPHeaderExtensionCapability{URI: uri}, kind); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

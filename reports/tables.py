@@ -1,0 +1,209 @@
+"""The report's tables: the 2018 study's Tables IV-VI, the measurements by participant count, the
+rooms' checks, the windows' health, the SFU's cost and traffic, the receivers by kind and the network
+profiles."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from . import catalog
+from .series import room_participants
+from .stats import describe, playback_stats, stream_stats
+from .table import Table, rounded, scaled
+from .windows import MEASURED
+
+
+KINDS = ("browser", "synthetic")
+
+
+def kind_table(obs: list[dict], playback: list[dict], checks: list[dict], events: list[dict]) -> Table:
+    """The receivers' figures per participant count and kind of client (browser or synthetic), so
+    that neither kind's numbers pass for the other's."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for o in obs:
+        if o["phase"] in MEASURED and o["direction"] == "recv" and o["participants"] is not None:
+            groups[(o["participants"], o["client"])].append(o)
+    delays: dict[tuple, list[dict]] = defaultdict(list)
+    for r in playback:
+        if r.get("participants") is not None:
+            delays[(r["participants"], r.get("client") or "browser", r.get("peer_client") or "browser")].append(r)
+    rooms = room_participants(events)
+    passed: dict[tuple, list[bool]] = defaultdict(list)
+    for c in checks:
+        p = rooms.get(c.get("room"))
+        if p is not None:
+            passed[(p, c.get("client") or "browser")].append(bool(c.get("ok")))
+    rows = []
+    for key in sorted(set(groups) | set(passed)):
+        st, ok = stream_stats(groups.get(key, [])), passed.get(key, [])
+        delay = [playback_stats(delays.get((*key, sender), [])).get("delay_ms") for sender in KINDS]
+        rows.append([key[0], key[1], len(groups.get(key, [])), rounded(scaled(st.get("recv_bps"), 1e-6), 3),
+                     rounded(st.get("fps"), 1), rounded(st.get("jitter_ms"), 1), rounded(st.get("loss_pct"), 2),
+                     rounded(st.get("freezes_per_min"), 2), *(rounded(d, 0) for d in delay),
+                     rounded(100 * sum(ok) / len(ok), 1) if ok else None])
+    return Table("clients", "Receivers by kind: browsers and synthetic participants",
+                 ["Participants", "Receiver", "Video streams", "Recv video per stream (Mbps)", "Recv fps",
+                  "Jitter (ms)", "Loss (%)", "Freezes / stream-min", "Delay from browsers (ms)",
+                  "Delay from synthetic (ms)", "Checks passed (%)"],
+                 rows, note="Synthetic participants (synth/) publish a pre-encoded clip at a fixed bitrate "
+                 "(no encoder, no congestion control) and do not decode: they count a frame when all its "
+                 "packets arrived, recognise the clip's frames by their bytes (delay, checks) and tell a "
+                 "browser's frames apart by a fingerprint of theirs (checks only). Delay from a synthetic "
+                 "sender has no capture or encoding in it.")
+
+
+def network_table(obs: list[dict], playback: list[dict], events: list[dict], base: str,
+                  health: list[dict]) -> Table:
+    """The same participants under each network profile the degrade shape stepped through (its
+    `network` windows), beside the target window under the run's own network (`base`), each with
+    whether its clients had headroom (`health`, window_health's)."""
+    headroom = {h["window"]: "no: " + "; ".join(h["reasons"]) if h["client_bound"] else "yes" for h in health}
+    windows: dict = {}
+    for o in obs:
+        if o["phase"] in ("network", "target") and o["kind"] == "video":
+            windows.setdefault(o["window"], []).append(o)
+    if not any(group[0]["phase"] == "network" for group in windows.values()):
+        return Table("network", "Under each network profile", [], [])
+    changes = sorted((e["t"], e.get("network")) for e in events if e.get("event") == "network_changed" and e.get("t"))
+    rows = []
+    for window, group in sorted(windows.items(), key=lambda kv: min(o["t"] or 0 for o in kv[1])):
+        t = min(o["t"] or 0 for o in group)
+        name = base
+        for changed, net in changes:
+            if changed <= t:
+                name = net
+        st = stream_stats(group)
+        pb = playback_stats([r for r in playback if r.get("window") == window])
+        rows.append([name, group[0]["phase"], group[0]["participants"], rounded(scaled(st.get("recv_bps"), 1e-6), 3),
+                     rounded(st.get("fps"), 1), rounded(st.get("rtt_send_ms"), 1), rounded(st.get("loss_pct"), 2),
+                     rounded(st.get("jitter_ms"), 1), rounded(st.get("freezes_per_min"), 2), rounded(pb.get("delay_ms"), 0),
+                     headroom.get(window, "not judged")])
+    return Table("network", "Under each network profile: the same participants",
+                 ["Network", "Window", "Participants", "Recv video per stream (Mbps)", "Recv fps", "Sender RTT (ms)",
+                  "Loss (%)", "Jitter (ms)", "Freezes / stream-min", "Delay (ms)", "Clients had headroom"], rows,
+                 note="The degrade shape measures the same load under each profile after a settling time; "
+                      "the target window is under the run's own network.")
+
+
+def cost_table(cost: list[dict]) -> Table:
+    rows = [[r["participants"], r.get("pub_streams"), r["fwd_streams"], rounded(r["fwd_pps"], 0),
+             rounded(r["sfu_cores_fwd"], 3), rounded(r["sfu_us_per_packet"], 2), rounded(r.get("sfu_mhz_per_published"), 1),
+             rounded(r.get("sfu_mhz_per_stream"), 2), rounded(r.get("sfu_in_mbps"), 2), rounded(r.get("sfu_out_mbps"), 2),
+             rounded(r.get("sfu_udp_drops"), 1), rounded(scaled(r.get("sfu_throttled"), 100), 1)] for r in cost]
+    return Table("cost", "What the SFU spent per forwarded stream and packet, at each step",
+                 ["Participants", "Published streams", "Forwarded streams", "Forwarded packets/s", "SFU CPU (cores)",
+                  "SFU CPU per packet (µs)", "SFU MHz per published stream", "SFU MHz per forwarded stream",
+                  "SFU in (Mbps)", "SFU out (Mbps)", "SFU socket drops / s", "SFU throttled (% of periods)"], rows,
+                 note="Over the ramp-up and target windows at each count; a forwarded stream is one "
+                      "published track (audio or video) delivered to one receiver, browser or synthetic. "
+                      "Throttled: the share of CFS periods in which the SFU's CPU budget ran out.")
+
+
+def traffic_table(cost: list[dict]) -> Table:
+    """The SFU's media and signalling apart, and its media against what the clients sent and got."""
+    rows = [[r["participants"], rounded(r["sfu_media_in_mbps"], 2), rounded(r["sfu_media_out_mbps"], 2),
+             rounded(r.get("sfu_media_in_ratio"), 2), rounded(r.get("sfu_media_out_ratio"), 2),
+             rounded(r["sfu_signalling_kbps"], 1), rounded(r.get("sfu_signalling_kbps_per_participant"), 2)]
+            for r in cost if r.get("sfu_media_in_mbps") is not None]
+    return Table("traffic", "The SFU's traffic: media and signalling apart",
+                 ["Participants", "Media in (Mbps)", "Media out (Mbps)", "Media in / clients sent",
+                  "Media out / clients received", "Signalling (kbit/s)", "Signalling per participant (kbit/s)"],
+                 rows, note="Counted by protocol in the SFU's network namespace (nftables): media is UDP (RTP, "
+                 "RTCP, ICE, DTLS), signalling TCP (WebSocket and HTTP, the engine's health checks too). The "
+                 "ratios set the SFU's media, headers included, against the payload the clients' getStats "
+                 "say they sent and received: above about 1.5 something sends far more than the media.")
+
+
+BITRATE_THRESHOLD_BPS = 1e6   # the study's "share above 1 Mbps"
+
+
+RTT_THRESHOLD_MS = 50.0       # the study's "share above 50 ms"
+
+
+STUDY_COLUMNS = ["Metric", "Unit", "n", "Min (of > 0)", "Max", "Avg", "Threshold", "Share above (%)"]
+
+
+def _study_row(label: str, unit: str, values: list[float], scale: float, digits: int,
+               threshold: float | None = None) -> list:
+    d = describe([v * scale for v in values if v is not None],
+                 threshold * scale if threshold is not None else None)
+    thr = f"> {threshold * scale:g} {unit}" if threshold is not None else None
+    return [label, unit, d["n"], rounded(d["min"], digits), rounded(d["max"], digits), rounded(d["avg"], digits),
+            thr, rounded(d["above"] * 100, 1) if d["above"] is not None else None]
+
+
+SENDER_KEYS = ["send_bps", "rtt_send_ms"]
+
+
+RECEIVER_KEYS = ["recv_bps", "rtt_recv_ms", "fps", "jitter_ms", "loss_pct"]
+
+
+def _sender_rows(obs: list[dict]) -> list[list]:
+    send = [o for o in obs if o["kind"] == "video" and o["direction"] == "send"]
+    return [
+        _study_row("Video bitrate sent, per stream", "Mbps", [o["bps"] for o in send], 1e-6, 3,
+                   BITRATE_THRESHOLD_BPS),
+        _study_row("RTT, sender (remote-inbound-rtp)", "ms", [r for o in send for r in o["rtt"]], 1, 1,
+                   RTT_THRESHOLD_MS),
+    ]
+
+
+def _receiver_rows(obs: list[dict]) -> list[list]:
+    recv = [o for o in obs if o["kind"] == "video" and o["direction"] == "recv"]
+    return [
+        _study_row("Video bitrate received, per stream", "Mbps", [o["bps"] for o in recv], 1e-6, 3,
+                   BITRATE_THRESHOLD_BPS),
+        _study_row("RTT, receiver (candidate pair)", "ms", [r for o in recv for r in o["rtt"]], 1, 1,
+                   RTT_THRESHOLD_MS),
+        _study_row("Frame rate received", "fps", [o["fps"] for o in recv], 1, 1),
+        _study_row("Jitter received", "ms", [o["jitter_ms"] for o in recv], 1, 1),
+        _study_row("Packet loss received, per window", "%",
+                   [o["lost"] / o["expected"] for o in recv if o["expected"]], 100, 2),
+    ]
+
+
+def study_tables(obs: list[dict]) -> list[Table]:
+    """Tables IV–VI of the 2018 study: ramp-up sender, ramp-up receiver, target load.
+
+    Bitrates are one value per stream and window; RTTs one per sample, as in the study."""
+    ramp = [o for o in obs if o["phase"] == "ramp"]
+    target = [o for o in obs if o["phase"] == "target"]
+    return [
+        Table("table4", "Table IV style — ramp-up, sender", STUDY_COLUMNS, _sender_rows(ramp),
+              row_keys=SENDER_KEYS),
+        Table("table5", "Table V style — ramp-up, receiver", STUDY_COLUMNS, _receiver_rows(ramp),
+              row_keys=RECEIVER_KEYS),
+        Table("table6", "Table VI style — target load, sender and receiver", STUDY_COLUMNS,
+              _sender_rows(target) + _receiver_rows(target), row_keys=SENDER_KEYS + RECEIVER_KEYS),
+    ]
+
+
+def rooms_table(rooms: list[dict]) -> Table:
+    rows = [[r["room"], r["checks"], r["passed"],
+             rounded(r["pass_rate"] * 100, 1) if r["pass_rate"] is not None else None,
+             ", ".join(f"{v} {k}" for k, v in sorted(r["verdicts"].items(), key=lambda kv: -kv[1]))]
+            for r in rooms]
+    return Table("checks", "Video checks per room", ["Room", "Checks", "Passed", "Pass rate (%)", "Verdicts"],
+                 rows)
+
+
+def health_table(health: list[dict]) -> Table:
+    def pct(v):
+        return None if v is None else round(100 * v, 1)
+    rows = [[h["phase"], h["window"], h["participants"], rounded(h.get("duration_s"), 1),
+             pct(h.get("sfu_throttled")), pct(h.get("clients_throttled")), "yes" if h["client_bound"] else "no",
+             "; ".join(h["reasons"])] for h in health]
+    return Table("health", "Each measured window: the SFU's budget and the load generator",
+                 ["Phase", "Window", "Participants", "Length (s)", "SFU throttled (% of periods)",
+                  "Clients throttled (% of periods)", "Client-bound", "Why"], rows,
+                 note="Throttled: the share of the window's CFS periods in which the group's CPU quota ran "
+                      "out, so that it waited for the next period (empty without a quota).")
+
+
+SERIES_COLUMNS = [(f.name, f.column, f.scale, f.digits) for f in catalog.series()]
+
+
+def series_table(series: list[dict]) -> Table:
+    cols = [c for c in SERIES_COLUMNS if any(r.get(c[0]) is not None for r in series)]
+    rows = [[rounded(r[k] * scale, d) if r.get(k) is not None else None for k, _, scale, d in cols]
+            for r in series]
+    return Table("series", "Measurements by participant count (ramp-up and target)", [c[1] for c in cols], rows)
