@@ -32,7 +32,7 @@ PROFILES = (("local", 7), ("paper", 3))   # media profile, participants in the r
 def spans(seconds: float, found: dict):
     """A scenario: one room, validated, then idle / following / measuring spans of `seconds`."""
     def scenario(runner) -> None:
-        want = runner.shape.tick(runner.status)
+        want = runner.shape.tick(runner.status).participants
         runner.status.rooms = 1
         while runner.status.participants < want:
             runner.start_participant(1)

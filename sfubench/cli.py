@@ -144,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("sfubench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:   # piped into `head` and the like, which read what they wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (UsageError, config_mod.ConfigError) as e:
         print(f"sfubench: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -169,130 +172,135 @@ def _one_line(e: Exception) -> str:
 
 
 def _dispatch(args) -> int:
-    if args.command == "config":
-        if args.markdown:
-            print(config_mod.markdown(), end="")
-            return 0
-        for key, value in _settings(args).as_dict().items():
-            print(f"{key} = {value!r}")
+    return COMMANDS[args.command](args)
+
+
+def _config(args) -> int:
+    if args.markdown:
+        print(config_mod.markdown(), end="")
         return 0
+    for key, value in _settings(args).as_dict().items():
+        print(f"{key} = {value!r}")
+    return 0
 
-    if args.command == "list-sfus":
-        from .sfu import Adapter, profiles_of
-        for name in config_mod.available_sfus():
-            a = Adapter.load(name)
-            where = " and ".join(a.where) if a.where != ["cloud"] else "the cloud only"
-            print(f"{name:10} {a.version:10} runs in {where}")
-            for profile, spec in profiles_of(a.data).items():
-                print(f"{'':21} profile {profile}: {spec.get('description', '')}")
-        return 0
 
-    if args.command == "cloud-loadtest":
-        from .cloud import run as cloud_run
-        from .cloud.kube import KubeError
-        from .cloud.terraform import TerraformError
-        from .cloud.tools import ToolError
-        cfg = _settings(args, remote=True)   # its hosts are the SFU's budget, its grid the browsers' room
-        owner = cloud_run.valid_owner(args.owner or os.environ.get("USER") or "unknown")
-        if args.hours <= 0:
-            raise UsageError(f"--hours must be positive, got {args.hours:g}")
-        try:
-            run_dir, status = cloud_run.cloud_loadtest(cfg, args.cloud, args.dry_run, owner, args.hours)
-        except (TerraformError, KubeError, ToolError) as e:
-            print(f"sfubench: error: {_one_line(e)}", file=sys.stderr)
-            return EXIT_FAILED
-        if run_dir is not None:
-            _print_summary(run_dir)
-        return 0 if status in ("ok", "dry-run") else EXIT_FAILED
+def _list_sfus(args) -> int:
+    from .sfu import Adapter, profiles_of
+    for name in config_mod.available_sfus():
+        a = Adapter.load(name)
+        where = " and ".join(a.where) if a.where != ["cloud"] else "the cloud only"
+        print(f"{name:10} {a.version:10} runs in {where}")
+        for profile, spec in profiles_of(a.data).items():
+            print(f"{'':21} profile {profile}: {spec.get('description', '')}")
+    return 0
 
-    if args.command == "cloud-cleanup":
-        from .cloud import run as cloud_run
-        failed = cloud_run.cleanup(args.out)
-        for line in failed:
-            print(f"sfubench: error: {line}", file=sys.stderr)
-        return EXIT_FAILED if failed else 0
 
-    if args.command == "serve":
-        return _serve(args)
-
-    if args.command == "generate":
-        return _generate(args)
-
-    if args.command == "media":
-        from . import media
-        _require("ffmpeg")
-        cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
-        for profile in [args.media] if args.media else list(media.PROFILES):
-            m = media.build(profile, cache)
-            print(f"{profile}: {m.y4m} {m.wav}")
-            if args.synthetic:
-                e = media.encoded(m)
-                print(f"{profile} encoded: {e.ivf} {e.ogg}")
-        return 0
-
-    if args.command == "compare":
-        from datetime import datetime, timezone
-        from reports import compare
-        for d in args.run_dirs:
-            if not (d / "meta.json").exists():
-                raise UsageError(f"{d} is not a run folder (no meta.json)")
-        out = args.out or Path("runs") / f"compare-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
-        try:
-            print(compare.build(args.run_dirs, out, force=args.force))
-        except compare.ScenarioMismatch as e:
-            raise UsageError(f"{e} (use --force to compare anyway)") from None
-        return 0
-
-    if args.command == "trend":
-        from reports import history
-        db = args.db or config_mod.load().results_db_path()
-        if "://" not in db and not Path(db).exists():
-            raise UsageError(f"no results database at {db}: run a loadtest first, or pass --db")
-        try:
-            series = history.trend(args.sfu, db, args.metric)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-        if not series:
-            raise UsageError(f"no recorded runs of {args.sfu!r} in {db}")
-        for metric, points in series.items():
-            last = points[-1]
-            flag = "REGRESSION" if last["regression"] else "improved" if last["improvement"] else "ok"
-            band = ("no band yet" if last["median"] is None
-                    else f"band {last['low']:.4g}..{last['high']:.4g}")
-            print(f"{metric:32} {len(points):3} runs  last {last['value']:.4g}  {band}  {flag}")
-        if args.html:
-            print(history.build(db, args.html, [args.sfu]))
-        return 0
-
-    if args.command == "report":
-        if not (args.run_dir / "meta.json").exists() and not (args.run_dir / "samples.jsonl").exists():
-            raise UsageError(f"{args.run_dir} is not a run folder (no meta.json or samples.jsonl)")
-        _score_if_needed(args.run_dir)
-        from reports import run as run_report
-        print(run_report.build(args.run_dir))
-        return 0
-
-    if args.command == "study":
-        from . import study
-        if args.sfu is not None:
-            raise UsageError("--sfu: a study runs every SFU of --sfus")
-        if not 1 <= args.repeat <= 100:
-            raise UsageError(f"--repeat must be 1-100, got {args.repeat}")
-        sfus = study.parse_sfus(args.sfus)
-        out = Path(args.out or "runs/study")
-        args.out = None
-        cfg = _settings(args)
-        _require("ip", "ffmpeg", "java", "chromium", "chromedriver")
-        return study.Study(cfg, sfus, args.repeat, out, retry_failed=args.retry_failed).run()
-
-    if args.command == "loadtest":
-        cfg = _settings(args)
-        _require("ip", "ffmpeg", "java", "chromium", "chromedriver")
-        from . import loadtest
-        run_dir, status = loadtest.run(cfg)
+def _cloud_loadtest(args) -> int:
+    from .cloud import run as cloud_run
+    from .cloud.kube import KubeError
+    from .cloud.terraform import TerraformError
+    from .cloud.tools import ToolError
+    cfg = _settings(args, remote=True)   # its hosts are the SFU's budget, its grid the browsers' room
+    owner = cloud_run.valid_owner(args.owner or os.environ.get("USER") or "unknown")
+    if args.hours <= 0:
+        raise UsageError(f"--hours must be positive, got {args.hours:g}")
+    try:
+        run_dir, status = cloud_run.cloud_loadtest(cfg, args.cloud, args.dry_run, owner, args.hours)
+    except (TerraformError, KubeError, ToolError) as e:
+        print(f"sfubench: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_FAILED
+    if run_dir is not None:
         _print_summary(run_dir)
-        return 0 if status == "ok" else EXIT_FAILED
-    raise AssertionError(args.command)
+    return 0 if status in ("ok", "dry-run") else EXIT_FAILED
+
+
+def _cloud_cleanup(args) -> int:
+    from .cloud import run as cloud_run
+    failed = cloud_run.cleanup(args.out)
+    for line in failed:
+        print(f"sfubench: error: {line}", file=sys.stderr)
+    return EXIT_FAILED if failed else 0
+
+
+def _media(args) -> int:
+    from . import media
+    _require("ffmpeg")
+    cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
+    for profile in [args.media] if args.media else list(media.PROFILES):
+        m = media.build(profile, cache)
+        print(f"{profile}: {m.y4m} {m.wav}")
+        if args.synthetic:
+            e = media.encoded(m)
+            print(f"{profile} encoded: {e.ivf} {e.ogg}")
+    return 0
+
+
+def _compare(args) -> int:
+    from datetime import datetime, timezone
+    from reports import compare
+    for d in args.run_dirs:
+        if not (d / "meta.json").exists():
+            raise UsageError(f"{d} is not a run folder (no meta.json)")
+    out = args.out or Path("runs") / f"compare-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+    try:
+        print(compare.build(args.run_dirs, out, force=args.force))
+    except compare.ScenarioMismatch as e:
+        raise UsageError(f"{e} (use --force to compare anyway)") from None
+    return 0
+
+
+def _trend(args) -> int:
+    from reports import history
+    db = args.db or config_mod.load().results_db_path()
+    if "://" not in db and not Path(db).exists():
+        raise UsageError(f"no results database at {db}: run a loadtest first, or pass --db")
+    try:
+        series = history.trend(args.sfu, db, args.metric)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if not series:
+        raise UsageError(f"no recorded runs of {args.sfu!r} in {db}")
+    for metric, points in series.items():
+        last = points[-1]
+        flag = "REGRESSION" if last["regression"] else "improved" if last["improvement"] else "ok"
+        band = ("no band yet" if last["median"] is None
+                else f"band {last['low']:.4g}..{last['high']:.4g}")
+        print(f"{metric:32} {len(points):3} runs  last {last['value']:.4g}  {band}  {flag}")
+    if args.html:
+        print(history.build(db, args.html, [args.sfu]))
+    return 0
+
+
+def _report(args) -> int:
+    if not (args.run_dir / "meta.json").exists() and not (args.run_dir / "samples.jsonl").exists():
+        raise UsageError(f"{args.run_dir} is not a run folder (no meta.json or samples.jsonl)")
+    _score_if_needed(args.run_dir)
+    from reports import run as run_report
+    print(run_report.build(args.run_dir))
+    return 0
+
+
+def _study(args) -> int:
+    from . import study
+    if args.sfu is not None:
+        raise UsageError("--sfu: a study runs every SFU of --sfus")
+    if not 1 <= args.repeat <= 100:
+        raise UsageError(f"--repeat must be 1-100, got {args.repeat}")
+    sfus = study.parse_sfus(args.sfus)
+    out = Path(args.out or "runs/study")
+    args.out = None
+    cfg = _settings(args)
+    _require("ip", "ffmpeg", "java", "chromium", "chromedriver")
+    return study.Study(cfg, sfus, args.repeat, out, retry_failed=args.retry_failed).run()
+
+
+def _loadtest(args) -> int:
+    cfg = _settings(args)
+    _require("ip", "ffmpeg", "java", "chromium", "chromedriver")
+    from . import loadtest
+    run_dir, status = loadtest.run(cfg)
+    _print_summary(run_dir)
+    return 0 if status == "ok" else EXIT_FAILED
 
 
 def _serve(args) -> int:
@@ -446,6 +454,12 @@ def _print_summary(run_dir: Path) -> None:
         print(f"CPU at target: browsers {cpu['clients_cores']:.2f} cores = "
               f"{cpu['clients_per_participant']:.3f} core per participant; "
               f"SFU {cpu.get('sfu_cores', float('nan')):.3f} cores")
+
+
+# one function per subcommand, found by its name
+COMMANDS = {"config": _config, "list-sfus": _list_sfus, "cloud-loadtest": _cloud_loadtest,
+            "cloud-cleanup": _cloud_cleanup, "serve": _serve, "generate": _generate, "media": _media,
+            "compare": _compare, "trend": _trend, "report": _report, "study": _study, "loadtest": _loadtest}
 
 
 if __name__ == "__main__":

@@ -9,29 +9,14 @@ import dataclasses
 import math
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from .shape import SHAPES
+from . import shapes
+from .settings import AUTO, ConfigError, opt
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_PREFIX = "SFUBENCH_"
-
-
-class ConfigError(ValueError):
-    """A setting is wrong; the message is one line meant for the user."""
-
-
-AUTO = "auto"
-
-
-def opt(default, help, *, min=None, max=None, choices=None, metavar=None, scenario=True, kind=None):
-    """A setting. `scenario`: whether it shapes what the SFU is put through, so that runs differing in
-    it are not comparable (compare refuses them, trends keep them apart); where results go, how the
-    lab is named and what the clients may spend are not. A default of "auto" is resolved for the
-    site the run uses (`resolve_auto`); `kind` is then the setting's type."""
-    return field(default=default, metadata=dict(help=help, min=min, max=max, choices=choices,
-                                                metavar=metavar, scenario=scenario, kind=kind))
 
 
 def cache_root() -> Path:
@@ -84,7 +69,8 @@ def resolve_auto(values: dict, remote: bool) -> dict:
 
 
 @dataclass(frozen=True)
-class Config:
+class Settings:
+    """The settings every run has; Config adds each load shape's own (sfubench/shapes/)."""
     sfu: str = opt("janus", "SFU adapter to test: a folder of sfu-configs/", scenario=False)
     preset: str = opt("study", "a named scenario the other settings start from: a TOML file of "
                       "sfubench/presets/ (study: these defaults, the 2018 study in miniature; browsers: "
@@ -101,14 +87,9 @@ class Config:
     real_rooms: int = opt(AUTO, "rooms that have browser participants, counted from the first; the "
                           "rooms after them are all synthetic. auto: 1 in the local lab, every room on "
                           "a remote grid", min=0, max=1000, kind="int")
-    shape: str = opt("until-knee", "load shape: ramp (a room at a time, up to --rooms), until-knee (a "
-                     "room at a time until the knee rule fires, the clients become the limit, or "
-                     "--max-rooms) or degrade (the ramp, then the same load under each --degrade "
-                     "network profile)", choices=tuple(SHAPES))
-    max_rooms: int = opt(40, "the most rooms the until-knee shape adds", min=1, max=1000)
-    degrade: str = opt("", "the degrade shape's network profiles, in order (names or .toml files, "
-                       "comma-separated): after the ramp, the same participants are measured under each",
-                       metavar="NAME,...")
+    shape: str = opt("until-knee", "load shape: " + "; ".join(f"{name} ({s.__doc__})" for name, s in
+                                                          shapes.SHAPES.items()) + " (sfubench/shapes/)",
+                     choices=tuple(shapes.SHAPES))
     participants_per_browser: int = opt(
         7, "participants hosted by one browser tab, each in its own iframe; 1 is the study's "
         "one browser per participant", min=1, max=64, scenario=False)
@@ -250,12 +231,7 @@ class Config:
     @property
     def rooms_cap(self) -> int:
         """The most rooms the shape may add."""
-        return self.max_rooms if self.shape == "until-knee" else self.rooms
-
-    @property
-    def degrade_profiles(self) -> tuple[str, ...]:
-        """The degrade shape's network profiles, in order."""
-        return tuple(p.strip() for p in self.degrade.split(",") if p.strip())
+        return shapes.SHAPES[self.shape].rooms_cap(self)
 
     @property
     def participants(self) -> int:
@@ -309,6 +285,9 @@ class Config:
         return {f.name: f.default for f in dataclasses.fields(cls) if f.metadata["scenario"]}
 
 
+Config = dataclasses.make_dataclass(
+    "Config", [(name, type(f.default).__name__, f) for name, f in shapes.options().items()],
+    bases=(Settings,), frozen=True, namespace={"__module__": __name__})
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 
 

@@ -25,7 +25,7 @@ from . import cgroups
 from . import grid as grid_mod
 from . import media as media_mod
 from . import network
-from . import shape as shape_mod
+from . import shapes
 from . import synthetic
 from . import traffic
 from .cgroups import CpuGroup
@@ -440,7 +440,7 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, sc
             def client_params(room, user):
                 return adapter.client_params(room, user, server.values)
 
-            runner = Runner(cfg, shape_mod.from_config(cfg, knee), bus, collector, open_browser, client_url,
+            runner = Runner(cfg, shapes.from_config(cfg, knee), bus, collector, open_browser, client_url,
                             probes=probes, watches=[server.check, run_dir.check], synthetic=generator,
                             client_params=client_params, set_network=set_network)
             try:

@@ -13,6 +13,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import shapes
 from .config import ROOT, ConfigError
 from .gobuild import build
 
@@ -116,12 +117,9 @@ def plan(cfg, synthetic: bool) -> LinkPlan:
     group = resolve(cfg.synthetic_network) if cfg.synthetic_network else None
     if group is not None and not synthetic:
         raise ConfigError("--synthetic-network needs synthetic participants (see --real-per-room, --real-rooms)")
-    steps = {}
-    if cfg.shape == "degrade":
-        steps = {name: resolve(name) for name in cfg.degrade_profiles}
-        if not steps or None in steps.values():
-            raise ConfigError("--shape degrade needs --degrade: the network profiles to measure under, in "
-                              "order (names or .toml files, comma-separated; not none)")
+    steps = {name: resolve(name) for name in shapes.SHAPES[cfg.shape].networks(cfg)}
+    if None in steps.values():
+        raise ConfigError(f"--shape {cfg.shape}: a step's network cannot be none")
     if (group is not None or steps) and own is None:
         own = PLAIN
     return LinkPlan(own, group, steps)

@@ -20,7 +20,7 @@ from selenium.common.exceptions import WebDriverException
 from .collector import Collector, Window
 from .events import Bus
 from .sfu import SfuFailed
-from .shape import LoadShape, Status
+from .shapes import LoadShape, Status
 
 LOST_AFTER = 3        # consecutive failed WebDriver calls after which a browser is given up
 SILENT_S = 15.0       # a page that posted nothing (not even its 1-s health record) for this long is lost
@@ -98,11 +98,11 @@ class Runner:
     def run_scenario(self) -> None:
         if self.cfg.background_interval > 0:
             self.next_background = time.monotonic() + self.cfg.background_interval
-        while (want := self.shape.tick(self.status)) is not None:
-            if self.shape.network != self.network:
-                self.change_network(self.shape.network)
+        while (step := self.shape.tick(self.status)) is not None:
+            if step.network != self.network:
+                self.change_network(step.network)
             new_rooms = []
-            while self.status.participants < want:
+            while self.status.participants < step.participants:
                 room = self.status.participants // self.cfg.users_per_room + 1
                 if room not in new_rooms:
                     new_rooms.append(room)
@@ -114,7 +114,7 @@ class Runner:
             if new_rooms and self.cfg.settle:
                 self.say(f"settling {self.cfg.settle:g} s before measuring", transient=True)
                 self.wait(self.cfg.settle)
-            if self.shape.phase == "network":
+            if step.phase == "network":
                 self.measure("network", self.cfg.target_samples)
             else:
                 self.measure("ramp", self.cfg.ramp_samples)

@@ -1,16 +1,31 @@
-from sfubench.shape import SHAPES, Degrade, RoomRamp, Status, UntilKnee
+"""Load shapes (sfubench/shapes/): each a file of its own, found by name, its settings in the schema."""
+import dataclasses
+
+import pytest
+
+from sfubench import config
+from sfubench.shapes import SHAPES, Status, Step
+from sfubench.shapes.degrade import Degrade
+from sfubench.shapes.ramp import RoomRamp
+from sfubench.shapes.steady import Steady
+from sfubench.shapes.until_knee import UntilKnee
+
+
+def run(shape, users_per_room):
+    """Runs the shape as the runner does; returns the steps it asked for."""
+    status, steps = Status(), []
+    while (step := shape.tick(status)) is not None:
+        steps.append(step)
+        status.participants, status.rooms = step.participants, max(status.rooms, step.participants // users_per_room)
+    return steps
 
 
 def test_room_ramp_adds_one_full_room_per_tick_then_stops():
-    shape, status, wanted = RoomRamp(rooms=3, users_per_room=7), Status(), []
-    while (n := shape.tick(status)) is not None:
-        wanted.append(n)
-        status.participants, status.rooms = n, status.rooms + 1
-    assert wanted == [7, 14, 21]
+    assert [s.participants for s in run(RoomRamp(rooms=3, users_per_room=7), 7)] == [7, 14, 21]
 
 
 def test_room_ramp_resumes_from_where_the_run_is():
-    assert RoomRamp(rooms=2, users_per_room=5).tick(Status(participants=5, rooms=1)) == 10
+    assert RoomRamp(rooms=2, users_per_room=5).tick(Status(participants=5, rooms=1)) == Step(10)
     assert RoomRamp(rooms=2, users_per_room=5).tick(Status(participants=10, rooms=2)) is None
 
 
@@ -22,12 +37,9 @@ class Knee:
 
 def ramp_until(shape, knees):
     """Runs the shape, handing it knees[i] after step i; returns the counts it asked for."""
-    status, wanted, step = Status(), [], iter(knees)
+    step = iter(knees)
     shape.knee = lambda: next(step)
-    while (n := shape.tick(status)) is not None:
-        wanted.append(n)
-        status.participants, status.rooms = n, status.rooms + 1
-    return wanted
+    return [s.participants for s in run(shape, shape.users_per_room)]
 
 
 def test_until_knee_stops_one_step_past_a_confirmed_knee():
@@ -50,15 +62,32 @@ def test_until_knee_gives_up_at_max_rooms():
     assert shape.done == "no knee up to --max-rooms 3"
 
 
-def test_shapes_are_chosen_by_name():
-    assert set(SHAPES) == {"ramp", "until-knee", "degrade"}
-    assert all(SHAPES[name].name == name for name in SHAPES)
-
-
 def test_degrade_ramps_then_holds_the_load_under_each_profile_and_comes_back():
-    shape, status, steps = Degrade(rooms=2, users_per_room=5, profiles=("3g", "lossy-2pct")), Status(), []
-    while (n := shape.tick(status)) is not None:
-        steps.append((n, shape.network, shape.phase))
-        status.participants, status.rooms = n, max(status.rooms, n // 5)
-    assert steps == [(5, None, "ramp"), (10, None, "ramp"), (10, "3g", "network"), (10, "lossy-2pct", "network")]
-    assert shape.network is None and shape.done == "2 room(s) measured under 2 network profile(s)"
+    shape = Degrade(rooms=2, users_per_room=5, profiles=("3g", "lossy-2pct"))
+    assert run(shape, 5) == [Step(5), Step(10), Step(10, "3g", "network"), Step(10, "lossy-2pct", "network")]
+    assert shape.done == "2 room(s) measured under 2 network profile(s)"
+
+
+def test_steady_joins_its_rooms_then_holds_them_for_its_minutes():
+    now = [0.0]
+
+    def clock():
+        now[0] += 20.0   # each tick comes a measured window later
+        return now[0]
+    shape = Steady(rooms=2, users_per_room=7, minutes=1.0, clock=clock)
+    steps = run(shape, 7)
+    assert steps[:2] == [Step(7), Step(14)] and set(steps[2:]) == {Step(14)}
+    assert 2 <= len(steps[2:]) <= 3 and shape.done == "14 participants held for 1 min"
+
+
+def test_shapes_are_found_by_name_and_own_their_settings():
+    assert set(SHAPES) == {"ramp", "until-knee", "degrade", "steady"}
+    assert all(SHAPES[name].name == name for name in SHAPES)
+    # a shape's settings are settings like any other: flag, environment, file, docs
+    cfg = config.load(cli={"shape": "steady", "steady_minutes": "2.5", "rooms": "3"}, env={})
+    assert cfg.steady_minutes == 2.5 and cfg.rooms_cap == 3
+    assert config.load(cli={}, env={"SFUBENCH_STEADY_MINUTES": "4"}).steady_minutes == 4.0
+    assert config.load(cli={"shape": "until-knee", "max_rooms": "9"}, env={}).rooms_cap == 9
+    assert "`--steady-minutes`" in config.markdown() and dataclasses.is_dataclass(cfg)
+    with pytest.raises(config.ConfigError):
+        config.load(cli={"steady_minutes": "0"}, env={})

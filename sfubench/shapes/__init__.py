@@ -1,0 +1,76 @@
+"""Load shapes, locust-style: one class per file of this folder, found by its `name`. Given the run's
+status, a shape's tick() returns the next step (how many participants, under which network, measured
+as what) or None when it is done (and `done` then says why). The runner adds participants room by
+room and calls tick() again once the new ones are validated and measured; it knows no shape by name.
+A shape's own settings (`options`) join the schema (config.py): flags, environment, file and docs.
+
+A new shape is a new file here: a LoadShape subclass with a `name`, its `options`, `from_config` and
+`tick`; nothing else changes."""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass
+class Status:
+    participants: int = 0
+    rooms: int = 0
+
+
+@dataclass(frozen=True)
+class Step:
+    participants: int
+    network: str | None = None   # the profile the step runs under; None: the run's own
+    phase: str = "ramp"          # how the step is measured: "ramp" or "network"
+
+
+class LoadShape:
+    name = ""
+    options: dict = {}           # its own settings: name -> settings.opt(...)
+    done: str | None = None      # why the last tick() ended the run
+
+    @classmethod
+    def from_config(cls, cfg, knee: Callable[[], object]) -> "LoadShape":
+        raise NotImplementedError
+
+    @classmethod
+    def rooms_cap(cls, cfg) -> int:
+        """The most rooms the shape may add."""
+        return cfg.rooms
+
+    @classmethod
+    def networks(cls, cfg) -> tuple[str, ...]:
+        """The network profiles its steps may ask for, checked before the run starts."""
+        return ()
+
+    def tick(self, status: Status) -> Step | None:
+        raise NotImplementedError
+
+
+def _discover() -> dict[str, type[LoadShape]]:
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    return {s.name: s for s in _subclasses(LoadShape) if s.name}
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [s for sub in cls.__subclasses__() for s in (sub, *_subclasses(sub))]
+
+
+SHAPES: dict[str, type[LoadShape]] = dict(sorted(_discover().items()))
+
+
+def options() -> dict:
+    """Every shape's own settings, by name."""
+    out: dict = {}
+    for shape in SHAPES.values():
+        out.update(shape.options)
+    return out
+
+
+def from_config(cfg, knee: Callable[[], object]) -> LoadShape:
+    """The shape `cfg.shape` names; `knee()` reads the knee so far, for shapes that stop on it."""
+    return SHAPES[cfg.shape].from_config(cfg, knee)
