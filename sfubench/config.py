@@ -12,7 +12,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import shapes
+from . import outputs, shapes
 from .settings import AUTO, ConfigError, opt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +70,8 @@ def resolve_auto(values: dict, remote: bool) -> dict:
 
 @dataclass(frozen=True)
 class Settings:
-    """The settings every run has; Config adds each load shape's own (sfubench/shapes/)."""
+    """The settings every run has; Config adds each load shape's and output's own (sfubench/shapes/,
+    sfubench/outputs/)."""
     sfu: str = opt("janus", "SFU adapter to test: a folder of sfu-configs/", scenario=False)
     preset: str = opt("study", "a named scenario the other settings start from: a TOML file of "
                       "sfubench/presets/ (study: these defaults, the 2018 study in miniature; browsers: "
@@ -151,8 +152,9 @@ class Settings:
                      "keyed by version", metavar="DIR", scenario=False)
     results_db: str = opt("", "results database every run is recorded in: a SQLite path or a "
                           "postgresql:// URL; empty means <out>/results.sqlite", metavar="PATH|URL", scenario=False)
-    pushgateway: str = opt("", "Prometheus Pushgateway URL that receives live samples during the "
-                           "run; empty pushes nothing", metavar="URL", scenario=False)
+    output: str = opt("report,history", "where results go, in order (comma-separated): " + ", ".join(
+        f"{name} ({o.__doc__})" for name, o in outputs.OUTPUTS.items()) +
+        " (sfubench/outputs/)", metavar="NAME,...", scenario=False)
     grid_url: str = opt("", "Selenium Grid to use; empty starts a local standalone grid in the "
                         "lab's client namespace", metavar="URL", scenario=False)
     sfu_address: str = opt("", "address of an SFU already running elsewhere (a cloud host's `sfubench "
@@ -208,6 +210,7 @@ class Settings:
                                   f"(0-{(os.cpu_count() or 1) - 1}) as e.g. 0 or 0-1 or 0,2, got "
                                   f"{getattr(self, name)!r}")
         self.sfu_option_map()  # validates the syntax early
+        outputs.check(self)
         if self.sfu_address and not self.grid_url:
             raise ConfigError("--sfu-address needs --grid-url: with a remote SFU the browsers run on a "
                               "remote grid too")
@@ -286,7 +289,7 @@ class Settings:
 
 
 Config = dataclasses.make_dataclass(
-    "Config", [(name, type(f.default).__name__, f) for name, f in shapes.options().items()],
+    "Config", [(name, type(f.default).__name__, f) for name, f in {**shapes.options(), **outputs.options()}.items()],
     bases=(Settings,), frozen=True, namespace={"__module__": __name__})
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 

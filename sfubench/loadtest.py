@@ -16,8 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from reports import history, metrics, prometheus, runfiles
-from reports import run as run_report
+from reports import metrics, runfiles
 
 from quality import framecode
 
@@ -25,7 +24,7 @@ from . import cgroups
 from . import grid as grid_mod
 from . import media as media_mod
 from . import network
-from . import shapes
+from . import outputs, shapes
 from . import synthetic
 from . import traffic
 from .cgroups import CpuGroup
@@ -141,6 +140,9 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     for handler, streams in listeners:
         bus.subscribe(handler, streams)
     progress.say(f"run folder: {run_dir.path}")
+    outs = outputs.for_run(cfg, run_dir.path, progress.say)
+    for o in outs:
+        o.start(bus)
     lab = None if remote else LocalLab(cfg.lab_prefix, cfg.lab_subnet, emulated=net_plan.own is not None)
     groups = _groups(cfg)
     meta = {
@@ -225,8 +227,7 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
                 lab.down()
             for g in groups.values():
                 g.remove()
-            status = _finish(run_dir, bus, meta, status, error, progress, cfg.results_db_path(), media,
-                             cleanup)
+            status = _finish(run_dir, bus, meta, status, error, progress, outs, media, cleanup)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if cleanup.count and not sys.exc_info()[0]:
             raise KeyboardInterrupt
@@ -311,10 +312,11 @@ def _wrap(groups: dict[str, CpuGroup], role: str) -> dict:
 
 
 def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | None, progress: Progress,
-            results_db: str, media, cleanup: _Cleanup) -> str:
-    """Closes the run folder the same way whatever happened, scores the captured frames and builds
-    the report from it; returns the final status. Each step runs whatever the previous one did: a
-    full disk or a report bug must not cost the others."""
+            outs: list[outputs.Output], media, cleanup: _Cleanup) -> str:
+    """Closes the run folder the same way whatever happened, scores the captured frames and hands
+    the folder to the outputs (the report, the results database...); returns the final status.
+    Each step runs whatever the previous one did: a full disk or a report bug must not cost the
+    others."""
     def attempt(what: str, fn, *args, **kwargs):
         try:
             return fn(*args, **kwargs)
@@ -339,11 +341,12 @@ def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | Non
     except Exception as e:  # the frames stay in frames/: `sfubench report` can score them again
         progress.say(f"quality: scoring failed ({type(e).__name__}: {e})")
     meta.update(status=status)
-    report = attempt("report", run_report.build, run_dir.path)
-    if report is not None:
-        meta["report"] = str(report)
     attempt("run folder", run_dir.write_meta, meta)
-    attempt(f"history ({results_db})", history.record, run_dir.path, results_db)
+    for o in outs:
+        added = attempt(o.label, o.stop)
+        if added:
+            meta.update(added)
+            attempt("run folder", run_dir.write_meta, meta)
     return status
 
 
@@ -430,10 +433,7 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, sc
                         whose = {"sfu": "the SFU's", "clients": "the clients'"}[role]
                         progress.say(f"probe: none answers at {url} ({e}): {whose} CPU will not be recorded")
             probes += [*extra_probes, MachineProbe(), EngineProbe()]
-            pusher = None
-            if cfg.pushgateway:
-                pusher = prometheus.Pusher(cfg.pushgateway, adapter.name, run_dir.path.name)
-                bus.subscribe(pusher, ["samples", "windows"])
+
             def knee():
                 return metrics.analyse(runfiles.load(run_dir.path)).knee
 
@@ -449,8 +449,6 @@ def _drive(cfg, adapter, server, media, groups, bus, run_dir, meta, progress, sc
                 runner.close()
                 if generator is not None:
                     generator.stop()
-                if pusher is not None and pusher.error:
-                    progress.say(f"pushgateway: live samples stopped: {pusher.error}")
         finally:
             if grid is not None:
                 grid.stop()

@@ -1,0 +1,41 @@
+"""Outputs (sfubench/outputs/): each a file of its own, found by name, chosen with --output, its
+settings in the schema; on a generated run folder each writes what it says it writes."""
+import sqlite3
+
+import pytest
+
+from reports import synthetic
+from sfubench import config, outputs
+from sfubench.events import Bus
+
+
+def test_outputs_are_found_by_name_and_chosen_in_order():
+    assert set(outputs.OUTPUTS) == {"report", "history", "pushgateway"}
+    chosen = lambda **cli: [o.name for o in outputs.for_run(config.load(cli=cli, env={}), None, print)]
+    assert chosen() == ["report", "history"]
+    assert chosen(output="history,report") == ["history", "report"]
+    assert chosen(output="report") == ["report"]
+    # a Pushgateway URL chooses its output, as --pushgateway always did
+    assert chosen(pushgateway="http://127.0.0.1:9") == ["report", "history", "pushgateway"]
+
+
+def test_a_wrong_output_is_a_one_line_error():
+    with pytest.raises(config.ConfigError, match="no output named junit"):
+        config.load(cli={"output": "report,junit"}, env={})
+    with pytest.raises(config.ConfigError, match="needs --pushgateway"):
+        config.load(cli={"output": "pushgateway"}, env={})
+
+
+def test_report_and_history_write_the_run_folders_results(tmp_path):
+    run = synthetic.make_run(tmp_path, rooms=2, knee=None, seed=5)
+    cfg = config.load(cli={"out": str(tmp_path), "output": "report,history"}, env={})
+    said = []
+    added = {}
+    for o in outputs.for_run(cfg, run, said.append):
+        o.start(Bus())
+        added.update(o.stop())
+    assert added["report"] == str(run / "report.html") and (run / "report.html").exists()
+    assert (run / "tables.json").exists() and list(run.glob("table-*.csv"))
+    with sqlite3.connect(cfg.results_db_path()) as db:
+        assert db.execute("select count(*) from runs").fetchone()[0] == 1
+    assert not said
