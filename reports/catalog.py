@@ -29,6 +29,8 @@ class Figure:
     floor: float = 0.0         # the least change worth flagging, in the stored unit (trend bands)
     trend: str = ""            # the title of its plot in trend.html; empty: not plotted there
     help: str = ""
+    source: str = ""           # where a run's at-target figure comes from (metrics.headline): streams
+                               # (stats.stream_stats of the windows), quality, playback; else its own
 
     @property
     def tracked(self) -> bool:
@@ -48,31 +50,31 @@ MBPS = 1e-6
 FIGURES = (
     Figure("participants", "Participants", "participants", digits=0, better=1, help="participants started"),
     Figure("send_bps", "Send video (Mbps)", "Mbps", MBPS, 3, better=1, at_target=True, floor=20_000,
-           trend="Sent bitrate at target", help="video bitrate each sender sent, per stream"),
+           trend="Sent bitrate at target", source="streams", help="video bitrate each sender sent, per stream"),
     Figure("recv_bps", "Recv video per stream (Mbps)", "Mbps", MBPS, 3, better=1, at_target=True, floor=20_000,
-           trend="Received bitrate at target", help="video bitrate received, per stream"),
+           trend="Received bitrate at target", source="streams", help="video bitrate received, per stream"),
     Figure("recv_total_bps", "Recv video per participant (Mbps)", "Mbps", MBPS, 3, better=1, at_target=True,
-           floor=100_000, help="video bitrate each participant received, all its streams"),
+           floor=100_000, source="streams", help="video bitrate each participant received, all its streams"),
     Figure("rtt_send_ms", "Sender RTT (ms)", "ms", digits=1, better=-1, at_target=True, floor=1,
-           trend="Sender RTT at target", help="round-trip time from remote-inbound-rtp of sent video"),
+           trend="Sender RTT at target", source="streams", help="round-trip time from remote-inbound-rtp of sent video"),
     Figure("rtt_recv_ms", "Receiver RTT (ms)", "ms", digits=1, better=-1, at_target=True, floor=1,
-           help="round-trip time of the receivers' candidate pairs"),
+           source="streams", help="round-trip time of the receivers' candidate pairs"),
     Figure("fps", "Recv fps", "fps", digits=1, better=1, at_target=True, floor=1,
-           help="frames per second of received video (getStats)"),
+           source="streams", help="frames per second of received video (getStats)"),
     Figure("loss_pct", "Recv loss (%)", "%", digits=2, better=-1, at_target=True, floor=0.1,
-           help="received video packets lost"),
+           source="streams", help="received video packets lost"),
     Figure("jitter_ms", "Recv jitter (ms)", "ms", digits=1, better=-1, at_target=True, floor=1,
-           help="interarrival jitter of received video"),
+           source="streams", help="interarrival jitter of received video"),
     Figure("freezes_per_min", "Freezes / stream-min", "per stream-minute", digits=2, better=-1, at_target=True,
-           floor=0.1, trend="Freezes at target", help="received video freezes (getStats freezeCount)"),
+           floor=0.1, trend="Freezes at target", source="streams", help="received video freezes (getStats freezeCount)"),
     Figure("brisque", "BRISQUE", "score", digits=1, better=-1, at_target=True, floor=1,
-           trend="BRISQUE at target (lower is better)", help="no-reference quality of received frames"),
+           trend="BRISQUE at target (lower is better)", source="quality", help="no-reference quality of received frames"),
     Figure("vmaf", "VMAF", "score", digits=1, better=1, at_target=True, floor=1, trend="VMAF at target",
-           help="full-reference quality of received frames against the source frame their code names"),
+           source="quality", help="full-reference quality of received frames against the source frame their code names"),
     Figure("psnr", "PSNR (dB)", "dB", digits=1, better=1, at_target=True, floor=0.5,
-           help="full-reference PSNR of received frames"),
+           source="quality", help="full-reference PSNR of received frames"),
     Figure("delay_ms", "Delay median (ms)", "ms", digits=0, better=-1, at_target=True, floor=5,
-           trend="Delay at target (median)", help="glass-to-glass delay, from the sender's camera to the receiver"),
+           trend="Delay at target (median)", source="playback", help="glass-to-glass delay, from the sender's camera to the receiver"),
     Figure("check_pass_rate", "Checks passed (%)", "%", 100, 1, better=1, at_target=True, floor=0.02,
            trend="Video checks passed", help="share of the video checks that found the video playing"),
     Figure("sfu_cpu", "SFU CPU (cores)", "cores", digits=3, help="the SFU's CPU"),

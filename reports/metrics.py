@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import runfiles
+from . import catalog, runfiles
 from .clientbound import ClientRule
 from .cost import cost_series
 from .knee import Knee
@@ -53,6 +53,7 @@ def headline(a: Analysis) -> dict:
     at = stream_stats(target) if target else {}
     tq = quality_stats([q for q in run.quality if q.get("phase") == "target"])
     tp = playback_stats([r for r in run.playback if r.get("phase") == "target"])
+    sources = {"streams": at, "quality": tq, "playback": tp}   # the catalogue's `source`s
     bound = [h for h in a.health if h["phase"] == "target" and h["client_bound"]]
     started = [p for _, p in a.timeline]
     target_participants = max((o["participants"] for o in target if o["participants"]), default=None)
@@ -66,19 +67,7 @@ def headline(a: Analysis) -> dict:
         "status": run_status(run.events),
         "knee": a.knee.participants,
         "knee_criterion": a.knee.criterion,
-        "send_bps": at.get("send_bps"),
-        "recv_bps": at.get("recv_bps"),
-        "recv_total_bps": at.get("recv_total_bps"),
-        "rtt_send_ms": at.get("rtt_send_ms"),
-        "rtt_recv_ms": at.get("rtt_recv_ms"),
-        "fps": at.get("fps"),
-        "loss_pct": at.get("loss_pct"),
-        "jitter_ms": at.get("jitter_ms"),
-        "freezes_per_min": at.get("freezes_per_min"),
-        "brisque": tq.get("brisque"),
-        "vmaf": tq.get("vmaf"),
-        "psnr": tq.get("psnr"),
-        "delay_ms": tp.get("delay_ms"),
+        **{f.name: sources[f.source].get(f.name) for f in catalog.FIGURES if f.source in sources},
         "code_fps": tp.get("code_fps"),
         "stream_failure_rate": at.get("stream_failure_rate"),
         "target_client_bound": bool(bound) if any(h["phase"] == "target" for h in a.health) else None,
