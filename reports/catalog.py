@@ -65,6 +65,9 @@ FIGURES = (
            source="streams", help="received video packets lost"),
     Figure("jitter_ms", "Recv jitter (ms)", "ms", digits=1, better=-1, at_target=True, floor=1,
            source="streams", help="interarrival jitter of received video"),
+    Figure("nacks_per_s", "NACKs / stream-s", "per stream-second", digits=2, better=-1, at_target=True,
+           floor=0.1, source="streams", help="NACKs the receivers sent per received video stream and second: "
+           "how much the SFU's forwarding had to be repaired"),
     Figure("freezes_per_min", "Freezes / stream-min", "per stream-minute", digits=2, better=-1, at_target=True,
            floor=0.1, trend="Freezes at target", source="streams", help="received video freezes (getStats freezeCount)"),
     Figure("brisque", "BRISQUE", "score", digits=1, better=-1, at_target=True, floor=1,

@@ -66,6 +66,8 @@ def stream_stats(obs: list[dict]) -> dict:
     expected = sum(o["expected"] for o in recv if o["expected"])
     if expected:
         out["loss_pct"] = 100.0 * lost / expected
+    out.update(_spread("nacks_per_s", [o["nacks"] / o["dt"] for o in recv
+                                       if o.get("nacks") is not None and o["dt"]]))
     freezes = [(o["freezes"], o["dt"]) for o in recv if o["freezes"] is not None and o["dt"]]
     minutes = sum(dt for _, dt in freezes) / 60.0
     if minutes:

@@ -82,6 +82,7 @@ def _observe(first: dict | None, last: dict, within: list[dict], phase, window) 
             # received packets do not count the lost ones; sent packets do
             obs["expected"] = packets + lost if get("direction") == "recv" else packets
         obs["freezes"] = _delta(first, last, "freezeCount")
+        obs["nacks"] = _delta(first, last, "nackCount")
     return obs
 
 
