@@ -8,7 +8,7 @@ def leave_and_rejoin(user: str, pause_s: float, target_samples: int, settle_s: f
     measurement waits `settle_s` after its validation: the joins' own burst (pages loading the SFU's
     client library, encoders starting) is not what these suites measure."""
     def scenario(runner) -> None:
-        want = runner.shape.tick(runner.status)
+        want = runner.shape.tick(runner.status).participants
         runner.status.rooms = 1
         runner.event("room_started", room=1)
         while runner.status.participants < want:
