@@ -8,11 +8,10 @@ A new output is a new file here: an Output subclass with a `name`, its `options`
 `stop`; nothing else changes."""
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import plugins
 from ..settings import ConfigError
 
 
@@ -46,21 +45,12 @@ class Output:
         return {}
 
 
-def _discover() -> dict[str, type[Output]]:
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
-    return {o.name: o for o in Output.__subclasses__() if o.name}
-
-
-OUTPUTS: dict[str, type[Output]] = dict(sorted(_discover().items()))
+OUTPUTS: dict[str, type[Output]] = plugins.discover(__name__, __path__, Output)
 
 
 def options() -> dict:
     """Every output's own settings, by name."""
-    out: dict = {}
-    for o in OUTPUTS.values():
-        out.update(o.options)
-    return out
+    return plugins.options(OUTPUTS.values())
 
 
 def names(cfg) -> list[str]:

@@ -8,10 +8,10 @@ A new shape is a new file here: a LoadShape subclass with a `name`, its `options
 `tick`; nothing else changes."""
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from .. import plugins
 
 
 @dataclass
@@ -50,25 +50,12 @@ class LoadShape:
         raise NotImplementedError
 
 
-def _discover() -> dict[str, type[LoadShape]]:
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
-    return {s.name: s for s in _subclasses(LoadShape) if s.name}
-
-
-def _subclasses(cls: type) -> list[type]:
-    return [s for sub in cls.__subclasses__() for s in (sub, *_subclasses(sub))]
-
-
-SHAPES: dict[str, type[LoadShape]] = dict(sorted(_discover().items()))
+SHAPES: dict[str, type[LoadShape]] = plugins.discover(__name__, __path__, LoadShape)
 
 
 def options() -> dict:
     """Every shape's own settings, by name."""
-    out: dict = {}
-    for shape in SHAPES.values():
-        out.update(shape.options)
-    return out
+    return plugins.options(SHAPES.values())
 
 
 def from_config(cfg, knee: Callable[[], object]) -> LoadShape:
