@@ -1,9 +1,12 @@
 """The whole path, for real: the CLI provisions the lab, starts the SFU and a Selenium Grid, drives
-Chromium with fake media through a room of the default size, and writes the run folder and report.
+Chromium with fake media through a browser room, and writes the run folder and report.
 
 The runs confine the clients to 1.6 of the machine's 2 cores (a cgroup CPU quota), so a pass proves
 the load generator has headroom, not that this machine happened to be quiet or fast: the figures
-asserted are the SFU's (issue: measure the SFU, not the load generator)."""
+asserted are the SFU's (issue: measure the SFU, not the load generator). The room holds 4 browsers,
+one fewer than the `browsers` preset: on CI's slower machine a room of 5 took the clients 1.21 cores
+(0.24 a participant, against 0.18 here) and its windows were throttled under that quota; 4 take about
+two thirds of that (each encodes one video and decodes n-1), so the headroom holds there too."""
 import json
 import subprocess
 import sys
@@ -14,13 +17,12 @@ from statistics import median
 import pytest
 
 from reports import metrics, runfiles, windows
-from sfubench import config
 from sfubench.rundir import read
 
 from interrupt import as_a_terminal_starts_it
 
 ROOT = Path(__file__).resolve().parent.parent
-USERS = config.load(cli={"preset": "browsers"}, env={}).users_per_room
+USERS = 4
 CLIENT_CPUS = "1.6"
 
 pytestmark = pytest.mark.e2e
@@ -29,6 +31,7 @@ pytestmark = pytest.mark.e2e
 def loadtest(sfu: str, out: Path, *args: str) -> subprocess.CompletedProcess:
     # Own lab names, so a developer's run beside the suite does not collide with it.
     cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", sfu, "--preset", "browsers", "--rooms", "1",
+           "--users-per-room", str(USERS),
            "--out", str(out), "--lab-prefix", "sfube", "--lab-subnet", "127.0.8",
            "--background-interval", "3", "--client-cpus", CLIENT_CPUS, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
@@ -57,7 +60,7 @@ def sfu_run(request, runs):
     return runs[request.param]
 
 
-def test_every_video_of_a_room_of_seven_is_verified_playing(sfu_run):
+def test_every_video_of_the_room_is_verified_playing(sfu_run):
     run, r = sfu_run
     checks = read(run, "checks")
     assert len(checks) == USERS * USERS, r.stdout[-2000:]
@@ -159,6 +162,7 @@ def test_ctrl_c_tears_everything_down_and_keeps_what_was_collected(tmp_path):
 
     started = time.time()
     cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--preset", "browsers", "--rooms", "1",
+           "--users-per-room", str(USERS),
            "--out", str(tmp_path), "--lab-prefix", "sfubi", "--lab-subnet", "127.0.7"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
                             preexec_fn=as_a_terminal_starts_it)
