@@ -1,5 +1,8 @@
 """The sfubench command line. Errors the user can fix are one line and a non-zero exit, never a
-traceback."""
+traceback.
+
+(Over 400 lines: every subcommand's flags and its handler, each short, side by side; the handlers
+only call the modules that do the work.)"""
 from __future__ import annotations
 
 import argparse
@@ -24,7 +27,14 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sfubench", description="Load-test WebRTC SFUs with real "
                                 "browsers and compare them under identical conditions.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run_commands(sub)
+    _add_report_commands(sub)
+    _add_host_commands(sub)
+    return p
 
+
+def _add_run_commands(sub) -> None:
+    """The commands that run load tests, and the one showing their settings."""
     lt = sub.add_parser("loadtest", help="ramp rooms of participants against an SFU and record it",
                         description="Ramp rooms of real Chromium participants against an SFU, "
                                     "room by room, and write a run folder with a report.")
@@ -44,6 +54,25 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--retry-failed", action="store_true", help="run again the runs that failed before")
     config_mod.add_arguments(st)
 
+    cl = sub.add_parser("cloud-loadtest", help="the same load test on cloud hosts (Terraform) and a "
+                        "grid on Kubernetes", description="Create the SFU's host with Terraform and "
+                        "the grid on Kubernetes, run the load test against them, destroy both. The "
+                        "plan and its cost are printed first; nothing is created when a credential "
+                        "is missing.")
+    cl.add_argument("--cloud", default="aws", help="the cloud (terraform/environments/<cloud>)")
+    cl.add_argument("--dry-run", action="store_true", help="print the plan and the cost estimate, "
+                    "create nothing")
+    cl.add_argument("--owner", default=None, help="tagged on everything (default: $USER)")
+    cl.add_argument("--hours", type=float, default=2, help="expected lifetime, for the cost estimate")
+    config_mod.add_arguments(cl)
+
+    cf = sub.add_parser("config", help="show the settings a loadtest would use")
+    config_mod.add_arguments(cf)
+    cf.add_argument("--markdown", action="store_true", help="print the settings table (docs/config.md)")
+
+
+def _add_report_commands(sub) -> None:
+    """The commands that read run folders and the results database."""
     rp = sub.add_parser("report", help="(re)build the report of a run folder")
     rp.add_argument("run_dir", type=Path)
 
@@ -61,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--metric", default=None, help="one metric only")
     tr.add_argument("--html", type=Path, default=None, metavar="DIR", help="also write trend.html there")
 
+
+def _add_host_commands(sub) -> None:
+    """The commands that prepare or serve a host: media, adapters, cloud hosts, generators."""
     md = sub.add_parser("media", help="build the fake camera and microphone files")
     md.add_argument("--media", choices=("local", "paper"), default=None,
                     help="profile (default: both)")
@@ -70,18 +102,6 @@ def _parser() -> argparse.ArgumentParser:
                     "a host whose sfubench-synth generators serve a remote run")
 
     sub.add_parser("list-sfus", help="the SFU adapters: version, profiles and where each runs")
-
-    cl = sub.add_parser("cloud-loadtest", help="the same load test on cloud hosts (Terraform) and a "
-                        "grid on Kubernetes", description="Create the SFU's host with Terraform and "
-                        "the grid on Kubernetes, run the load test against them, destroy both. The "
-                        "plan and its cost are printed first; nothing is created when a credential "
-                        "is missing.")
-    cl.add_argument("--cloud", default="aws", help="the cloud (terraform/environments/<cloud>)")
-    cl.add_argument("--dry-run", action="store_true", help="print the plan and the cost estimate, "
-                    "create nothing")
-    cl.add_argument("--owner", default=None, help="tagged on everything (default: $USER)")
-    cl.add_argument("--hours", type=float, default=2, help="expected lifetime, for the cost estimate")
-    config_mod.add_arguments(cl)
 
     cc = sub.add_parser("cloud-cleanup", help="destroy what killed cloud runs left behind",
                         description="For every cloud run folder under OUT that still holds Terraform "
@@ -119,11 +139,6 @@ def _parser() -> argparse.ArgumentParser:
     ge.add_argument("--cache", default=None, help="cache folder (default: ~/.cache/sfubench)")
     ge.add_argument("--binary", type=Path, default=None,
                     help="sfubench-synth (default: built from synth/ into the cache, which needs Go)")
-
-    cf = sub.add_parser("config", help="show the settings a loadtest would use")
-    config_mod.add_arguments(cf)
-    cf.add_argument("--markdown", action="store_true", help="print the settings table (docs/config.md)")
-    return p
 
 
 def _settings(args, remote: bool | None = None) -> config_mod.Config:

@@ -4,6 +4,9 @@ cut, the loop position printed in digits and stamped as a frame code, plus synth
 Files are cached under `<cache>/media/` by a hash of everything that shapes them, written under a
 temporary name and renamed, so a crash never leaves a half file and a change of parameters never
 reuses a stale one.
+
+(Over 400 lines because it holds the clip's file formats too, y4m, WAV and IVF, which no other
+module writes or parses.)
 """
 
 from __future__ import annotations

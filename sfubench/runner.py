@@ -8,6 +8,9 @@ WebDriver only opens browsers and adds participants to them; everything the page
 the engine through the collector, and every command (measure, capture) goes to the pages through it.
 A measurement is scheduled a moment ahead, so that every page has picked the command up and all
 start at the same instant: the window lasts what the settings say however many browsers there are.
+
+(Over 400 lines: the Runner's steps share the live participants, their browsers and the windows'
+schedule; split into modules, that state would be passed between them at every step.)
 """
 from __future__ import annotations
 

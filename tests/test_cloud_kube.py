@@ -265,11 +265,12 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
 
     seen = {}
 
-    def failing_run(cfg, progress, listeners=(), probes=(), generators=None):
+    def failing_run(cfg, progress, site):
         names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
-        seen.update(sfu=cfg.sfu_address, grid=cfg.grid_url, node_cache=cfg.node_cache,
-                    listeners=[streams for _, streams in listeners], live="sfubench-r1" in names,
-                    probes=[p.role for p in probes], generators=(cfg.synthetic_generators, generators()))
+        seen.update(sfu=site.sfu_address, grid=site.grid_url, node_cache=site.node_cache,
+                    listeners=[streams for _, streams in site.listeners()], live="sfubench-r1" in names,
+                    probes=[p.role for p in site.extra_probes],
+                    generators=(site.generators_url, site.generator_addresses()))
         raise RuntimeError("the SFU stopped answering")
 
     monkeypatch.setattr(terraform, "Hosts", Hosts)

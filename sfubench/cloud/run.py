@@ -21,6 +21,7 @@ from ..agent import PROBE_PORT
 from ..progress import Progress
 from ..synthetic import GENERATOR_PORT
 from ..sfu import Adapter
+from ..sites import RemoteSite
 from . import terraform
 from .courier import Courier
 from .kube import SYNTH, KubeGrid, render
@@ -148,6 +149,7 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
                    progress: Progress | None = None) -> tuple[Path | None, str]:
     progress = progress or Progress()
     c = cloud(cloud_name)
+    cfg.check_remote()
     if cfg.browser_participants < cfg.participants and not Adapter.load(cfg.sfu).synthetic_driver:
         raise ConfigError(f"{cfg.sfu} has no driver for synthetic participants: run it with browsers only")
     needs = missing(c, cfg)
@@ -176,17 +178,19 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
 def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, progress: Progress,
            listeners=(), probes=(), generators=None) -> tuple[Path, str]:
     """The engine's own run against an SFU host that `sfubench serve` runs, the adapter's secrets
-    handed to the host first; from the runner's host, inside the VPC. `generators()`: the
-    addresses of the synthetic participants' generators (`sfubench generate`) the provisioner runs."""
+    handed to the host first; from the runner's host, inside the VPC. `listeners` and `probes` are
+    the grid's (it scales with the rooms; its nodes' CPU); `generators()`: the addresses of the
+    synthetic participants' generators (`sfubench generate`) the provisioner runs."""
     from .. import loadtest
     if courier:
         courier.deliver(address, say=progress.say)
         progress.say(f"secrets: {cfg.sfu}'s delivered to {address}")
-    remote = dataclasses.replace(cfg, sfu_address=address, grid_url=grid_url, node_cache=cfg.node_cache or "/media",
-                                 synthetic_generators=cfg.synthetic_generators or (
-                                     f"http://{SYNTH}:{GENERATOR_PORT}/command" if generators else ""))
+    site = RemoteSite(address, grid_url, cfg.page_address, cfg.node_cache or "/media",
+                      generators_url=cfg.synthetic_generators or (
+                          f"http://{SYNTH}:{GENERATOR_PORT}/command" if generators else ""),
+                      generators=generators, extra_probes=probes, extra_listeners=listeners)
     with secrets_in_environment(courier):
-        return loadtest.run(remote, progress, listeners=listeners, probes=probes, generators=generators)
+        return loadtest.run(cfg, progress, site=site)
 
 
 def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: Progress,

@@ -1,0 +1,324 @@
+"""Where a run's SFU and clients are: this machine's lab (`LocalSite`) or hosts elsewhere
+(`RemoteSite`: a cloud's, or any SFU host and grid given by address). The engine (loadtest.py) asks
+a site the same questions either way and never which kind it has; the site is chosen once, from the
+settings (`for_config`) or by a provisioner that stood the hosts up (cloud/run.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from . import cgroups
+from . import grid as grid_mod
+from . import network
+from . import synthetic
+from . import traffic
+from .agent import PROBE_PORT
+from .cgroups import CpuGroup
+from .config import Config, ConfigError
+from .gobuild import GoBuildError
+from .lab import Host, LocalLab
+from .probes import GroupProbe, RemoteProbe, TreeProbe
+
+# How long a remote SFU may take to answer its health check: a cloud host may still be installing.
+SFU_ATTACH_TIMEOUT_S = 900
+
+
+class Site:
+    """One place a run happens. `up()` before the SFU starts, `down()` after whatever happened;
+    between them the engine starts the SFU, the grid and the generator through the site."""
+    kind = ""
+    sfu_address: str | None = None
+
+    def __init__(self, grid_url: str, page_address: str):
+        self.grid_url = grid_url
+        self.page_host = page_address or "127.0.0.1"
+
+    def check(self, adapter) -> None:
+        """Refuses an SFU this site cannot run (ConfigError)."""
+
+    def install(self, adapter, cache: Path, progress) -> str | None:
+        """Installs what this machine serves or runs of the SFU; returns the installed version."""
+        raise NotImplementedError
+
+    def prepare(self, cfg: Config, cache: Path, net_plan, synthetic_wanted: bool, progress) -> Path | None:
+        """Builds what this machine runs for the clients (grid, emulator); returns the synthetic
+        generator's binary when it runs here."""
+        raise NotImplementedError
+
+    @property
+    def groups(self) -> dict[str, CpuGroup]:
+        return {}
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "grid_url": self.grid_url or None}
+
+    def up(self, run_path: Path, progress) -> None:
+        if self.grid_url:
+            grid_mod.check_reachable(self.grid_url)
+
+    def clients(self):
+        """The context the engine runs the clients' side in (the pages, the grid, the probes)."""
+        return contextlib.nullcontext()
+
+    def start_sfu(self, adapter, run_path: Path, cache: Path, progress):
+        raise NotImplementedError
+
+    def grid(self, sessions: int, run_path: Path, cache: Path, progress):
+        """(a grid this run started or None, the grid's URL)."""
+        return None, self.grid_url
+
+    def generator(self, synth: dict, collect_url: str, failed, fps: int, run_path: Path):
+        raise NotImplementedError
+
+    def browser_media(self, media, page_url: str, cache: Path) -> tuple[Path, Path, dict]:
+        """(video, audio, chrome_options keywords) for a browser of this site's grid."""
+        return media.y4m, media.wav, {}
+
+    def probes(self, server, grid, generator, progress) -> list:
+        return []
+
+    def listeners(self) -> list:
+        """(handler, streams) pairs the run's events go to (a cloud grid scales with the rooms)."""
+        return []
+
+    def set_network(self):
+        """A callable changing the emulated link to a named profile, or None without an emulator."""
+        return None
+
+    def down(self) -> dict:
+        """Tears down what up() made; returns facts for meta["network"]."""
+        return {}
+
+    def leftovers(self) -> list[str]:
+        """What a run stopped mid-teardown leaves here, and how to remove it."""
+        return []
+
+
+class LocalSite(Site):
+    """This machine: the SFU and the clients in two network namespaces joined by a veth link
+    (lab.py), each role in a cgroup of its own, the link optionally emulated (network.py)."""
+    kind = "local"
+
+    def __init__(self, cfg: Config):
+        super().__init__(cfg.grid_url, cfg.page_address)
+        self.cfg = cfg
+        self.lab: LocalLab | None = None
+        self._groups = _groups(cfg)
+        self.emulator = self.net_plan = self.emulator_binary = None
+
+    def check(self, adapter) -> None:
+        if "local" not in adapter.where:
+            why = adapter.data.get("why_cloud", "it cannot be installed on this machine")
+            raise ConfigError(f"{adapter.name} runs in the cloud only ({why}): see terraform/ and "
+                              f"`make cloud-loadtest`")
+
+    def install(self, adapter, cache: Path, progress) -> str | None:
+        progress.say(f"sfu: installing {adapter.name} {adapter.version} (skipped when installed)")
+        adapter.install(cache)
+        return adapter.installed_version(cache)
+
+    def prepare(self, cfg: Config, cache: Path, net_plan, synthetic_wanted: bool, progress) -> Path | None:
+        binary = None
+        if synthetic_wanted:
+            progress.say("synthetic participants: building synth/ and encoding the clip (once, then cached)")
+            binary = synthetic.build(cache)
+        if cfg.browser_participants and not cfg.grid_url:
+            grid_mod.install(grid_mod.grid_cache_dir(cache))
+        self.net_plan = net_plan
+        if net_plan.own is not None:
+            progress.say(f"network: {net_plan.own.name}"
+                         + (f", synthetic participants {net_plan.synthetic.name}" if net_plan.synthetic else "")
+                         + ", applied by the link emulator (netem/; built once, then cached)")
+            try:
+                self.emulator_binary = network.binary(cache)
+            except GoBuildError as e:
+                raise ConfigError(str(e)) from None
+        self.lab = LocalLab(self.cfg.lab_prefix, self.cfg.lab_subnet, emulated=net_plan.own is not None)
+        return binary
+
+    @property
+    def groups(self) -> dict[str, CpuGroup]:
+        return self._groups
+
+    def up(self, run_path: Path, progress) -> None:
+        self.lab.up()
+        plan = self.net_plan
+        if plan.own is not None:
+            link = self.lab.link
+            self.emulator = network.Emulator(
+                self.emulator_binary, link[0].netns, link[0].interface, link[1].interface, plan.own,
+                run_path / "netem.json", run_path / "netem.log",
+                None if plan.synthetic is None else (self.lab.group_address, plan.synthetic))
+            self.emulator.start()
+        for g in self._groups.values():
+            g.create()
+        with self.clients():
+            super().up(run_path, progress)
+
+    def clients(self):
+        return self.lab.inside_clients()
+
+    def start_sfu(self, adapter, run_path: Path, cache: Path, progress):
+        progress.say(f"sfu: starting {adapter.name} at {self.lab.sfu.address} ({self.lab.sfu.netns})")
+        return adapter.start(self.lab.sfu, run_path, cache, **self._wrap("sfu"))
+
+    def grid(self, sessions: int, run_path: Path, cache: Path, progress):
+        if self.grid_url or not sessions:
+            return None, self.grid_url
+        grid = grid_mod.LocalGrid(grid_mod.grid_cache_dir(cache), run_path / "grid", grid_mod.free_port(),
+                                  max_sessions=sessions, **self._wrap("clients"))
+        progress.say(f"grid: starting Selenium Grid standalone for {sessions} browser session(s)")
+        grid.start()
+        return grid, grid.url
+
+    def generator(self, synth: dict, collect_url: str, failed, fps: int, run_path: Path):
+        address = self.lab.group_address if synth["own_address"] else self.lab.clients.address
+        return synthetic.Generator(synth["binary"], synth["driver"], collect_url, synth["encoded"], fps, address,
+                                   run_path / "synth.log", **self._wrap("clients"))
+
+    def probes(self, server, grid, generator, progress) -> list:
+        lab, groups = self.lab, self._groups
+
+        def sfu_pid():
+            return next(iter(server.pids()), None)
+
+        counters = (lambda: traffic.read(lab.sfu.netns)) if lab.counted else None
+        out = [GroupProbe("sfu", groups["sfu"], sfu_pid, lab.sfu.interface, counters) if "sfu" in groups
+               else TreeProbe("sfu", server.pids, sfu_pid, lab.sfu.interface, counters)]
+        # the engine runs in the clients' namespace: its own counters are theirs
+        if "clients" in groups:
+            out.append(GroupProbe("clients", groups["clients"], os.getpid, lab.clients.interface))
+        elif grid is not None or generator is not None:
+            out.append(TreeProbe("clients", lambda: (grid.pids() if grid else [])
+                                 + (generator.pids() if generator else []), os.getpid, lab.clients.interface))
+        return out
+
+    def set_network(self):
+        if self.emulator is None:
+            return None
+
+        def change(name):
+            """The link under profile `name` of the degrade shape's, or the run's own (None)."""
+            self.emulator.change(self.net_plan.step(name))
+            return self.net_plan.step(name).name
+        return change
+
+    def down(self) -> dict:
+        facts = {}
+        if self.emulator is not None:
+            failure = self.emulator.failure()   # before it is stopped: whether it died during the run
+            self.emulator.stop()
+            facts = {"counters": self.emulator.counters(), "failure": failure}
+        if self.lab is not None:
+            self.lab.down()
+        for g in self._groups.values():
+            g.remove()
+        return facts
+
+    def leftovers(self) -> list[str]:
+        out = []
+        left = self.lab.remaining() if self.lab is not None else []
+        if left:
+            out.append(f"network namespaces {', '.join(left)} ({'; '.join(f'ip netns del {n}' for n in left)})")
+        for role, g in self._groups.items():
+            pids = g.pids()
+            if pids:
+                out.append(f"{role} processes {' '.join(map(str, pids))} in cgroup {g.describe()['cgroup']} "
+                           f"(kill {' '.join(map(str, pids))})")
+        return out
+
+    def _wrap(self, role: str) -> dict:
+        return {"wrap": self._groups[role].wrap} if role in self._groups else {}
+
+
+class RemoteSite(Site):
+    """An SFU host running `sfubench serve` and a Selenium Grid elsewhere: nothing of the run's is
+    on this machine but the engine, which serves the pages on `page_address` (one the grid's nodes
+    reach). `generators_url` drives synthetic generators already running there; `generators()`
+    names their addresses; `extra_probes` and `extra_listeners` are the provisioner's (its nodes'
+    CPU, its grid scaling with the rooms)."""
+    kind = "remote"
+
+    def __init__(self, sfu_address: str, grid_url: str, page_address: str, node_cache: str,
+                 client_probes: str = "", generators_url: str = "", generators=None,
+                 extra_probes=(), extra_listeners=()):
+        super().__init__(grid_url, page_address)
+        self.sfu_address, self.node_cache, self.client_probes = sfu_address, node_cache, client_probes
+        self.generators_url, self.generator_addresses = generators_url, generators
+        self.extra_probes, self.extra_listeners = list(extra_probes), list(extra_listeners)
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> "RemoteSite":
+        return cls(cfg.sfu_address, cfg.grid_url, cfg.page_address, cfg.node_cache or cfg.cache,
+                   cfg.client_probes, cfg.synthetic_generators)
+
+    def describe(self) -> dict:
+        return {**super().describe(), "sfu_address": self.sfu_address, "node_cache": self.node_cache,
+                "generators": self.generators_url or None}
+
+    def install(self, adapter, cache: Path, progress) -> str | None:
+        # the SFU runs on its own host; its client library (the adapter's assets) is still served
+        # from here, with the pages
+        if adapter.data.get("assets"):
+            progress.say(f"sfu: installing {adapter.name} {adapter.version} (skipped when installed): "
+                         "its client library is served from here")
+            adapter.install(cache)
+        return None
+
+    def prepare(self, cfg: Config, cache: Path, net_plan, synthetic_wanted: bool, progress) -> Path | None:
+        if synthetic_wanted:   # the generators run elsewhere, on the same clip encoded there
+            progress.say("synthetic participants: encoding the clip (once, then cached)")
+        return None
+
+    def start_sfu(self, adapter, run_path: Path, cache: Path, progress):
+        progress.say(f"sfu: waiting for {adapter.name} at {self.sfu_address} to answer its health check")
+        return adapter.attach(Host("", "", self.sfu_address), run_path, SFU_ATTACH_TIMEOUT_S)
+
+    def generator(self, synth: dict, collect_url: str, failed, fps: int, run_path: Path):
+        return synthetic.RemoteGenerators(self.generators_url, collect_url, failed,
+                                          addresses=self.generator_addresses)
+
+    def browser_media(self, media, page_url: str, cache: Path) -> tuple[Path, Path, dict]:
+        # the nodes' own Chromium and their copy of the media; pages on a private address are not
+        # a secure context, and getUserMedia needs one
+        on_node = Path(self.node_cache).expanduser()
+        video, audio = (on_node / p.relative_to(cache) for p in (media.y4m, media.wav))
+        return video, audio, {"binary": None, "extra": [f"--unsafely-treat-insecure-origin-as-secure={page_url}"]}
+
+    def probes(self, server, grid, generator, progress) -> list:
+        # the SFU host's `sfubench serve` probes its SFU; the grid's nodes, their agents
+        out = []
+        for role, url in (("sfu", f"http://{self.sfu_address}:{PROBE_PORT}/probe"), ("clients", self.client_probes)):
+            if not url:
+                continue
+            try:
+                out.append(RemoteProbe(role, url))
+            except (OSError, ValueError, KeyError) as e:
+                whose = {"sfu": "the SFU's", "clients": "the clients'"}[role]
+                progress.say(f"probe: none answers at {url} ({e}): {whose} CPU will not be recorded")
+        return out + self.extra_probes
+
+    def listeners(self) -> list:
+        return self.extra_listeners
+
+
+def for_config(cfg: Config) -> Site:
+    """The site the settings name: an SFU address makes the run remote."""
+    return RemoteSite.from_config(cfg) if cfg.sfu_address else LocalSite(cfg)
+
+
+def _groups(cfg: Config) -> dict[str, CpuGroup]:
+    """A cgroup per local role, so its CPU is exact and can be capped; none where the host has no
+    cgroup cpu controller (then the probes walk process trees and quotas are refused)."""
+    if cgroups.version() is None:
+        if cfg.sfu_cpus or cfg.client_cpus or cfg.sfu_cpuset or cfg.client_cpuset:
+            raise cgroups.CgroupError("CPU quotas and pinning need a cgroup cpu controller, and this "
+                                      "host has none")
+        return {}
+    period = round(cfg.cpu_period_ms * 1000)
+    out = {"sfu": CpuGroup(f"{cfg.lab_prefix}-sfu", cfg.sfu_cpus, cfg.sfu_cpuset, period)}
+    if not cfg.grid_url:
+        out["clients"] = CpuGroup(f"{cfg.lab_prefix}-clients", cfg.client_cpus, cfg.client_cpuset, period)
+    return out
