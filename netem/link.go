@@ -25,18 +25,6 @@ type Profile struct {
 	QueueMs  float64 `json:"queue_ms"`  // what the rate's queue holds; more is dropped
 }
 
-func (p Profile) Validate() error {
-	switch {
-	case p.DelayMs < 0 || p.JitterMs < 0 || p.RateKbps < 0 || p.QueueMs < 0:
-		return fmt.Errorf("profile %+v: no value may be negative", p)
-	case p.LossPct < 0 || p.LossPct >= 100:
-		return fmt.Errorf("profile %+v: loss_pct must be in [0, 100)", p)
-	case p.Burst != 0 && p.Burst < 1:
-		return fmt.Errorf("profile %+v: burst is a mean run length, at least 1", p)
-	}
-	return nil
-}
-
 // Counters are a direction's totals since the start.
 type Counters struct {
 	Packets   uint64 `json:"packets"`  // entered

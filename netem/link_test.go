@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -125,5 +126,27 @@ func TestAGroupIsToldApartByItsAddress(t *testing.T) {
 		if got := c.d.pick(c.f); got != c.want {
 			t.Fatalf("case %d: picked %s", i, got.name)
 		}
+	}
+}
+
+func TestProfileHasEveryKeyOfTheSchemaAndNoOther(t *testing.T) {
+	fields := Profile{}.fields()
+	if len(fields) != len(schema.Properties) {
+		t.Fatalf("Profile has %d keys, profile.schema.json %d", len(fields), len(schema.Properties))
+	}
+	for key := range schema.Properties {
+		if _, ok := fields[key]; !ok {
+			t.Fatalf("profile.schema.json's %s is not a Profile field", key)
+		}
+	}
+}
+
+func TestTheSchemasMessageNamesTheKey(t *testing.T) {
+	err := Profile{LossPct: 100}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "loss_pct must be below 100") {
+		t.Fatalf("got %v", err)
+	}
+	if err := (Profile{Burst: 1, LossPct: 2, DelayMs: 10}).Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -18,7 +18,22 @@ from .config import ROOT, ConfigError
 from .gobuild import build
 
 PROFILES = Path(__file__).with_name("networks.toml")
-KEYS = ("delay_ms", "jitter_ms", "loss_pct", "burst", "rate_kbps", "queue_ms")
+# One direction's keys and rules, which the link emulator (Go) reads too.
+SCHEMA = json.loads((ROOT / "netem" / "profile.schema.json").read_text())
+KEYS = tuple(SCHEMA["properties"])
+
+
+def _allows(rule: dict, value) -> bool:
+    """Whether `value` satisfies one property's rule (the subset of JSON Schema the file uses)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    if "const" in rule and value != rule["const"]:
+        return False
+    if "minimum" in rule and value < rule["minimum"]:
+        return False
+    if "exclusiveMaximum" in rule and value >= rule["exclusiveMaximum"]:
+        return False
+    return not rule.get("anyOf") or any(_allows(r, value) for r in rule["anyOf"])
 
 
 @dataclass(frozen=True)
@@ -31,14 +46,9 @@ class Direction:
     queue_ms: float = 0.0
 
     def __post_init__(self):
-        for k in KEYS:
-            v = getattr(self, k)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-                raise ConfigError(f"network profile: {k} must be a number >= 0, got {v!r}")
-        if self.loss_pct >= 100:
-            raise ConfigError(f"network profile: loss_pct must be below 100, got {self.loss_pct}")
-        if self.burst and self.burst < 1:
-            raise ConfigError(f"network profile: burst is a mean run of losses, at least 1, got {self.burst}")
+        for k, rule in SCHEMA["properties"].items():
+            if not _allows(rule, getattr(self, k)):
+                raise ConfigError(f"network profile: {k} {rule['errorMessage']}, got {getattr(self, k)!r}")
 
     def netem(self, dev: str) -> list[str]:
         """The same direction as a `tc` command on a kernel with netem (egress of `dev`)."""

@@ -50,6 +50,14 @@ def test_bad_profiles_are_refused_with_the_reason(tmp_path, text, error):
         network.resolve(str(f))
 
 
+def test_a_direction_has_the_keys_of_the_schema_the_emulator_reads():
+    """netem/profile.schema.json is the one definition: the Go side embeds it (its test checks its
+    struct the same way), so a key added to one side and not the other fails here or there."""
+    import dataclasses
+    assert tuple(f.name for f in dataclasses.fields(network.Direction)) == network.KEYS
+    assert network.KEYS == ("delay_ms", "jitter_ms", "loss_pct", "burst", "rate_kbps", "queue_ms")
+
+
 def test_an_unknown_profile_names_the_known_ones():
     with pytest.raises(ConfigError, match="built in: lan, metro-17ms"):
         network.resolve("moon")
