@@ -70,4 +70,4 @@ compare: deps
 	@$(PY) -m sfubench.cli compare $(RUNS)
 
 trend: deps
-	@$(PY) -m sfubench.cli trend --sfu $(SFU)
+	@$(PY) -m sfubench.cli trend --sfu $(SFU) $(ARGS)

@@ -31,6 +31,7 @@ class Figure:
     help: str = ""
     source: str = ""           # where a run's at-target figure comes from (metrics.headline): streams
                                # (stats.stream_stats of the windows), quality, playback; else its own
+    spread: bool = False       # a mean over the target's observations: its PERCENTILES are kept too
 
     @property
     def tracked(self) -> bool:
@@ -46,27 +47,29 @@ class Field:
 
 
 MBPS = 1e-6
+# of a spread figure's observations at target, beside its mean: `<name>_<p>` in the headline
+PERCENTILES = ("p50", "p90", "p95", "p99", "max")
 
 FIGURES = (
     Figure("participants", "Participants", "participants", digits=0, better=1, help="participants started"),
     Figure("send_bps", "Send video (Mbps)", "Mbps", MBPS, 3, better=1, at_target=True, floor=20_000,
-           trend="Sent bitrate at target", source="streams", help="video bitrate each sender sent, per stream"),
+           trend="Sent bitrate at target", source="streams", spread=True, help="video bitrate each sender sent, per stream"),
     Figure("recv_bps", "Recv video per stream (Mbps)", "Mbps", MBPS, 3, better=1, at_target=True, floor=20_000,
-           trend="Received bitrate at target", source="streams", help="video bitrate received, per stream"),
+           trend="Received bitrate at target", source="streams", spread=True, help="video bitrate received, per stream"),
     Figure("recv_total_bps", "Recv video per participant (Mbps)", "Mbps", MBPS, 3, better=1, at_target=True,
-           floor=100_000, source="streams", help="video bitrate each participant received, all its streams"),
+           floor=100_000, source="streams", spread=True, help="video bitrate each participant received, all its streams"),
     Figure("rtt_send_ms", "Sender RTT (ms)", "ms", digits=1, better=-1, at_target=True, floor=1,
-           trend="Sender RTT at target", source="streams", help="round-trip time from remote-inbound-rtp of sent video"),
+           trend="Sender RTT at target", source="streams", spread=True, help="round-trip time from remote-inbound-rtp of sent video"),
     Figure("rtt_recv_ms", "Receiver RTT (ms)", "ms", digits=1, better=-1, at_target=True, floor=1,
-           source="streams", help="round-trip time of the receivers' candidate pairs"),
+           source="streams", spread=True, help="round-trip time of the receivers' candidate pairs"),
     Figure("fps", "Recv fps", "fps", digits=1, better=1, at_target=True, floor=1,
-           source="streams", help="frames per second of received video (getStats)"),
+           source="streams", spread=True, help="frames per second of received video (getStats)"),
     Figure("loss_pct", "Recv loss (%)", "%", digits=2, better=-1, at_target=True, floor=0.1,
            source="streams", help="received video packets lost"),
     Figure("jitter_ms", "Recv jitter (ms)", "ms", digits=1, better=-1, at_target=True, floor=1,
-           source="streams", help="interarrival jitter of received video"),
+           source="streams", spread=True, help="interarrival jitter of received video"),
     Figure("nacks_per_s", "NACKs / stream-s", "per stream-second", digits=2, better=-1, at_target=True,
-           floor=0.1, source="streams", help="NACKs the receivers sent per received video stream and second: "
+           floor=0.1, source="streams", spread=True, help="NACKs the receivers sent per received video stream and second: "
            "how much the SFU's forwarding had to be repaired"),
     Figure("freezes_per_min", "Freezes / stream-min", "per stream-minute", digits=2, better=-1, at_target=True,
            floor=0.1, trend="Freezes at target", source="streams", help="received video freezes (getStats freezeCount)"),
@@ -141,11 +144,14 @@ def markdown() -> str:
     lines = ["# Metrics", "", "Generated from `reports/catalog.py` by `python -m reports.catalog --markdown`; "
              "do not edit by hand.", "", "## Figures", "",
              "Per participant count (the report's measurements table, `table-series.csv`) and, where "
-             "tracked, per run (the results database, `sfubench trend`).", "",
-             "| name | column | unit | series | tracked | meaning |", "|---|---|---|---|---|---|"]
+             "tracked, per run (the results database, `sfubench trend`). A figure with percentiles is a "
+             f"mean over the target window's observations; its {', '.join(PERCENTILES)} are kept beside it "
+             "(the headline of `tables.json`, thresholds such as `fps.p50>=13`).", "",
+             "| name | column | unit | series | tracked | percentiles | meaning |", "|---|---|---|---|---|---|---|"]
     for f in FIGURES:
         track = {1: "higher is better", -1: "lower is better"}.get(f.better, "")
-        lines.append(f"| `{f.name}` | {f.column} | {f.unit} | {'yes' if f.series else ''} | {track} | {f.help} |")
+        lines.append(f"| `{f.name}` | {f.column} | {f.unit} | {'yes' if f.series else ''} | {track} | "
+                     f"{'yes' if f.spread else ''} | {f.help} |")
     lines += ["", "## Live fields (Prometheus)", "",
               "One series per stream, labelled sfu, run, room, user, peer, direction, kind, ssrc.", "",
               "| sample field | series | type | meaning |", "|---|---|---|---|"]

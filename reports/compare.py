@@ -64,11 +64,8 @@ def labels(analyses: list[Analysis]) -> list[str]:
 
 
 def coped(a: Analysis) -> int:
-    """The load an SFU coped with: the last count measured before its knee, or the participants reached
-    when it has none."""
-    if a.knee.participants is None:
-        return a.headline["participants"] or 0
-    return max((r["participants"] for r in a.series if r["participants"] < a.knee.participants), default=0)
+    """The load an SFU coped with (metrics.headline)."""
+    return a.headline["coped"]
 
 
 def ranked(analyses: list[Analysis]) -> list[int]:

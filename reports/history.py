@@ -91,8 +91,7 @@ def values(a: Analysis) -> dict[str, float]:
     """The run's tracked numbers. Client-bound measurements are never recorded as the SFU's: no knee
     or load coped with when the run was client-bound before any SFU knee, no at-target figure when
     the target window was client-bound; `client_bound` (1 or 0) records that it happened."""
-    h = dict(a.headline, coped=compare.coped(a))
-    h["client_bound"] = float(bool(a.knee.client_bound or h.get("target_client_bound")))
+    h = dict(a.headline)
     skip = set()
     if a.knee.client_bound:
         skip |= {"knee", "coped"}

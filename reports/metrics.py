@@ -61,16 +61,24 @@ def headline(a: Analysis) -> dict:
     # CPU at target: the engine's figure in meta.json (from the probe at the target window's edges), else
     # the probe rows at the target participant count
     cpu, at_target = a.ident["cpu"], next((r for r in a.server if r["participants"] == target_participants), {})
+    row = next((r for r in a.series if r["participants"] == target_participants), {})
+    participants = max(started, default=0) or max((w["participants"] or 0 for w in a.windows), default=None)
     return {
-        "participants": max(started, default=0) or max((w["participants"] or 0 for w in a.windows), default=None),
+        # the series' own figures (CPU, memory, cost) at the target count; those named below are the run's
+        **{f.name: row.get(f.name) for f in catalog.FIGURES if f.series and not f.source and f.name in row},
+        "participants": participants,
         "target_participants": target_participants,
         "status": run_status(run.events),
         "knee": a.knee.participants,
         "knee_criterion": a.knee.criterion,
+        "coped": _coped(a, participants),
         **{f.name: sources[f.source].get(f.name) for f in catalog.FIGURES if f.source in sources},
+        **{f"{f.name}_{p}": sources[f.source].get(f"{f.name}_{p}")
+           for f in catalog.FIGURES if f.spread for p in catalog.PERCENTILES},
         "code_fps": tp.get("code_fps"),
         "stream_failure_rate": at.get("stream_failure_rate"),
         "target_client_bound": bool(bound) if any(h["phase"] == "target" for h in a.health) else None,
+        "client_bound": float(bool(a.knee.client_bound or bound)),
         "client_reasons": "; ".join(bound[0]["reasons"]) if bound else None,
         "check_pass_rate": sum(checks) / len(checks) if checks else None,
         "checks": len(checks),
@@ -78,6 +86,14 @@ def headline(a: Analysis) -> dict:
         "client_cpu_per_participant": cpu.get("clients_per_participant",
                                               at_target.get("clients_cpu_per_participant")),
     }
+
+
+def _coped(a: Analysis, participants: int | None) -> int:
+    """The load an SFU coped with: the last count measured before its knee, or the participants reached
+    when it has none."""
+    if a.knee.participants is None:
+        return participants or 0
+    return max((r["participants"] for r in a.series if r["participants"] < a.knee.participants), default=0)
 
 
 def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientRule = ClientRule()) -> Analysis:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from matplotlib.ticker import MaxNLocator
 
-from . import clientbound, export, html, metrics, plotting, runfiles, scenario, table, tables, traffic
+from . import clientbound, export, html, metrics, plotting, runfiles, scenario, table, tables, thresholds, traffic
 from .knee import KneeRule, plateaus
 from .metrics import Analysis
 from .plotting import KNEE_COLOR, RECV_COLOR, SEND_COLOR
@@ -385,7 +385,8 @@ def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Tabl
                  "clients_cores": "browsers, cores", "clients_per_participant": "browsers, cores per participant"}
     cpu_rows = [(cpu_names.get(key, key), v) for key, v in html.flatten(a.ident["cpu"])]
     body = [
-        _header(a), _cards(a), html.notes(_notes(a)),
+        _header(a), _cards(a), thresholds.section((a.run.meta.get("thresholds") or {}).get("verdicts") or []),
+        html.notes(_notes(a)),
         f'<div class="rule" id="clients"><b>{html.escape(clientbound.sentence(a.health))}</b><br>'
         f'<span class="small">Rule: {html.escape(a.client_rule.text())}</span></div>',
         _collapsed(shown["health"], f"Show the load generator's health in the {len(a.health)} windows", 0),

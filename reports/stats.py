@@ -6,6 +6,7 @@ import math
 from collections import defaultdict
 from statistics import median
 
+from .catalog import PERCENTILES
 from .windows import mean
 
 
@@ -36,13 +37,15 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def _spread(prefix: str, values: list[float]) -> dict:
+    """The mean of `values`, the p10-p90 band the plots draw, and the catalogue's percentiles."""
     values = [v for v in values if v is not None]
     if not values:
         return {}
     return {
         prefix: sum(values) / len(values),
         f"{prefix}_p10": percentile(values, 10),
-        f"{prefix}_p90": percentile(values, 90),
+        **{f"{prefix}_{p}": max(values) if p == "max" else percentile(values, float(p[1:]))
+           for p in PERCENTILES},
     }
 
 

@@ -6,6 +6,7 @@ only call the modules that do the work.)"""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -15,8 +16,9 @@ from . import config as config_mod
 from .agent import PROBE_PORT
 from .synthetic import GENERATOR_PORT
 
-# Exit codes: 0 done, 1 the run failed, 2 bad input or missing dependency, 130 interrupted.
-EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+# Exit codes: 0 done, 1 the run failed, 2 bad input or missing dependency, 3 the run ran but a
+# threshold (--assert) failed, 130 interrupted.
+EXIT_FAILED, EXIT_USAGE, EXIT_THRESHOLDS, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 
 class UsageError(Exception):
@@ -89,6 +91,8 @@ def _add_report_commands(sub) -> None:
     tr.add_argument("--db", default=None, help="results database (default: runs/results.sqlite)")
     tr.add_argument("--metric", default=None, help="one metric only")
     tr.add_argument("--html", type=Path, default=None, metavar="DIR", help="also write trend.html there")
+    tr.add_argument("--junit", type=Path, default=None, metavar="FILE",
+                    help="also write a JUnit XML file there: a test case per metric, failed on a regression")
 
 
 def _add_host_commands(sub) -> None:
@@ -275,15 +279,23 @@ def _trend(args) -> int:
         raise UsageError(str(e)) from None
     if not series:
         raise UsageError(f"no recorded runs of {args.sfu!r} in {db}")
+    lines = {}
     for metric, points in series.items():
         last = points[-1]
         flag = "REGRESSION" if last["regression"] else "improved" if last["improvement"] else "ok"
         band = ("no band yet" if last["median"] is None
                 else f"band {last['low']:.4g}..{last['high']:.4g}")
-        print(f"{metric:32} {len(points):3} runs  last {last['value']:.4g}  {band}  {flag}")
+        lines[metric] = f"{metric:32} {len(points):3} runs  last {last['value']:.4g}  {band}  {flag}"
+        print(lines[metric])
     if args.html:
         print(history.build(db, args.html, [args.sfu]))
-    return 0
+    regressed = [m for m, points in series.items() if points[-1]["regression"]]
+    if args.junit:
+        from reports.thresholds import write_junit
+        write_junit([(f"{m} of the latest run is within the noise of the runs before", m not in regressed,
+                      " ".join(lines[m].split())) for m in series], args.junit, f"trend.{args.sfu}")
+    # a regression is the nightly's failure, as a failed threshold is a run's
+    return EXIT_THRESHOLDS if regressed else 0
 
 
 def _report(args) -> int:
@@ -315,7 +327,10 @@ def _loadtest(args) -> int:
     from . import loadtest
     run_dir, status = loadtest.run(cfg)
     _print_summary(run_dir)
-    return 0 if status == "ok" else EXIT_FAILED
+    if status != "ok":
+        return EXIT_FAILED
+    meta = json.loads((run_dir / "meta.json").read_text())
+    return EXIT_THRESHOLDS if (meta.get("thresholds") or {}).get("failed") else 0
 
 
 def _serve(args) -> int:

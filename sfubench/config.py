@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import outputs, shapes
-from .settings import AUTO, ConfigError, opt
+from .settings import AUTO, SEPARATOR, ConfigError, opt, public
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_PREFIX = "SFUBENCH_"
@@ -187,7 +187,7 @@ class Settings:
                 object.__setattr__(self, name, value)
         for f in dataclasses.fields(self):
             value, meta = getattr(self, f.name), f.metadata
-            flag = "--" + f.name.replace("_", "-")
+            flag = flag_of(f.name)
             if meta["min"] is not None and value < meta["min"]:
                 raise ConfigError(f"{flag} must be at least {meta['min']}, got {value}")
             if meta["max"] is not None and value > meta["max"]:
@@ -299,6 +299,16 @@ Config = dataclasses.make_dataclass(
     "Config", [(name, type(f.default).__name__, f) for name, f in {**shapes.options(), **outputs.options()}.items()],
     bases=(Settings,), frozen=True, namespace={"__module__": __name__})
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+# the names users write (flag without dashes, file key, in snake case) -> the setting's
+BY_PUBLIC = {public(name, f.metadata): name for name, f in FIELDS.items()}
+
+
+def flag_of(name: str) -> str:
+    return "--" + public(name, FIELDS[name].metadata).replace("_", "-")
+
+
+def env_of(name: str) -> str:
+    return ENV_PREFIX + public(name, FIELDS[name].metadata).upper()
 
 
 def cpu_list(spec: str) -> list[int]:
@@ -319,7 +329,9 @@ TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 def _coerce(name: str, raw, source: str):
     f = FIELDS[name]
     kind = f.metadata["kind"] or f.type
-    flag = "--" + name.replace("_", "-")
+    flag = flag_of(name)
+    if f.metadata["repeat"] and isinstance(raw, (list, tuple)):
+        raw = SEPARATOR.join(str(r) for r in raw)
     if f.default == AUTO and isinstance(raw, str) and raw.strip().lower() == AUTO:
         return AUTO
     if kind == "bool":
@@ -366,12 +378,11 @@ def _settings_file(path: Path, what: str, extra: tuple[str, ...] = ()) -> dict:
         raise ConfigError(f"{what} {path}: {e}") from None
     out = {}
     for key, raw in data.items():
-        name = key.replace("-", "_")
         if key in extra:
             continue
-        if name not in FIELDS:
+        if key.replace("-", "_") not in BY_PUBLIC:
             raise ConfigError(f"{what} {path}: unknown setting {key!r}")
-        out[name] = raw
+        out[BY_PUBLIC[key.replace("-", "_")]] = raw
     return out
 
 
@@ -397,13 +408,13 @@ def load(cli: dict | None = None, env: dict | None = None, file: str | Path | No
     env = os.environ if env is None else env
     layers = []   # lowest first: (raw settings, how to name their source)
     from_file = _settings_file(Path(file), "config file") if file else {}
-    from_env = {name: env[ENV_PREFIX + name.upper()] for name in FIELDS if ENV_PREFIX + name.upper() in env}
+    from_env = {name: env[env_of(name)] for name in FIELDS if env_of(name) in env}
     from_cli = {name: raw for name, raw in (cli or {}).items() if raw is not None}
     preset = str(next((layer["preset"] for layer in (from_cli, from_env, from_file) if "preset" in layer),
                       FIELDS["preset"].default))
     layers = [(preset_settings(preset), lambda name: f"in preset {preset}"),
               (from_file, lambda name: f"in {file}"),
-              (from_env, lambda name: f"from {ENV_PREFIX}{name.upper()}"),
+              (from_env, lambda name: f"from {env_of(name)}"),
               (from_cli, lambda name: "on the command line")]
     values: dict = {}
     for raw_values, source in layers:
@@ -422,8 +433,10 @@ def add_arguments(parser) -> None:
         meta = f.metadata
         extra = dict(nargs="?", const="true", metavar="BOOL") if f.type == "bool" else \
             dict(metavar=meta["metavar"] or name.upper())
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
-                            help=f"{meta['help']} (default: {f.default!r}; env {ENV_PREFIX}{name.upper()})",
+        if meta["repeat"]:
+            extra["action"] = "append"
+        parser.add_argument(flag_of(name), dest=name, default=None,
+                            help=f"{meta['help']} (default: {f.default!r}; env {env_of(name)})".replace("%", "%%"),
                             **extra)
 
 
@@ -441,7 +454,7 @@ def markdown() -> str:
         rng = ""
         if meta["min"] is not None:
             rng = f" ({meta['min']}–{meta['max']})"
-        lines.append(f"| `--{name.replace('_', '-')}` | `{ENV_PREFIX}{name.upper()}` | "
+        lines.append(f"| `{flag_of(name)}` | `{env_of(name)}` | "
                      f"`{f.default!r}` | {'yes' if meta['scenario'] else ''} | {meta['help']}{rng} |")
     lines += ["", "## Presets", "", "`--preset NAME` starts from one of these files of `sfubench/presets/` "
               "(or `--preset FILE.toml`, a file of your own with the same keys and a `description`).", ""]

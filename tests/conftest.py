@@ -52,3 +52,28 @@ def vp8(tmp_path_factory):
         return done[key]
 
     return encode
+
+
+@pytest.fixture(scope="session")
+def junit_schema(media_cache):
+    """The JUnit XML schema CI servers read (Jenkins' junit-10.xsd), as pytest's source distribution
+    on PyPI ships it for its own tests: fetched once with pip into the cache, then read from there."""
+    import sys
+    import tarfile
+
+    import pytest as pytest_module
+    import xmlschema
+
+    folder = media_cache / "junit-xsd" / pytest_module.__version__
+    xsd = folder / "junit-10.xsd"
+    if not xsd.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+                        f"pytest=={pytest_module.__version__}", "-d", str(folder)], check=True, timeout=300)
+        (sdist,) = folder.glob("pytest-*.tar.gz")
+        with tarfile.open(sdist) as tar:
+            member = next(m for m in tar.getmembers() if m.name.endswith("/junit-10.xsd"))
+            xsd.with_suffix(".partial").write_bytes(tar.extractfile(member).read())
+        xsd.with_suffix(".partial").rename(xsd)
+        sdist.unlink()
+    return xmlschema.XMLSchema(str(xsd))

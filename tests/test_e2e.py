@@ -38,6 +38,10 @@ def loadtest(sfu: str, out: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 SFUS = ("janus", "inhouse")
+# Thresholds as a team's CI would set them: Janus's hold (exit 0), one of the in-house SFU's cannot
+# (exit 3: the run ran, a gate failed).
+ASSERTS = {"janus": ("fps.p50>=1", "checks==100%"), "inhouse": ("fps.p50>=1000", "rtt_send_ms.p95<1000")}
+EXIT = {"janus": 0, "inhouse": 3}
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +51,9 @@ def runs(tmp_path_factory):
     done = {}
     for sfu in SFUS:
         before = {p for p in out.iterdir() if p.is_dir()}
-        r = loadtest(sfu, out)
+        r = loadtest(sfu, out, *(a for e in ASSERTS[sfu] for a in ("--assert", e)))
         new = [p for p in out.iterdir() if p.is_dir() and p not in before]
-        assert r.returncode == 0, f"{sfu}: loadtest failed ({r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+        assert r.returncode == EXIT[sfu], f"{sfu}: loadtest exited {r.returncode}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
         assert len(new) == 1
         done[sfu] = (new[0], r)
     return done
@@ -133,6 +137,20 @@ def test_run_folder_records_versions_events_and_quality(sfu_run):
     assert sum(p["decoded"] for p in playback) >= 0.95 * sum(p["frames"] for p in playback) > 0
     delays = [p["delay_ms"] for p in playback if p["delay_ms"] is not None]
     assert len(delays) == len(playback) and 0 < median(delays) < 1000, delays
+
+
+def test_thresholds_decide_the_exit_status_and_are_in_the_terminal_report_and_junit(sfu_run, junit_schema):
+    run, r = sfu_run
+    sfu = json.loads((run / "meta.json").read_text())["sfu"]["name"]
+    verdicts = json.loads((run / "meta.json").read_text())["thresholds"]["verdicts"]
+    assert [v["threshold"] for v in verdicts] == list(ASSERTS[sfu])
+    assert [v["ok"] for v in verdicts] == ([True, True] if sfu == "janus" else [False, True]), verdicts
+    for v in verdicts:
+        line = f"{'passed' if v['ok'] else 'FAILED'}: {v['threshold']} ("
+        assert f"threshold {line}" in r.stdout and line.replace(">", "&gt;").replace("<", "&lt;") in (
+            run / "report.html").read_text()
+    junit_schema.validate(str(run / "junit.xml"))
+    assert (run / "junit.xml").read_text().count("<failure") == sum(not v["ok"] for v in verdicts)
 
 
 def test_the_lab_is_gone_after_the_run(sfu_run):

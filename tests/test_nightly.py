@@ -61,3 +61,15 @@ def test_the_check_above_sees_every_call():
     assert commands == {"cloud-loadtest", "cloud-cleanup", "compare", "trend"}
     with pytest.raises(SystemExit):
         cli._parser().parse_args(["cloud-loadtest", "--no-such-flag"])
+
+
+def test_a_regression_fails_the_workflow_after_everything_is_published():
+    """trend exits 3 on a regression; the publish job notes it and publishes anyway, and a job of
+    its own fails the workflow, so the pages of a bad night are still deployed."""
+    jobs = WORKFLOW["jobs"]
+    step = next(s for s in jobs["publish"]["steps"] if "sfubench.cli trend" in s.get("run", ""))
+    assert "--junit" in step["run"] and '"$rc" -eq 3' in step["run"] and "set +e" in step["run"]
+    assert jobs["publish"]["outputs"]["regressed"] == "${{ steps.%s.outputs.regressed }}" % step["id"]
+    assert jobs["regressions"]["needs"] == "publish" and jobs["deploy"]["needs"] == "publish"
+    (gate,) = jobs["regressions"]["steps"]
+    assert gate["if"] == "needs.publish.outputs.regressed != ''" and "exit 1" in gate["run"]

@@ -18,6 +18,7 @@ from ..settings import ConfigError
 class Output:
     name = ""
     options: dict = {}   # its own settings: name -> settings.opt(...)
+    first = False        # stops before the others: what it adds to meta.json, they show
 
     def __init__(self, cfg, run_path: Path, say: Callable[[str], None]):
         self.cfg, self.run_path, self.say = cfg, run_path, say
@@ -67,6 +68,8 @@ def check(cfg) -> None:
 
 
 def for_run(cfg, run_path: Path, say: Callable[[str], None]) -> list[Output]:
-    """The run's outputs, in the order --output names them (then those their settings ask for)."""
+    """The run's outputs, in the order --output names them (then those their settings ask for),
+    those that go first before the rest."""
     order = [n for n in names(cfg) if n in OUTPUTS] + [n for n in OUTPUTS if n not in names(cfg)]
+    order.sort(key=lambda n: not OUTPUTS[n].first)
     return [OUTPUTS[n](cfg, run_path, say) for n in order if OUTPUTS[n].wanted(cfg)]
