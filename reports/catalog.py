@@ -131,6 +131,11 @@ def series() -> tuple[Figure, ...]:
     return tuple(f for f in FIGURES if f.series)
 
 
+def percentiles(figures=FIGURES) -> dict[str, Figure]:
+    """`<figure>_<p>` -> its figure, for each spread figure of `figures` and each of PERCENTILES."""
+    return {f"{f.name}_{p}": f for f in figures if f.spread for p in PERCENTILES}
+
+
 def tracked() -> tuple[Figure, ...]:
     """What the results database keeps per run, and the trend judges."""
     return tuple(f for f in FIGURES if f.tracked)

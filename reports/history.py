@@ -1,6 +1,6 @@
 """Results DB: every run's headline numbers, and their trend over nights with regressions flagged.
 
-`db` is a SQLite file path, or a postgresql:// URL (needs the psycopg package). A run is compared with the
+`db` is a SQLite file path, or a postgresql:// URL (resultsdb.py). A run is compared with the
 previous runs of the same SFU under the same scenario only; a value is a regression when it is worse than
 the noise band median ± k·MAD (scaled to a standard deviation, with a floor of 2 % of the median) of the
 last N such runs.
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import sys
 import time
 from datetime import datetime, timezone
@@ -18,68 +17,24 @@ from statistics import median
 
 from . import catalog, compare, html, metrics, plotting, runfiles
 from .metrics import Analysis
+from .resultsdb import DB, DatabaseError
 from .table import Table
 
 # metric -> +1 when higher is better, -1 when lower is better (reports/catalog.py: the tracked figures)
 METRICS = {f.name: f.better for f in catalog.tracked()}
+# the tracked per-stream figures' percentiles (`fps_p95`): recorded, trended when named (--metric)
+PERCENTILES = catalog.percentiles(catalog.tracked())
+RECORDED = {**METRICS, **{name: f.better for name, f in PERCENTILES.items()}}
 # what a client-bound target window would record as the SFU's: left out (client_bound says why)
-AT_TARGET = tuple(f.name for f in catalog.tracked() if f.at_target)
+AT_TARGET = (*(f.name for f in catalog.tracked() if f.at_target),
+             *(name for name, f in PERCENTILES.items() if f.at_target))
 UNITS = {f.name: (f.unit, f.scale) for f in catalog.tracked()}
 MAD_TO_SIGMA = 1.4826
 RELATIVE_FLOOR = 0.02
 # smallest band half-width worth calling a change, in the metric's stored unit; matters when earlier runs
 # were identical, e.g. zero freezes night after night
 ABSOLUTE_FLOOR = {f.name: f.floor for f in catalog.tracked() if f.floor}
-
-SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS runs (
-        run TEXT PRIMARY KEY, sfu TEXT NOT NULL, version TEXT, started DOUBLE PRECISION,
-        recorded DOUBLE PRECISION, git_sha TEXT, chrome TEXT, scenario TEXT, status TEXT, meta TEXT)""",
-    """CREATE TABLE IF NOT EXISTS metrics (
-        run TEXT NOT NULL REFERENCES runs(run) ON DELETE CASCADE, name TEXT NOT NULL,
-        value DOUBLE PRECISION, PRIMARY KEY (run, name))""",
-)
-
-
-class HistoryError(RuntimeError):
-    pass
-
-
-class _DB:
-    """SQLite and PostgreSQL behind one placeholder style (?)."""
-
-    def __init__(self, target: str | Path):
-        target = str(target)
-        self.postgres = target.startswith(("postgresql://", "postgres://"))
-        if self.postgres:
-            try:
-                import psycopg
-            except ImportError:
-                raise HistoryError(f"the results DB {target.split('@')[-1]} is PostgreSQL, which needs the "
-                                   "psycopg package: pip install 'psycopg[binary]'") from None
-            self.conn = psycopg.connect(target)
-        else:
-            Path(target).parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(target)
-            self.conn.execute("PRAGMA foreign_keys = ON")
-        for statement in SCHEMA:
-            self.execute(statement)
-
-    def execute(self, sql: str, params: tuple = ()):
-        cur = self.conn.cursor()
-        cur.execute(sql.replace("?", "%s") if self.postgres else sql, params)
-        return cur
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, *_):
-        if exc_type is None:
-            self.conn.commit()
-        else:
-            self.conn.rollback()
-        self.conn.close()
-
+ABSOLUTE_FLOOR.update({name: f.floor for name, f in PERCENTILES.items() if f.floor})
 
 def scenario_id(ident: dict, defaults: dict | None = None) -> str:
     """A short hash of the run's scenario (see compare.scenario)."""
@@ -97,30 +52,52 @@ def values(a: Analysis) -> dict[str, float]:
         skip |= {"knee", "coped"}
     if h.get("target_client_bound"):
         skip |= set(AT_TARGET)
-    return {k: float(h[k]) for k in METRICS if h.get(k) is not None and k not in skip}
+    return {k: float(h[k]) for k in RECORDED if h.get(k) is not None and k not in skip}
 
 
 def record(run_dir: str | Path, db: str | Path, analysis: Analysis | None = None) -> str:
-    """Store a run's headline numbers (replacing an earlier record of the same run); returns the run id."""
+    """Store a run's headline numbers (replacing an earlier record of the same run); returns the key
+    it is stored under (run_key)."""
     a = analysis or metrics.analyse(runfiles.load(run_dir))
-    i = a.ident
+    i, meta = a.ident, a.run.meta
     started = next((e["t"] for e in a.run.events if e.get("t") is not None), None)
     if started is None and a.windows:
         started = a.windows[0]["t"]
-    with _DB(db) as conn:
-        conn.execute("DELETE FROM metrics WHERE run = ?", (i["run"],))
+    host = (meta.get("machine") or {}).get("hostname")
+    with DB(db) as conn:
+        conn.exclusive()   # another runner's run of the same name must not take the key in between
+        key = run_key(conn, i["run"], meta)
+        conn.execute("DELETE FROM metrics WHERE run = ?", (key,))
         conn.execute(
-            """INSERT INTO runs (run, sfu, version, started, recorded, git_sha, chrome, scenario, status, meta)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """INSERT INTO runs (run, sfu, version, started, recorded, git_sha, chrome, scenario, status, meta, host)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                ON CONFLICT (run) DO UPDATE SET sfu = excluded.sfu, version = excluded.version,
                  started = excluded.started, recorded = excluded.recorded, git_sha = excluded.git_sha,
                  chrome = excluded.chrome, scenario = excluded.scenario, status = excluded.status,
-                 meta = excluded.meta""",
-            (i["run"], i["sfu"], i["version"], started, time.time() * 1000, i["git_sha"], i["chrome"],
-             scenario_id(i), a.headline["status"], json.dumps(a.run.meta, default=str)))
+                 meta = excluded.meta, host = excluded.host""",
+            (key, i["sfu"], i["version"], started, time.time() * 1000, i["git_sha"], i["chrome"],
+             scenario_id(i), a.headline["status"], json.dumps(meta, default=str), host))
         for name, value in values(a).items():
-            conn.execute("INSERT INTO metrics (run, name, value) VALUES (?, ?, ?)", (i["run"], name, value))
-    return i["run"]
+            conn.execute("INSERT INTO metrics (run, name, value) VALUES (?, ?, ?)", (key, name, value))
+    return key
+
+
+def _origin(meta: dict) -> tuple:
+    """What tells one run from another of the same folder name: when and where it started."""
+    return meta.get("started"), (meta.get("machine") or {}).get("hostname")
+
+
+def run_key(conn: DB, name: str, meta: dict) -> str:
+    """A run's key in the database: its folder's name, unless another run holds that (runners of a
+    fleet, or two output folders, starting in the same second): then the name with the recording
+    host's, and a count if need be. The same run recorded again finds its own key."""
+    host = _origin(meta)[1] or "unknown"
+    for n in range(1, 1000):
+        key = name if n == 1 else f"{name}@{host}" if n == 2 else f"{name}@{host}-{n - 1}"
+        row = conn.execute("SELECT meta FROM runs WHERE run = ?", (key,)).fetchone()
+        if row is None or _origin(json.loads(row[0] or "{}")) == _origin(meta):
+            return key
+    raise DatabaseError(f"a thousand runs named {name} from {host}: give the runs their own output folders")
 
 
 def band(previous: list[float], k: float, floor: float = 0.0) -> tuple[float, float, float]:
@@ -152,9 +129,9 @@ def trend(sfu: str, db: str | Path, metric: str | None = None, window: int = 10,
     """Per metric, the SFU's runs in time order: {run, started, version, git_sha, scenario, status, value,
     median, low, high, regression, improvement}. The band is empty (None) until `min_history` earlier runs
     of the same scenario exist; at most the last `window` of them are used."""
-    if metric is not None and metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
-    with _DB(db) as conn:
+    if metric is not None and metric not in RECORDED:
+        raise ValueError(f"unknown metric {metric!r}; known: {', '.join(RECORDED)}")
+    with DB(db) as conn:
         stored = conn.execute("SELECT run, started, version, git_sha, scenario, status, meta FROM runs WHERE sfu = ? "
                               "ORDER BY started, run", (sfu,)).fetchall()
         rows = conn.execute("SELECT m.run, m.name, m.value FROM metrics m JOIN runs r ON r.run = m.run "
@@ -163,7 +140,7 @@ def trend(sfu: str, db: str | Path, metric: str | None = None, window: int = 10,
     runs = _rescoped(stored)
     out = {}
     for name in [metric] if metric else list(METRICS):
-        direction, series, history = METRICS[name], [], {}
+        direction, series, history = RECORDED[name], [], {}
         for run, started, version, git_sha, scen, status in runs:
             value = vals.get((run, name))
             if value is None:
@@ -185,7 +162,7 @@ def trend(sfu: str, db: str | Path, metric: str | None = None, window: int = 10,
 
 
 def sfus(db: str | Path) -> list[str]:
-    with _DB(db) as conn:
+    with DB(db) as conn:
         return [r[0] for r in conn.execute("SELECT DISTINCT sfu FROM runs ORDER BY sfu").fetchall()]
 
 

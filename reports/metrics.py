@@ -73,8 +73,7 @@ def headline(a: Analysis) -> dict:
         "knee_criterion": a.knee.criterion,
         "coped": _coped(a, participants),
         **{f.name: sources[f.source].get(f.name) for f in catalog.FIGURES if f.source in sources},
-        **{f"{f.name}_{p}": sources[f.source].get(f"{f.name}_{p}")
-           for f in catalog.FIGURES if f.spread for p in catalog.PERCENTILES},
+        **{key: sources[f.source].get(key) for key, f in catalog.percentiles().items()},
         "code_fps": tp.get("code_fps"),
         "stream_failure_rate": at.get("stream_failure_rate"),
         "target_client_bound": bool(bound) if any(h["phase"] == "target" for h in a.health) else None,

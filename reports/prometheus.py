@@ -7,6 +7,8 @@ rejects pushed samples that carry them. Pushing happens only when a URL is confi
 from __future__ import annotations
 
 import base64
+import queue
+import threading
 import urllib.parse
 import urllib.request
 
@@ -79,25 +81,39 @@ def push(text: str, gateway: str, job: str = "sfubench", grouping: dict[str, str
 
 
 def publish(samples: list[dict], *, sfu: str, run: str, participants: int | None = None,
-            pushgateway: str | None = None, job: str = "sfubench") -> str:
-    """Exposition of the samples labelled with sfu and run; pushed (grouped by sfu and run) only when a
-    Pushgateway URL is configured. Returns the text either way."""
+            pushgateway: str | None = None, job: str = "sfubench", instance: str = "") -> str:
+    """Exposition of the samples labelled with sfu and run; pushed (grouped by sfu, run and the
+    pushing `instance`, when given) only when a Pushgateway URL is configured. Returns the text either
+    way."""
     text = exposition(samples, {"sfu": sfu, "run": run}, participants)
     if pushgateway:
         # the grouping labels are added to every series by the Pushgateway, so the text must not repeat them
-        push(exposition(samples, participants=participants), pushgateway, job, {"sfu": sfu, "run": run})
+        grouping = {"sfu": sfu, "run": run, **({"instance": instance} if instance else {})}
+        push(exposition(samples, participants=participants), pushgateway, job, grouping)
     return text
 
 
 class Pusher:
     """A live output on the run's event bus: keeps each window's samples and pushes them when the
     window closes (windows.jsonl's record), so the Pushgateway sees every measurement as it ends. A
-    Pushgateway that cannot be reached stops the pushing, never the run: `error` says why."""
+    Pushgateway that cannot be reached stops the pushing, never the run: `error` says why.
 
-    def __init__(self, pushgateway: str, sfu: str, run: str):
-        self.pushgateway, self.sfu, self.run = pushgateway, sfu, run
+    The pushes go from a thread of its own, made with the Pusher: a thread keeps the network
+    namespace it was made in, and the engine's thread moves into the local lab's clients namespace
+    for the run (sfubench/lab.py), where the host's own addresses (a Pushgateway on 127.0.0.1, or
+    one the host routes to) cannot be reached. It also keeps a slow Pushgateway from holding the
+    measurements up.
+
+    `instance` tells its pushes from another run's of the same name (a fleet's runners, started by
+    one schedule, name their runs by the same second)."""
+
+    def __init__(self, pushgateway: str, sfu: str, run: str, instance: str = ""):
+        self.pushgateway, self.sfu, self.run, self.instance = pushgateway, sfu, run, instance
         self.pending: list[dict] = []
         self.error: str | None = None
+        self.windows: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._push, name="pushgateway", daemon=True)
+        self.thread.start()
 
     def __call__(self, stream: str, record: dict) -> None:
         if self.error is not None:
@@ -106,8 +122,22 @@ class Pusher:
             self.pending.append(record)
         elif stream == "windows":
             samples, self.pending = self.pending, []
+            self.windows.put((samples, record.get("participants")))
+
+    def _push(self) -> None:
+        while (window := self.windows.get()) is not None:
+            if self.error is not None:
+                continue
+            samples, participants = window
             try:
-                publish(samples, sfu=self.sfu, run=self.run, participants=record.get("participants"),
-                        pushgateway=self.pushgateway)
+                publish(samples, sfu=self.sfu, run=self.run, participants=participants, pushgateway=self.pushgateway,
+                        instance=self.instance)
             except (OSError, ValueError) as e:
                 self.error = f"{self.pushgateway}: {getattr(e, 'reason', None) or e}"
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Pushes what is queued (for at most `timeout` seconds), then stops."""
+        self.windows.put(None)
+        self.thread.join(timeout)
+        if self.thread.is_alive() and self.error is None:
+            self.error = f"{self.pushgateway}: still pushing after {timeout:g} s; the last windows were not pushed"

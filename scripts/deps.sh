@@ -17,9 +17,12 @@ APT_PACKAGES=(
   openssl       # the suite's control plane signs service-account tokens with a key it makes
   openssh-client  # a cloud run hands an SFU's secrets to its host over SSH
   openssh-server  # the suite's miniature cloud host takes them as a real one does (never started as a service)
+  postgresql-15 libpq5  # a results database runners share (psycopg uses libpq); the suite starts its own server
+  prometheus prometheus-pushgateway  # live samples and the dashboard's queries; the suite starts its own
 )
 # Services that packages above would start on their default ports, kept off: runs start their own.
-declare -A SERVICES=([janus]=janus.service [openssh-server]=ssh.service)
+declare -A SERVICES=([janus]=janus.service [openssh-server]=ssh.service [postgresql-15]=postgresql.service
+  [prometheus]=prometheus.service [prometheus-pushgateway]=prometheus-pushgateway.service)
 
 step=
 fail() {

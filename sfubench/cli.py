@@ -273,9 +273,10 @@ def _trend(args) -> int:
     db = args.db or config_mod.load().results_db_path()
     if "://" not in db and not Path(db).exists():
         raise UsageError(f"no results database at {db}: run a loadtest first, or pass --db")
+    from reports.resultsdb import DatabaseError
     try:
         series = history.trend(args.sfu, db, args.metric)
-    except ValueError as e:
+    except (ValueError, DatabaseError) as e:
         raise UsageError(str(e)) from None
     if not series:
         raise UsageError(f"no recorded runs of {args.sfu!r} in {db}")

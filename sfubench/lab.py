@@ -20,8 +20,10 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import queue
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +49,50 @@ def _setns(fd: int) -> None:
     if libc.setns(fd, CLONE_NEWNET) != 0:
         err = ctypes.get_errno()
         raise LabError(f"setns failed: {os.strerror(err)}")
+
+
+class Resident:
+    """A thread living in a network namespace, running there the calls it is handed: a thread keeps
+    the namespace it entered, whatever namespace its caller is in."""
+
+    def __init__(self, netns: str):
+        self.calls: queue.Queue = queue.Queue()
+        entered: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._live, args=(netns, entered), name=f"in-{netns}", daemon=True)
+        self.thread.start()
+        failure = entered.get()
+        if failure is not None:
+            raise failure
+
+    def _live(self, netns: str, entered: queue.Queue) -> None:
+        try:
+            fd = os.open(f"/run/netns/{netns}", os.O_RDONLY)
+            try:
+                _setns(fd)
+            finally:
+                os.close(fd)
+        except (OSError, LabError) as e:
+            entered.put(LabError(f"cannot enter network namespace {netns}: {e}"))
+            return
+        entered.put(None)
+        while (call := self.calls.get()) is not None:
+            fn, answer = call
+            try:
+                answer.put((True, fn()))
+            except BaseException as e:   # handed back to the caller, who raises it
+                answer.put((False, e))
+
+    def call(self, fn):
+        answer: queue.Queue = queue.Queue()
+        self.calls.put((fn, answer))
+        ok, value = answer.get()
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        self.calls.put(None)
+        self.thread.join(5)
 
 
 @dataclass

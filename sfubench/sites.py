@@ -18,7 +18,7 @@ from .agent import PROBE_PORT
 from .cgroups import CpuGroup
 from .config import Config, ConfigError
 from .gobuild import GoBuildError
-from .lab import Host, LocalLab
+from .lab import Host, LocalLab, Resident
 from .probes import GroupProbe, RemoteProbe, TreeProbe
 
 # How long a remote SFU may take to answer its health check: a cloud host may still be installing.
@@ -106,7 +106,7 @@ class LocalSite(Site):
         self.cfg = cfg
         self.lab: LocalLab | None = None
         self._groups = _groups(cfg)
-        self.emulator = self.net_plan = self.emulator_binary = None
+        self.emulator = self.net_plan = self.emulator_binary = self.resident = None
 
     def check(self, adapter) -> None:
         if "local" not in adapter.where:
@@ -162,7 +162,10 @@ class LocalSite(Site):
 
     def start_sfu(self, adapter, run_path: Path, cache: Path, progress):
         progress.say(f"sfu: starting {adapter.name} at {self.lab.sfu.address} ({self.lab.sfu.netns})")
-        return adapter.start(self.lab.sfu, run_path, cache, **self._wrap("sfu"))
+        server = adapter.start(self.lab.sfu, run_path, cache, **self._wrap("sfu"))
+        if self.emulator is not None:   # its health is watched from its own side of the emulated link
+            self.resident = server.watch_from = Resident(self.lab.sfu.netns)
+        return server
 
     def grid(self, sessions: int, run_path: Path, cache: Path, progress):
         if self.grid_url or not sessions:
@@ -207,6 +210,8 @@ class LocalSite(Site):
 
     def down(self) -> dict:
         facts = {}
+        if self.resident is not None:
+            self.resident.close()
         if self.emulator is not None:
             failure = self.emulator.failure()   # before it is stopped: whether it died during the run
             self.emulator.stop()

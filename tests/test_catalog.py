@@ -22,7 +22,8 @@ def test_every_place_names_only_what_the_catalogue_declares():
     names = {f.name for f in catalog.FIGURES}
     assert len(names) == len(catalog.FIGURES), "a figure is declared twice"
     assert {c[0] for c in tables.SERIES_COLUMNS} <= names
-    assert set(history.METRICS) | set(history.UNITS) | set(history.ABSOLUTE_FLOOR) | set(history.TITLES) <= names
+    assert set(history.METRICS) | set(history.UNITS) | set(history.TITLES) <= names
+    assert set(history.RECORDED) | set(history.ABSOLUTE_FLOOR) <= names | set(catalog.percentiles())
     assert set(prometheus.METRICS) | {prometheus.PARTICIPANTS} == catalog.prometheus_names()
 
 
@@ -40,6 +41,7 @@ def test_the_docs_list_is_the_catalogue():
 def test_a_run_measures_every_figure_declared(analysis):
     columns = {key for row in analysis.series for key in row}
     assert [f.name for f in catalog.series() if f.name not in columns] == []
-    assert set(history.values(analysis)) == {f.name for f in catalog.tracked()}
+    assert set(history.values(analysis)) == {f.name for f in catalog.tracked()} | set(
+        catalog.percentiles(catalog.tracked()))
     table = tables.series_table(analysis.series)
     assert table.columns[0] == "Participants" and "Recv jitter (ms)" in table.columns

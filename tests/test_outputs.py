@@ -10,13 +10,15 @@ from sfubench.events import Bus
 
 
 def test_outputs_are_found_by_name_and_chosen_in_order():
-    assert set(outputs.OUTPUTS) == {"report", "history", "pushgateway"}
+    assert set(outputs.OUTPUTS) == {"report", "history", "pushgateway", "thresholds"}
     chosen = lambda **cli: [o.name for o in outputs.for_run(config.load(cli=cli, env={}), None, print)]
     assert chosen() == ["report", "history"]
     assert chosen(output="history,report") == ["history", "report"]
     assert chosen(output="report") == ["report"]
     # a Pushgateway URL chooses its output, as --pushgateway always did
     assert chosen(pushgateway="http://127.0.0.1:9") == ["report", "history", "pushgateway"]
+    # thresholds are judged first: the report shows their verdicts
+    assert chosen(assertions=["fps>1"]) == ["thresholds", "report", "history"]
 
 
 def test_a_wrong_output_is_a_one_line_error():
@@ -39,3 +41,20 @@ def test_report_and_history_write_the_run_folders_results(tmp_path):
     with sqlite3.connect(cfg.results_db_path()) as db:
         assert db.execute("select count(*) from runs").fetchone()[0] == 1
     assert not said
+
+
+def test_thresholds_write_their_verdicts_before_the_report_shows_them(tmp_path):
+    run = synthetic.make_run(tmp_path, rooms=2, knee=None, seed=5)
+    cfg = config.load(cli={"out": str(tmp_path), "output": "report", "assertions": ["fps.p50>=1", "fps>=1000"]},
+                      env={})
+    said, meta = [], {}
+    for o in outputs.for_run(cfg, run, said.append):
+        o.start(Bus())
+        meta.update(o.stop())
+        if o.name == "thresholds":   # as the engine does: meta.json takes what an output adds
+            import json
+            (run / "meta.json").write_text(json.dumps({**json.loads((run / "meta.json").read_text()), **meta}))
+    assert [v["ok"] for v in meta["thresholds"]["verdicts"]] == [True, False]
+    assert meta["thresholds"]["failed"] == 1 and (run / "junit.xml").exists()
+    assert said[0].startswith("threshold passed: fps.p50>=1 (") and said[1].startswith("threshold FAILED: fps>=1000 (")
+    assert "FAILED: fps&gt;=1000" in (run / "report.html").read_text()

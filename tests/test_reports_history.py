@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from reports import history, metrics, runfiles, synthetic, verify
+from reports import history, metrics, resultsdb, runfiles, synthetic, verify
 
 DAY = 86_400_000
 
@@ -93,7 +93,7 @@ def test_window_limits_the_history(tmp_path):
 
 def test_postgres_url_needs_psycopg(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)
-    with pytest.raises(history.HistoryError, match=r"psycopg.*pip install") as err:
+    with pytest.raises(resultsdb.DatabaseError, match=r"psycopg.*pip install") as err:
         history.sfus("postgresql://user:secret@db.example/results")
     assert "secret" not in str(err.value)
 

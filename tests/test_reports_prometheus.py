@@ -1,10 +1,6 @@
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-
-import pytest
 
 from reports import prometheus
 
@@ -70,43 +66,21 @@ def test_push_url_grouping():
     assert prometheus.push_url("http://gw:9091", "j", {"run": "a/b"}) == "http://gw:9091/metrics/job/j/run@base64/YS9i"
 
 
-# A stand-in: no real Pushgateway can be had on this machine (the Go module proxy answers 403 for
-# github.com/prometheus/pushgateway v1.6.0 to v1.11.1, and no registry ships a binary). It records
-# the PUT a Pushgateway would receive, which is the part of the protocol sfubench owns.
-class _Gateway(BaseHTTPRequestHandler):
-    received: list = []
+def test_publish_pushes_to_a_real_pushgateway_only_when_configured(tmp_path):
+    import urllib.request
 
-    def do_PUT(self):
-        body = self.rfile.read(int(self.headers["Content-Length"])).decode()
-        self.received.append((self.path, self.headers["Content-Type"], body))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def gateway():
-    server = HTTPServer(("127.0.0.1", 0), _Gateway)
-    _Gateway.received = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}", _Gateway.received
-    server.shutdown()
-    server.server_close()
-
-
-def test_publish_pushes_only_when_configured(gateway):
-    url, received = gateway
-    text = prometheus.publish([stream(1, 5)], sfu="janus", run="r1", participants=7)
-    assert 'sfu="janus"' in text and received == []
-    prometheus.publish([stream(1, 5)], sfu="janus", run="r1", participants=7, pushgateway=url)
-    (path, ctype, body), = received
-    assert path == "/metrics/job/sfubench/sfu/janus/run/r1"
-    assert ctype.startswith("text/plain; version=0.0.4")
-    assert "sfu=" not in body      # the grouping key carries them
-    assert "sfubench_participants 7" in body
+    import backends
+    with backends.pushgateway(tmp_path) as url:
+        text = prometheus.publish([stream(1, 5)], sfu="janus", run="r1", participants=7)
+        assert 'sfu="janus"' in text
+        with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
+            assert "sfubench_" not in r.read().decode()
+        prometheus.publish([stream(1, 5)], sfu="janus", run="r 1/x", participants=7, pushgateway=url)
+        with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
+            exposed = r.read().decode()
+    # the grouping key's labels are on every series, the run's slash carried by its base64 form
+    assert 'sfubench_participants{instance="",job="sfubench",run="r 1/x",sfu="janus"} 7' in exposed
+    assert 'sfubench_stream_bytes_total{' in exposed and 'ssrc="' in exposed
 
 
 def test_grafana_dashboard_reads_the_exposed_metrics():

@@ -123,17 +123,21 @@ def test_the_generator_reports_its_pacing(mixed):
     assert "Receivers by kind" in report and "per forwarded stream and packet" in report
 
 
-def test_until_knee_stops_one_step_past_a_starved_sfus_knee(tmp_path):
-    """Two hundredths of a core forward one room of three but not two: the ramp must find the knee,
-    confirm it with the next room and stop there, far below its cap. (At a hundredth the first room
-    already timed out and, once, the starved SFU stopped answering its health check: a crash to the
-    engine, not a knee.)"""
+def test_until_knee_stops_one_step_past_the_knee(tmp_path):
+    """The lab's link to the clients carries 5.5 Mbit/s: one room of three (about 3.8 Mbit/s of
+    video to its receivers) passes, two do not, and no more rooms ever will: the knee is at 6
+    participants. The ramp must find it, confirm it with the next room and stop there, far below
+    its cap. (A starved SFU made a knee too, but not always at one count, and twice, starved of
+    CPU, it stopped answering its health check: a crash to the engine, not a knee. A dropped
+    publisher is a sixth of two rooms' streams but only a ninth of three's: no sustained knee.)"""
+    link = tmp_path / "narrow.toml"
+    link.write_text("[down]\nrate_kbps = 7000\nqueue_ms = 400\n")
     cfg = settings("inhouse", tmp_path, shape="until-knee", max_rooms=8, users_per_room=3, real_rooms=0,
-                   sfu_cpus=0.02, quality_frames=0, video_timeout=8, target_samples=2)
+                   network=str(link), quality_frames=0, video_timeout=8, target_samples=2)
     run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
     assert status == "ok"
     a = metrics.analyse(runfiles.load(run_dir))
-    assert a.knee.participants is not None and not a.knee.client_bound, a.knee
+    assert a.knee.participants == 6 and not a.knee.client_bound, a.knee
     rooms = max(e["room"] for e in read(run_dir, "events") if e["event"] == "room_started")
     assert rooms == a.knee.participants // 3 + 1 < 8
     reached = [e for e in read(run_dir, "events") if e["event"] == "target_reached"]

@@ -1,6 +1,9 @@
 """Live samples and windows pushed to a Prometheus Pushgateway while the run goes on."""
 from __future__ import annotations
 
+import os
+import socket
+
 from ..settings import ConfigError, opt
 from . import Output
 
@@ -24,10 +27,14 @@ class Pushgateway(Output):
 
     def start(self, bus) -> None:
         from reports import prometheus
-        self.pusher = prometheus.Pusher(self.cfg.pushgateway, self.cfg.sfu, self.run_path.name)
+        # the host and the engine's process: unique among the runs pushing at once
+        self.pusher = prometheus.Pusher(self.cfg.pushgateway, self.cfg.sfu, self.run_path.name,
+                                        f"{socket.gethostname()}:{os.getpid()}")
         bus.subscribe(self.pusher, ["samples", "windows"])
 
     def stop(self) -> dict:
+        if self.pusher is not None:
+            self.pusher.close()
         if self.pusher is not None and self.pusher.error:
             self.say(f"pushgateway: live samples stopped: {self.pusher.error}")
         return {}

@@ -1,0 +1,123 @@
+"""The results backends for real, from Debian's packages: a PostgreSQL server the results database
+lives in (created, upgraded from an old schema, written by runners at once), and a Pushgateway that
+real runs push their live samples to while a Prometheus scrapes it, queried through its HTTP API
+as the Grafana dashboard queries it."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from reports import history, resultsdb, synthetic
+
+import backends
+
+ROOT = Path(__file__).resolve().parent.parent
+DAY = 86_400_000
+
+
+@pytest.fixture(scope="module")
+def postgres_server():
+    with backends.postgres() as url:
+        yield url
+
+
+def new_database(server: str, name: str) -> str:
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return server.rsplit("/", 1)[0] + "/" + name
+
+
+def test_postgres_takes_a_database_made_before_versions_were_kept_and_upgrades_it(postgres_server, tmp_path):
+    url = new_database(postgres_server, "legacy")
+    with psycopg.connect(url) as conn:   # as sfubench left it: two tables, no schema_version
+        for statement in resultsdb.MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO runs (run, sfu, started, scenario, status) VALUES ('old-janus', 'janus', 1, 's', 'ok')")
+        conn.execute("INSERT INTO metrics (run, name, value) VALUES ('old-janus', 'recv_bps', 1e6)")
+    run = synthetic.make_run(tmp_path, rooms=2, seed=1)
+    history.record(run, url)
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(resultsdb.VERSION,)]
+        rows = dict(conn.execute("SELECT run, host FROM runs").fetchall())
+        assert conn.execute("SELECT value FROM metrics WHERE run = 'old-janus'").fetchall() == [(1e6,)]
+    assert rows == {"old-janus": None, run.name: json.loads((run / "meta.json").read_text())["machine"]["hostname"]}
+    history.record(run, url)   # opened again: nothing left to migrate, the run replaced
+    assert sorted(p["run"] for p in history.trend("janus", url, "recv_bps")["recv_bps"]) == sorted(rows)
+
+
+def test_postgres_loses_nothing_when_runners_record_at_once(postgres_server, tmp_path):
+    """Two processes open a new database at once (both find it unmigrated) and record six runs
+    each: every run and every figure is there."""
+    url = new_database(postgres_server, "fleet")
+    script = ("import sys; from pathlib import Path; from reports import history, synthetic\n"
+              "out = Path(sys.argv[1]); out.mkdir()\n"
+              "runs = [synthetic.make_run(out, rooms=2, seed=s, start_ms=1_760_000_000_000 + s * 86_400_000,"
+              " name=f'{out.name}-{s}-janus') for s in range(6)]\n"
+              "sys.stdin.readline()\n"   # all made: record at the same moment as the other
+              "for r in runs: history.record(r, sys.argv[2])\n")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / name), url], stdin=subprocess.PIPE,
+                              cwd=ROOT, text=True, stderr=subprocess.PIPE) for name in ("a", "b")]
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stderr.read()
+    runs = [p for name in ("a", "b") for p in sorted((tmp_path / name).iterdir())]
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone() == (12,)
+        stored = conn.execute("SELECT count(*) FROM metrics").fetchone()[0]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(resultsdb.VERSION,)]
+    from reports import metrics, runfiles
+    assert stored == sum(len(history.values(metrics.analyse(runfiles.load(r)))) for r in runs)
+
+
+def test_postgres_and_pushgateway_take_two_concurrent_loadtests_and_prometheus_sees_the_dashboards_data(
+        postgres_server, tmp_path):
+    """Two `make loadtest` runs at once (one Chromium and three synthetic participants each, their
+    own labs), recording into one PostgreSQL and pushing to one Pushgateway: both are in `trend`,
+    and every query of the Grafana dashboard returns data from Prometheus for each."""
+    url = new_database(postgres_server, "nightly")
+    with backends.pushgateway(tmp_path) as gateway, \
+            backends.prometheus(tmp_path, gateway.removeprefix("http://")) as prom:
+        procs = []
+        for i, (prefix, subnet) in enumerate((("sfbpa", "127.0.21"), ("sfbpb", "127.0.22"))):
+            out = tmp_path / f"runs{i}"
+            args = f"--preset browsers --rooms 1 --users-per-room 4 --real-rooms 1 --real-per-room 1 " \
+                   f"--ramp-samples 2 --target-samples 6 --quality-frames 0 --background-interval 2 " \
+                   f"--lab-prefix {prefix} --lab-subnet {subnet} --out {out} --results-db {url} " \
+                   f"--pushgateway {gateway}"
+            procs.append((out, subprocess.Popen(["make", "-s", "loadtest", "SFU=inhouse", f"ARGS={args}"], cwd=ROOT,
+                                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+        runs = []
+        for out, p in procs:
+            text, _ = p.communicate(timeout=600)
+            assert p.returncode == 0, text[-3000:]
+            assert "pushgateway: live samples stopped" not in text
+            (run,) = [d for d in out.iterdir() if d.is_dir()]
+            runs.append(run.name)
+        trend = subprocess.run([sys.executable, "-m", "sfubench.cli", "trend", "--sfu", "inhouse", "--db", url],
+                               capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert trend.returncode == 0, trend.stdout + trend.stderr
+        # started in the same second, the two runs have the same folder name: the database keeps both
+        keys = [p["run"] for p in history.trend("inhouse", url, "recv_bps")["recv_bps"]]
+        assert len(keys) == 2 and sorted(k.split("@")[0] for k in keys) == sorted(runs), keys
+        assert " 2 runs " in trend.stdout
+
+        pushers = set()
+        for run in set(runs):
+            series = prom.query(f'sfubench_stream_bytes_total{{run="{run}"}}')
+            labels = {k for s in series for k in s["metric"]}
+            assert {"sfu", "run", "instance", "room", "user", "peer", "direction", "kind", "ssrc"} <= labels, labels
+            assert {s["metric"]["sfu"] for s in series} == {"inhouse"}
+            pushers |= {(run, s["metric"]["instance"]) for s in series}
+        assert len(pushers) == 2   # each run's samples, however the runs were named
+        dashboard = json.loads((ROOT / "reports" / "grafana-dashboard.json").read_text())
+        queries = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+        assert queries
+        for run in runs:
+            for q in queries:
+                expr = q.replace("$sfu", "inhouse").replace("$run", run).replace("$__rate_interval", "5m")
+                assert prom.query(expr), f"no data for {run}: {expr}"
