@@ -64,8 +64,8 @@ def labels(analyses: list[Analysis]) -> list[str]:
 
 
 def coped(a: Analysis) -> int:
-    """The load an SFU coped with (metrics.headline)."""
-    return a.headline["coped"]
+    """The load an SFU coped with (metrics.coped)."""
+    return metrics.coped(a)
 
 
 def ranked(analyses: list[Analysis]) -> list[int]:

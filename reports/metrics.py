@@ -71,7 +71,7 @@ def headline(a: Analysis) -> dict:
         "status": run_status(run.events),
         "knee": a.knee.participants,
         "knee_criterion": a.knee.criterion,
-        "coped": _coped(a, participants),
+        "coped": coped(a, participants),
         **{f.name: sources[f.source].get(f.name) for f in catalog.FIGURES if f.source in sources},
         **{key: sources[f.source].get(key) for key, f in catalog.percentiles().items()},
         "code_fps": tp.get("code_fps"),
@@ -87,11 +87,11 @@ def headline(a: Analysis) -> dict:
     }
 
 
-def _coped(a: Analysis, participants: int | None) -> int:
+def coped(a: Analysis, participants: int | None = None) -> int:
     """The load an SFU coped with: the last count measured before its knee, or the participants reached
-    when it has none."""
+    (`participants`, else the headline's) when it has none."""
     if a.knee.participants is None:
-        return participants or 0
+        return (participants if participants is not None else a.headline.get("participants")) or 0
     return max((r["participants"] for r in a.series if r["participants"] < a.knee.participants), default=0)
 
 

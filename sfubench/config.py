@@ -8,6 +8,7 @@ Precedence, lowest first: defaults, config file, environment, command line.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import tomllib
@@ -301,6 +302,13 @@ Config = dataclasses.make_dataclass(
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 # the names users write (flag without dashes, file key, in snake case) -> the setting's
 BY_PUBLIC = {public(name, f.metadata): name for name, f in FIELDS.items()}
+
+
+def as_toml(values: dict) -> str:
+    """Settings as a --config file, under the names users write (their values are strings, numbers
+    and booleans; JSON's strings are TOML's)."""
+    return "".join(f"{public(name, FIELDS[name].metadata).replace('_', '-')} = {json.dumps(v)}\n"
+                   for name, v in values.items())
 
 
 def flag_of(name: str) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from reports import metrics, runfiles
 from reports import study as study_report
 
-from .config import ROOT, Config, ConfigError, available_sfus
+from .config import ROOT, Config, ConfigError, as_toml, available_sfus
 from .progress import Progress
 from .sfu import Adapter
 
@@ -47,11 +47,6 @@ def parse_sfus(spec: str | None) -> list[str]:
         raise ConfigError(f"--sfus: unknown SFU {', '.join(map(repr, unknown)) or '(none given)'}; "
                           f"available: {', '.join(known)}")
     return list(dict.fromkeys(sfus))
-
-
-def _toml(settings: dict) -> str:
-    """Settings as TOML (their values are strings, numbers and booleans; JSON's strings are TOML's)."""
-    return "".join(f"{k.replace('_', '-')} = {json.dumps(v)}\n" for k, v in settings.items())
 
 
 class Study:
@@ -114,7 +109,7 @@ class Study:
             todo = [(s, r) for s, r in plan([s for s in self.sfus if self.local[s]], self.repeat)
                     if not self._done(s, r)]
             self._save()
-            self.out.joinpath("scenario.toml").write_text(_toml(
+            self.out.joinpath("scenario.toml").write_text(as_toml(
                 {k: v for k, v in dataclasses.asdict(self.cfg).items() if k not in PER_RUN}))
             if not todo:
                 self.progress.say(f"study: nothing left to do: every run is recorded in {self.out / STATE}")

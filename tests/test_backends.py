@@ -121,3 +121,23 @@ def test_postgres_and_pushgateway_take_two_concurrent_loadtests_and_prometheus_s
             for q in queries:
                 expr = q.replace("$sfu", "inhouse").replace("$run", run).replace("$__rate_interval", "5m")
                 assert prom.query(expr), f"no data for {run}: {expr}"
+        shot = graph_screenshot(prom, 'avg by (run, instance) (rate(sfubench_stream_bytes_total{direction="recv",'
+                                      'kind="video",sfu="inhouse"}[5s]) * 8)', tmp_path / "prometheus-graph.png")
+        assert shot.stat().st_size > 20_000
+
+
+def graph_screenshot(prom: backends.Prometheus, expr: str, path: Path) -> Path:
+    """What a team sees: Prometheus's own graph page (Debian's build serves the classic one) with the
+    query drawn, once its lines are on the page. README shows one taken this way."""
+    import time
+    import urllib.parse
+
+    from reports.verify import browser, screenshot_full_page
+    url = f"{prom.url}/graph?" + urllib.parse.urlencode({"g0.expr": expr, "g0.tab": "0", "g0.range_input": "1m"})
+    with browser(1280, 720) as driver:
+        driver.get(url)
+        deadline = time.monotonic() + 30
+        while not driver.execute_script("return document.querySelectorAll('.graph_area svg path').length"):
+            assert time.monotonic() < deadline, "the graph page drew no line: " + driver.page_source[:2000]
+            time.sleep(0.2)
+        return screenshot_full_page(driver, path)
