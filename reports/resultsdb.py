@@ -63,7 +63,11 @@ class DB:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(target, timeout=timeout)
             self.conn.execute("PRAGMA foreign_keys = ON")
-        self.migrate()
+        try:
+            self.migrate()
+        except BaseException:
+            self.conn.close()
+            raise
 
     def execute(self, sql: str, params: tuple = ()):
         cur = self.conn.cursor()
