@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -22,7 +21,6 @@ import (
 	"github.com/pion/srtp/v3"
 	"github.com/pion/transport/v4"
 	"github.com/pion/webrtc/v4"
-	"golang.org/x/sys/unix"
 
 	"sfubench/sfu/inhouse/client"
 )
@@ -80,15 +78,17 @@ type fastNet struct {
 }
 
 func (n fastNet) ListenUDP(network string, laddr *net.UDPAddr) (transport.UDPConn, error) {
-	c, err := n.Net.ListenUDP(network, laddr)
+	if network == "udp6" || laddr == nil || laddr.IP.To4() == nil {
+		return n.Net.ListenUDP(network, laddr) // pion reads it all
+	}
+	s, err := openSocket(laddr)
 	if err != nil {
 		return nil, err
 	}
-	u, ok := c.(*net.UDPConn)
-	if !ok {
-		return c, nil // not a kernel socket: pion reads it all
-	}
-	return newFastConn(u, n.conns, n.pc)
+	c := &fastConn{sock: s, owner: n.conns, pc: n.pc, toPion: make(chan datagram, toPionQueue),
+		done: make(chan struct{})}
+	addSocket(c)
+	return c, nil
 }
 
 // fastConns are one participant's sockets and the streams it receives, which
@@ -128,9 +128,8 @@ type datagram struct {
 // fastConn is one socket: the poller drains it, keeps the media it can
 // decrypt and queues the rest for pion, whose reads it serves.
 type fastConn struct {
-	*net.UDPConn
+	sock   *socket
 	owner  *fastConns
-	raw    syscall.RawConn
 	toPion chan datagram
 	done   chan struct{}
 	once   sync.Once
@@ -141,23 +140,6 @@ type fastConn struct {
 	rx       atomic.Pointer[receiver]
 	checked  time.Time  // when the poller last looked for the DTLS keys
 	hdr      rtp.Header // the poller's, reused: a packet's header
-}
-
-func newFastConn(u *net.UDPConn, owner *fastConns, pc *atomic.Pointer[webrtc.PeerConnection]) (transport.UDPConn, error) {
-	raw, err := u.SyscallConn()
-	if err != nil {
-		return u, nil // pion reads it all
-	}
-	var opt error
-	if err := raw.Control(func(fd uintptr) {
-		opt = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
-	}); err != nil || opt != nil {
-		return u, nil // no arrival times from the kernel: a batch's wait would show as jitter
-	}
-	c := &fastConn{UDPConn: u, owner: owner, pc: pc, raw: raw, toPion: make(chan datagram, toPionQueue),
-		done: make(chan struct{})}
-	polling.add(c)
-	return c, nil
 }
 
 // take handles one datagram the poller read.
@@ -220,77 +202,6 @@ func (c *fastConn) activate(now time.Time) *receiver {
 	}
 	c.rx.Store(rx)
 	return rx
-}
-
-// ReadFromAddrPort serves pion's reads (ICE uses it when a conn has it).
-func (c *fastConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
-	var timeout <-chan time.Time
-	if d := c.deadline.Load(); d != nil && !d.IsZero() {
-		t := time.NewTimer(time.Until(*d))
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case d := <-c.toPion:
-		return copy(b, d.b), d.from, nil
-	case <-c.done:
-		if e := c.err.Load(); e != nil {
-			return 0, netip.AddrPort{}, *e
-		}
-		return 0, netip.AddrPort{}, net.ErrClosed
-	case <-timeout:
-		return 0, netip.AddrPort{}, os.ErrDeadlineExceeded
-	}
-}
-
-func (c *fastConn) WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error) {
-	return c.UDPConn.WriteToUDPAddrPort(b, addr)
-}
-
-func (c *fastConn) ReadFrom(b []byte) (int, net.Addr, error) {
-	n, from, err := c.ReadFromAddrPort(b)
-	return n, net.UDPAddrFromAddrPort(from), err
-}
-
-func (c *fastConn) ReadFromUDP(b []byte) (int, *net.UDPAddr, error) {
-	n, from, err := c.ReadFromAddrPort(b)
-	return n, net.UDPAddrFromAddrPort(from), err
-}
-
-func (c *fastConn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
-	return c.ReadFromAddrPort(b)
-}
-
-func (c *fastConn) Read(b []byte) (int, error) {
-	n, _, err := c.ReadFromAddrPort(b)
-	return n, err
-}
-
-func (c *fastConn) ReadMsgUDP(b, _ []byte) (int, int, int, *net.UDPAddr, error) {
-	n, from, err := c.ReadFromUDP(b)
-	return n, 0, 0, from, err
-}
-
-func (c *fastConn) SetReadDeadline(t time.Time) error {
-	c.deadline.Store(&t)
-	return nil
-}
-
-func (c *fastConn) SetDeadline(t time.Time) error {
-	c.deadline.Store(&t)
-	return c.UDPConn.SetWriteDeadline(t)
-}
-
-func (c *fastConn) Close() error {
-	var err error
-	c.once.Do(func() {
-		close(c.done)
-		err = c.UDPConn.Close()
-		if rx := c.rx.Load(); rx != nil {
-			rx.close()
-		}
-	})
-	return err
 }
 
 // receiver is a connection's fast path once keys are known: the SRTP

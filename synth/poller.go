@@ -9,71 +9,80 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The poller reads every fast socket of the process every pollEvery, each
-// with system calls of up to pollBatch datagrams. A participant's socket
-// takes some 700 datagrams a second, one at a time when read as they come:
-// a system call each, which was most of the generator's CPU. Read in
-// batches, they keep the arrival time the kernel stamped on each
-// (SO_TIMESTAMPNS): jitter, delay and congestion feedback see when a packet
-// came, not when it was read, and a NACK waits a poll at most.
+// Each pacer reads its share of the fast sockets every pollEvery, each with
+// system calls of up to pollBatch datagrams. A participant's socket takes
+// some 700 datagrams a second, one at a time when read as they come: a system
+// call each, which was most of the generator's CPU. Read in batches, they
+// keep the arrival time the kernel stamped on each (SO_TIMESTAMPNS): jitter,
+// delay and congestion feedback see when a packet came, not when it was
+// read, and a NACK waits a poll at most.
 const (
-	pollEvery = 10 * time.Millisecond
+	pollEvery = int64(10 * time.Millisecond)
 	pollBatch = 64
 )
 
-var polling = &poller{}
-
-type poller struct {
-	mu      sync.Mutex
-	conns   []*fastConn
-	started bool
+// reader is one pacer's sockets and where its rounds of reading them stand.
+type reader struct {
+	mu        sync.Mutex
+	conns     []*fastConn // added from any goroutine
+	round     []*fastConn // still to read in the round under way
+	rounds    int
+	nextRound int64 // CLOCK_MONOTONIC ns
+	batch     *batch
 }
 
-func (p *poller) add(c *fastConn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.conns = append(p.conns, c)
-	if !p.started {
-		p.started = true
-		go p.run()
+func newReader() reader { return reader{batch: newBatch(), nextRound: monotonic()} }
+
+// addSocket gives a fast socket to a pacer to read.
+func addSocket(c *fastConn) {
+	r := &anyPacer().reads
+	r.mu.Lock()
+	r.conns = append(r.conns, c)
+	r.mu.Unlock()
+}
+
+// step reads one socket of the round under way, starting a round if one is
+// due; false when there is nothing to read yet.
+func (r *reader) step(now int64) bool {
+	if len(r.round) == 0 {
+		if now < r.nextRound {
+			return false
+		}
+		// Behind: no catching up in a burst.
+		r.nextRound = max(r.nextRound+pollEvery, now)
+		r.rounds++
+		if r.round = r.live(); len(r.round) == 0 {
+			return false
+		}
 	}
+	c := r.round[0]
+	r.round = r.round[1:]
+	r.batch.drain(c)
+	if rx := c.rx.Load(); rx != nil && r.rounds%int(twccInterval/time.Duration(pollEvery)) == 0 {
+		rx.sendTWCC()
+	}
+	return true
 }
+
+// starved says reads have waited a whole round for the sends: the pacer
+// reads before it sends again, or an overloaded pacer would never read.
+func (r *reader) starved(now int64) bool { return now > r.nextRound+pollEvery }
 
 // live is the sockets to read, the closed ones let go.
-func (p *poller) live() []*fastConn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	kept := p.conns[:0]
-	for _, c := range p.conns {
+func (r *reader) live() []*fastConn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kept := r.conns[:0]
+	for _, c := range r.conns {
 		select {
 		case <-c.done:
 		default:
 			kept = append(kept, c)
 		}
 	}
-	clear(p.conns[len(kept):])
-	p.conns = kept
+	clear(r.conns[len(kept):])
+	r.conns = kept
 	return append([]*fastConn(nil), kept...)
-}
-
-func (p *poller) run() {
-	b := newBatch()
-	next := time.Now()
-	for round := 1; ; round++ {
-		feedback := round%int(twccInterval/pollEvery) == 0
-		for _, c := range p.live() {
-			b.drain(c)
-			if rx := c.rx.Load(); feedback && rx != nil {
-				rx.sendTWCC()
-			}
-		}
-		next = next.Add(pollEvery)
-		if wait := time.Until(next); wait > 0 {
-			time.Sleep(wait)
-		} else {
-			next = time.Now() // behind: no catching up in a burst
-		}
-	}
 }
 
 // batch is the memory of one recvmmsg: datagrams, their senders and their
@@ -104,38 +113,49 @@ func newBatch() *batch {
 	return b
 }
 
-// drain reads what the socket holds, without waiting for more.
+// drain reads what the socket holds, without waiting for more. The
+// datagrams are handled outside the socket's lock: handling one may write to
+// the socket or close it.
 func (b *batch) drain(c *fastConn) {
-	var failed error
-	_ = c.raw.Read(func(fd uintptr) bool {
-		for {
-			for i := range b.hdrs {
-				b.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
-				b.hdrs[i].Hdr.SetControllen(len(b.control[i]))
-			}
-			n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])),
-				uintptr(len(b.hdrs)), unix.MSG_DONTWAIT, 0, 0)
-			if errno != 0 {
-				if errno != unix.EAGAIN && errno != unix.EINTR {
-					failed = errno
-				}
-				return true // never wait: the poller comes back
-			}
-			for i := range int(n) {
-				h := &b.hdrs[i]
-				name := &b.names[i]
-				port := uint16(name.Port>>8) | uint16(name.Port<<8)
-				from := netip.AddrPortFrom(netip.AddrFrom4(name.Addr), port)
-				c.take(b.bufs[i][:h.Len], from, arrival(b.control[i][:h.Hdr.Controllen]))
-			}
-			if int(n) < len(b.hdrs) {
-				return true
-			}
+	for {
+		n, err := b.read(c.sock)
+		if err != nil {
+			c.fail(err)
+			return
 		}
-	})
-	if failed != nil {
-		c.fail(failed)
+		for i := range n {
+			h := &b.hdrs[i]
+			name := &b.names[i]
+			port := uint16(name.Port>>8) | uint16(name.Port<<8)
+			from := netip.AddrPortFrom(netip.AddrFrom4(name.Addr), port)
+			c.take(b.bufs[i][:h.Len], from, arrival(b.control[i][:h.Hdr.Controllen]))
+		}
+		if n < len(b.hdrs) {
+			return
+		}
 	}
+}
+
+// read is one recvmmsg that never waits: 0 when nothing is there (the
+// poller comes back) or the socket is closed.
+func (b *batch) read(s *socket) (int, error) {
+	for i := range b.hdrs {
+		b.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
+		b.hdrs[i].Hdr.SetControllen(len(b.control[i]))
+	}
+	var n uintptr
+	var errno unix.Errno
+	s.use(func(fd int) {
+		n, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[0])),
+			uintptr(len(b.hdrs)), unix.MSG_DONTWAIT, 0, 0)
+	})
+	switch errno {
+	case 0:
+		return int(n), nil
+	case unix.EAGAIN, unix.EINTR:
+		return 0, nil
+	}
+	return 0, errno
 }
 
 // arrival is the kernel's timestamp of a datagram (its one control
