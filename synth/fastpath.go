@@ -87,7 +87,7 @@ func (n fastNet) ListenUDP(network string, laddr *net.UDPAddr) (transport.UDPCon
 	}
 	c := &fastConn{sock: s, owner: n.conns, pc: n.pc, toPion: make(chan datagram, toPionQueue),
 		done: make(chan struct{})}
-	addSocket(c)
+	polling.add(c)
 	return c, nil
 }
 

@@ -20,6 +20,14 @@ const (
 	// cgroup (browsers, receive loops): a real participant has its machine to
 	// itself, and a send held up by a neighbour would show as the SFU's jitter.
 	pacerNice = -10
+	// pacerSlice is the time slice the pacer threads ask of the kernel's
+	// EEVDF scheduler (Linux 6.12 and later; earlier ones ignore it). A
+	// higher weight alone (nice) gives a woken pacer a larger share but not
+	// the CPU at once: the task it wakes beside runs on to the end of its
+	// slice (3 ms by default), and sends came 1-5 ms late beside a browser.
+	// A short slice gives the pacer an early deadline, which preempts on
+	// wake-up; a pacer's turn (a frame's packets) fits in it.
+	pacerSlice = 100 * time.Microsecond
 )
 
 // slot is one stream's sending schedule: send is called every period.
@@ -43,50 +51,37 @@ func (s *slots) Pop() any {
 	return x
 }
 
-// pacer is one core's event loop: it sends on time from an OS thread of its
-// own that sleeps on an absolute high-resolution timer (clock_nanosleep)
-// until the next slot is due, and between slots it reads its share of the
-// fast sockets (reader). Go's timers would do for most programs, but they
-// wake through the runtime's poller, up to a millisecond late: as much as the
-// jitter an SFU adds, which is what is being measured. Reading on the same
-// thread keeps the two from competing for the core: a separate reader thread,
-// woken every 10 ms to read every socket, held the sends up by as much.
+// pacer sends on time from one OS thread of its own that sleeps on an
+// absolute high-resolution timer (clock_nanosleep) until the next slot is
+// due. Go's timers would do for most programs, but they wake through the
+// runtime's poller, up to a millisecond late: as much as the jitter an SFU
+// adds, which is what is being measured.
 type pacer struct {
 	mu    sync.Mutex
 	queue slots
-	reads reader
 }
 
-// pacers are shared by every publisher and socket of the process, one per
-// core Go may use; streams and sockets are spread over them.
+// pacers are shared by every publisher of the process, one per core Go may
+// use; a publisher's streams are spread over them.
 var (
 	pacersOnce sync.Once
 	pacers     []*pacer
 	nextPacer  atomic.Uint64
 )
 
-func startPacers() {
+func schedule(period time.Duration, first time.Duration, send func(skipped int)) *slot {
 	pacersOnce.Do(func() {
 		n := max(1, runtime.GOMAXPROCS(0))
 		// Each pacer keeps its P while it sleeps (sleepUntil): these are theirs.
 		runtime.GOMAXPROCS(2 * n)
 		for range n {
-			p := &pacer{reads: newReader()}
+			p := &pacer{}
 			pacers = append(pacers, p)
 			go p.run()
 		}
 	})
-}
-
-// anyPacer picks the pacer for the next stream or socket, in turn.
-func anyPacer() *pacer {
-	startPacers()
-	return pacers[nextPacer.Add(1)%uint64(len(pacers))]
-}
-
-func schedule(period time.Duration, first time.Duration, send func(skipped int)) *slot {
 	s := &slot{due: monotonic() + int64(startLead+first), period: int64(period), send: send}
-	p := anyPacer()
+	p := pacers[nextPacer.Add(1)%uint64(len(pacers))]
 	p.mu.Lock()
 	heap.Push(&p.queue, s)
 	p.mu.Unlock()
@@ -112,59 +107,43 @@ func sleepUntil(ns int64) {
 
 func (p *pacer) run() {
 	runtime.LockOSThread()
-	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), pacerNice) // best effort: needs privilege
+	prioritise()
 	for {
+		p.mu.Lock()
 		now := monotonic()
-		if p.reads.starved(now) && p.reads.step(now) {
+		if len(p.queue) == 0 || p.queue[0].due > now {
+			until := now + int64(maxSleep)
+			if len(p.queue) > 0 {
+				until = min(until, p.queue[0].due)
+			}
+			p.mu.Unlock()
+			sleepUntil(until)
 			continue
 		}
-		if s := p.due(now); s != nil {
-			p.send(s, now)
+		s := heap.Pop(&p.queue).(*slot)
+		p.mu.Unlock()
+		if s.stopped.Load() {
 			continue
 		}
-		// Nothing to send: one socket's read, if a round is due, keeps a
-		// slot that falls due meanwhile waiting one socket at most.
-		if p.reads.step(now) {
-			continue
-		}
-		sleepUntil(min(p.next(now), p.reads.nextRound))
+		late := now - s.due
+		pacing.record(time.Duration(late))
+		// A pacer held up for more than a period skips the slots it missed,
+		// as a camera and encoder would drop those frames: timestamps stay
+		// on real time.
+		skipped := late / s.period
+		s.due += (skipped + 1) * s.period
+		s.send(int(skipped))
+		p.mu.Lock()
+		heap.Push(&p.queue, s)
+		p.mu.Unlock()
 	}
 }
 
-// due takes the slot whose time has come, if any.
-func (p *pacer) due(now int64) *slot {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.queue) == 0 || p.queue[0].due > now {
-		return nil
+// prioritise gives the calling thread the pacer's nice value and slice; best
+// effort (a raised priority needs privilege).
+func prioritise() {
+	attr := unix.SchedAttr{Policy: unix.SCHED_NORMAL, Nice: pacerNice, Runtime: uint64(pacerSlice)}
+	if unix.SchedSetAttr(0, &attr, 0) != nil {
+		_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), pacerNice)
 	}
-	return heap.Pop(&p.queue).(*slot)
-}
-
-// next is when the earliest slot falls due, maxSleep from now at the latest.
-func (p *pacer) next(now int64) int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	until := now + int64(maxSleep)
-	if len(p.queue) > 0 {
-		until = min(until, p.queue[0].due)
-	}
-	return until
-}
-
-func (p *pacer) send(s *slot, now int64) {
-	if s.stopped.Load() {
-		return
-	}
-	late := now - s.due
-	pacing.record(time.Duration(late))
-	// A pacer held up for more than a period skips the slots it missed,
-	// as a camera and encoder would drop those frames: timestamps stay
-	// on real time.
-	skipped := late / s.period
-	s.due += (skipped + 1) * s.period
-	s.send(int(skipped))
-	p.mu.Lock()
-	heap.Push(&p.queue, s)
-	p.mu.Unlock()
 }

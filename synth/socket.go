@@ -20,6 +20,14 @@ import (
 // socket blocks on no read (the poller reads with MSG_DONTWAIT), and its
 // sends are plain system calls.
 
+// receiveBuffer is what a fast socket's kernel buffer holds. A socket read
+// every 10 ms (later when the clients' core is busy) has to keep what an SFU
+// sends meanwhile, bursts included (an SFU throttled for a CFS period sends
+// what it held back at once). Linux's default of 208 KiB holds some 80
+// full-size datagrams: reads 40 ms apart overflowed it at 42 participants of
+// Janus. A browser reads each datagram as it comes and needs less.
+const receiveBuffer = 4 << 20
+
 // socket is one bound IPv4 UDP socket; its file descriptor stays valid for
 // every call that holds mu for reading, and close takes it for writing.
 type socket struct {
@@ -43,6 +51,11 @@ func openSocket(laddr *net.UDPAddr) (*socket, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
 		unix.Close(fd)
 		return nil, os.NewSyscallError("setsockopt", err)
+	}
+	// Beyond net.core.rmem_max needs CAP_NET_ADMIN (the lab runs as root);
+	// without it, as much as rmem_max allows.
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, receiveBuffer) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, receiveBuffer)
 	}
 	bound, err := unix.Getsockname(fd)
 	if err != nil {
