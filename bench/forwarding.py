@@ -1,14 +1,21 @@
 """What forwarding costs each SFU, and what the synthetic load generator sustains: the same load test
 as `make loadtest`, with synthetic participants only.
 
-    .venv/bin/python bench/forwarding.py [--sfus inhouse,janus] [--rooms 6] [--users-per-room 5]
+    .venv/bin/python bench/forwarding.py [--sfus inhouse,janus,janus-tuned] [--rooms 12] [--knee-load 42]
 
 For each SFU, an all-synthetic ramp (`--real-rooms 0`), one room more per step, with the SFU pinned
 to CPU 0 and the generator to CPU 1 so neither takes the other's core. From each run folder (the
 same reports as any run): the SFU's CPU per forwarded packet and per forwarded stream at each step,
 and the in-house/Janus ratio; then the generator's cost: cores per received stream and its pacing
 error (99th percentile), and the streams it sustains per core while that stays under 1 ms.
-Not a test: figures depend on the machine and its load, printed beside them. Exit codes: 0 ok,
+An SFU named `ADAPTER-PROFILE` (`janus-tuned`) runs that adapter with that profile (`--sfu-profile`).
+
+The summary (printed, and `summary` in `--json`): the generator's `streams_per_core` (the most
+received streams of a window whose pacing p99 stayed under 1 ms, per core) and `pacing_p99_ms`
+there; each SFU's `us_per_forwarded_packet` at the knee load (`--knee-load`: Janus's knee in the
+default study on the project's 2-core machine, the least of the local SFUs') and
+`us_per_forwarded_packet_2x` at twice it, null where the run did not reach the load with the
+clients' headroom; and the in-house SFU's ratios to the others at both loads. Not a test: figures depend on the machine and its load, printed beside them. Exit codes: 0 ok,
 1 a run failed, 2 bad input, 130 interrupted.
 """
 from __future__ import annotations
@@ -29,6 +36,8 @@ from sfubench.progress import Progress  # noqa: E402
 from sfubench.rundir import read  # noqa: E402
 
 PACING_MS = 1.0   # the generator's pacing target: p99 under a millisecond
+SFUS = "janus,janus-tuned,mediasoup,livekit,medooze,inhouse"
+KNEE_LOAD = 42    # participants: Janus's knee in the default study (0.5 core), rooms of 7
 
 
 def generator_rows(run_dir: Path) -> list[dict]:
@@ -55,31 +64,64 @@ def generator_rows(run_dir: Path) -> list[dict]:
     return out
 
 
-def measure(sfu: str, rooms: int, users: int, out: Path, prefix: str, subnet: str) -> Path:
+def measure(name: str, rooms: int, users: int, out: Path, prefix: str, subnet: str) -> Path:
+    sfu, _, profile = name.partition("-")
     cfg = config.load(cli={
-        "sfu": sfu, "preset": "browsers", "rooms": rooms, "users_per_room": users, "real_rooms": 0, "quality_frames": 0,
+        "sfu": sfu, "sfu_profile": profile or "defaults", "preset": "browsers", "rooms": rooms, "users_per_room": users, "real_rooms": 0, "quality_frames": 0,
         "background_interval": 0, "ramp_samples": 4, "target_samples": 6, "sfu_cpuset": "0",
         "client_cpuset": "1", "out": str(out), "lab_prefix": prefix, "lab_subnet": subnet,
         "results_db": str(out / "results.sqlite")}, env={})
-    print(f"{sfu}: an all-synthetic ramp to {rooms} rooms of {users}", flush=True)
+    print(f"{name}: an all-synthetic ramp to {rooms} rooms of {users}", flush=True)
     run_dir, status = loadtest.run(cfg, Progress(open(os.devnull, "w")))
     if status != "ok":
-        raise RuntimeError(f"{sfu}: the run ended {status}; see {run_dir}")
+        raise RuntimeError(f"{name}: the run ended {status}; see {run_dir}")
     return run_dir
+
+
+def sfu_cost(analysis: metrics.Analysis) -> dict[int, dict]:
+    """The cost rows by participants, of the counts where the clients had headroom only."""
+    bound = {h["participants"] for h in analysis.health if h["client_bound"]}
+    return {r["participants"]: r for r in analysis.cost if r["participants"] not in bound}
+
+
+def summary(cost: dict[str, dict], generator: dict[str, list[dict]], knee_load: int) -> dict:
+    """What `make bench` reports: the generator's sustained streams per core, each SFU's cost per
+    forwarded packet at the knee load and at twice it, and the in-house SFU's ratios."""
+    sustained = [r for rows in generator.values() for r in rows if r["pacing_ms_p99"] is not None
+                 and r["pacing_ms_p99"] < PACING_MS and r["streams_per_core"]]
+    best = max(sustained, key=lambda r: (r["received_streams"], r["streams_per_core"]), default=None)
+    gen = {"streams_per_core": best and best["streams_per_core"], "pacing_p99_ms": best and best["pacing_ms_p99"],
+           "received_streams": best and best["received_streams"]}
+
+    def at(sfu, n):
+        row = cost[sfu].get(n)
+        return row and row.get("sfu_us_per_packet")
+    sfus = {s: {"participants": knee_load, "us_per_forwarded_packet": at(s, knee_load),
+                "us_per_forwarded_packet_2x": at(s, 2 * knee_load)} for s in cost}
+    ratios = {}
+    if "inhouse" in sfus:
+        for other in (s for s in sfus if s != "inhouse"):
+            for key in ("us_per_forwarded_packet", "us_per_forwarded_packet_2x"):
+                a, b = sfus["inhouse"][key], sfus[other][key]
+                ratios.setdefault(f"inhouse/{other}", {})[key] = a / b if a and b else None
+    return {"generator": gen, "sfus": sfus, "ratios": ratios, "runs": 1}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sfus", default="inhouse,janus", help="adapters to compare, in order")
-    p.add_argument("--rooms", type=int, default=6, help="rooms the ramp adds, one per step")
-    p.add_argument("--users-per-room", type=int, default=5)
+    p.add_argument("--sfus", default=SFUS, help="adapters to compare, in order (ADAPTER-PROFILE for a profile)")
+    p.add_argument("--rooms", type=int, default=12, help="rooms the ramp adds, one per step")
+    p.add_argument("--users-per-room", type=int, default=7)
+    p.add_argument("--knee-load", type=int, default=KNEE_LOAD,
+                   help="participants at which the summary compares SFUs (and twice it)")
     p.add_argument("--lab-prefix", default="sfubf", help="lab names, so a loadtest can run beside")
     p.add_argument("--lab-subnet", default="127.0.6", help="the lab's /24 inside 127.0.0.0/8")
     p.add_argument("--json", type=Path, help="also write the results to this file")
     a = p.parse_args(argv)
     sfus = [s.strip() for s in a.sfus.split(",") if s.strip()]
-    if not sfus or a.rooms < 1 or a.users_per_room < 2:
-        print("forwarding: --sfus must name adapters, --rooms >= 1, --users-per-room >= 2", file=sys.stderr)
+    if not sfus or a.rooms < 1 or a.users_per_room < 2 or a.knee_load < 1:
+        print("forwarding: --sfus must name adapters, --rooms >= 1, --users-per-room >= 2, --knee-load >= 1",
+              file=sys.stderr)
         return 2
     if (os.cpu_count() or 1) < 2:
         print("forwarding: the SFU and the generator each need a core of their own", file=sys.stderr)
@@ -89,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for sfu in sfus:
             run_dir = measure(sfu, a.rooms, a.users_per_room, out, a.lab_prefix, a.lab_subnet)
-            cost[sfu] = {r["participants"]: r for r in metrics.analyse(runfiles.load(run_dir)).cost}
+            cost[sfu] = sfu_cost(metrics.analyse(runfiles.load(run_dir)))
             generator[sfu] = generator_rows(run_dir)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -118,22 +160,36 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nThe synthetic generator (its own cgroup on CPU 1; pacing target p99 < {PACING_MS:g} ms):")
     print("| SFU | participants | received streams | generator cores | streams per core | pacing p99 (ms) |")
     print("|---|---|---|---|---|---|")
-    sustained = []
     for sfu, rows in generator.items():
         for r in rows:
             print(f"| {sfu} | {r['participants']} ({r['phase']}) | {r['received_streams']} | {r['cores']:.3f} | "
                   f"{r['streams_per_core'] or 0:.0f} | {r['pacing_ms_p99']} |")
-            if r["pacing_ms_p99"] is not None and r["pacing_ms_p99"] < PACING_MS and r["streams_per_core"]:
-                sustained.append((r["received_streams"], r["streams_per_core"]))
-    if sustained:
-        most = max(sustained)
-        print(f"\nsustained with pacing p99 < {PACING_MS:g} ms: up to {most[0]} received streams at "
-              f"{most[1]:.0f} streams per core")
+    result = summary(cost, generator, a.knee_load)
+    print_summary(result, a.knee_load)
+    if a.json:
+        a.json.write_text(json.dumps({"cost": cost, "generator": generator, "summary": result}, indent=1,
+                                     default=str))
+    return 0
+
+
+def print_summary(result: dict, knee_load: int) -> None:
+    gen = result["generator"]
+    if gen["streams_per_core"]:
+        print(f"\nsustained with pacing p99 < {PACING_MS:g} ms: up to {gen['received_streams']} received streams "
+              f"at {gen['streams_per_core']:.0f} streams per core (pacing p99 {gen['pacing_p99_ms']} ms)")
     else:
         print(f"\nno step kept the pacing p99 under {PACING_MS:g} ms")
-    if a.json:
-        a.json.write_text(json.dumps({"cost": cost, "generator": generator}, indent=1, default=str))
-    return 0
+
+    def num(v, fmt):
+        return "-" if v is None else format(v, fmt)
+    print(f"\nCPU per forwarded packet at {knee_load} participants and at {2 * knee_load} (µs; '-': not reached "
+          "with the clients' headroom), one run:")
+    print(f"| SFU | at {knee_load} | at {2 * knee_load} | inhouse / SFU at {knee_load} | inhouse / SFU at {2 * knee_load} |")
+    print("|---|---|---|---|---|")
+    for sfu, v in result["sfus"].items():
+        r = result["ratios"].get(f"inhouse/{sfu}", {})
+        print(f"| {sfu} | {num(v['us_per_forwarded_packet'], '.1f')} | {num(v['us_per_forwarded_packet_2x'], '.1f')} | "
+              f"{num(r.get('us_per_forwarded_packet'), '.2f')} | {num(r.get('us_per_forwarded_packet_2x'), '.2f')} |")
 
 
 if __name__ == "__main__":

@@ -151,7 +151,11 @@ def markdown() -> str:
              "Per participant count (the report's measurements table, `table-series.csv`) and, where "
              "tracked, per run (the results database, `sfubench trend`). A figure with percentiles is a "
              f"mean over the target window's observations; its {', '.join(PERCENTILES)} are kept beside it "
-             "(the headline of `tables.json`, thresholds such as `fps.p50>=13`).", "",
+             "(the headline of `tables.json`, thresholds such as `fps.p50>=13`, the results database), "
+             "and at each participant count (the report's percentiles table, `table-percentiles.csv`). "
+             "With a Pushgateway, a run pushes every figure at target once it is complete, as "
+             "`sfubench_result{figure=\"NAME\",stat=\"mean|p50|…|max\"}` (a group of its own, labelled "
+             "`result=\"target\"` beside sfu, run and instance).", "",
              "| name | column | unit | series | tracked | percentiles | meaning |", "|---|---|---|---|---|---|---|"]
     for f in FIGURES:
         track = {1: "higher is better", -1: "lower is better"}.get(f.better, "")

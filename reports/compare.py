@@ -8,6 +8,7 @@ from pathlib import Path
 from . import export, html, metrics, plotting, reference, runfiles, tables
 from .knee import KneeRule
 from .metrics import Analysis
+from .confidence import Span, verdicts
 from .table import Table
 
 FIGURES = ("fig-cmp-bitrate", "fig-cmp-rtt", "fig-cmp-quality", "fig-cmp-delay", "fig-cmp-checks",
@@ -204,6 +205,21 @@ def repeat_sentence(table: Table) -> str:
             "differences between SFUs smaller than that are noise.")
 
 
+def differences(analyses: list[Analysis]) -> list[str]:
+    """Between SFUs of the comparison, when one was run more than once: whether the loads they coped
+    with differ beyond their runs' noise (confidence.py), in words. A run with no knee, or one
+    that the clients stopped, coped with at least its load: its SFU's span is open above."""
+    groups: dict[str, list[Analysis]] = {}
+    for a in analyses:
+        groups.setdefault(f"{a.ident['sfu']} {a.ident['version'] or ''}".strip(), []).append(a)
+    if len(groups) < 2 or all(len(g) < 2 for g in groups.values()):
+        return []
+    spans = {name: Span(tuple(coped(a) for a in g),
+                        open_above=any(a.knee.participants is None or a.knee.client_bound for a in g))
+             for name, g in groups.items()}
+    return verdicts(spans, "load coped with", "higher")
+
+
 def versions_table(analyses: list[Analysis], names: list[str]) -> tuple[Table, list[str]]:
     """Versions, options, machine and config per run; the classes mark rows that differ."""
     per_run = []
@@ -301,7 +317,8 @@ def build(run_dirs: list[str | Path], out_dir: str | Path, force: bool = False,
         [versions, reference.table(), cost_table(analyses, names), repeat_table(analyses)]
     export.write_tables(shown, out, {"runs": {n: {"path": str(a.run.path), "headline": a.headline,
                                                    "knee": vars(a.knee)} for n, a in zip(names, analyses)},
-                                      "knee_rule": rule.text(), "ranking_rule": RANKING_RULE})
+                                      "knee_rule": rule.text(), "ranking_rule": RANKING_RULE,
+                                      "differences": differences(analyses)})
     path = out / "compare.html"
     path.write_text(render(analyses, names, figs, shown, version_classes, force, rule, out), encoding="utf-8")
     return path
@@ -348,6 +365,8 @@ def render(analyses: list[Analysis], names: list[str], figs: dict, shown: list[T
         f'<p>Best: <b>{html.escape(names[best])}</b>. {html.escape(RANKING_RULE)}</p>',
         html.table(by_id["ranking"], ["best"] + [""] * (len(analyses) - 1)),
         (f"<p>{html.escape(repeat_sentence(by_id['repeat']))}</p>" + html.table(by_id["repeat"])
+         if by_id["repeat"].rows else ""),
+        ('<ul id="differences">' + "".join(f"<li>{html.escape(w)}</li>" for w in differences(analyses)) + "</ul>"
          if by_id["repeat"].rows else ""),
         f'<div class="rule"><ul>{knees}</ul><span class="small">Rule: {html.escape(rule.text())}</span></div>',
         "<h2>Bitrate and round-trip time</h2>",

@@ -19,6 +19,7 @@ from .windows import stream_key
 # in base units (s, bit/s)
 METRICS = {f.prometheus: (f.name, f.kind, f.help) for f in catalog.FIELDS}
 PARTICIPANTS = catalog.PARTICIPANTS.prometheus
+RESULT = "sfubench_result"   # the run's figures at target: one family, labelled figure and stat
 STREAM_LABELS = ("room", "user", "peer", "direction", "kind", "ssrc")
 
 
@@ -59,6 +60,24 @@ def exposition(samples: list[dict], labels: dict[str, str] | None = None, partic
     return "\n".join(lines) + "\n" if lines else ""
 
 
+def results(headline: dict) -> str:
+    """Text exposition of the run's figures at target (the report's headline): each catalogue figure
+    as `sfubench_result{figure="...",stat="mean"}` and, for the per-stream figures, one series per
+    percentile (stat="p50", ... "max"), in the figure's stored unit."""
+    stats = {f.name: [("mean", f.name)] + ([(p, f"{f.name}_{p}") for p in catalog.PERCENTILES] if f.spread else [])
+             for f in catalog.FIGURES}
+    lines = []
+    for figure, keys in stats.items():
+        for stat, key in keys:
+            v = headline.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                lines.append(f"{RESULT}{_labels([('figure', figure), ('stat', stat)])} {_number(v)}")
+    if not lines:
+        return ""
+    return "\n".join([f"# HELP {RESULT} the run's figures at target (docs/metrics.md), by figure and statistic",
+                      f"# TYPE {RESULT} gauge", *lines]) + "\n"
+
+
 def push_url(gateway: str, job: str = "sfubench", grouping: dict[str, str] | None = None) -> str:
     """The Pushgateway path for a group; values with '/' use the base64 form the Pushgateway defines."""
     parts = [gateway.rstrip("/"), "metrics", "job", urllib.parse.quote(job, safe="")]
@@ -88,9 +107,12 @@ def publish(samples: list[dict], *, sfu: str, run: str, participants: int | None
     text = exposition(samples, {"sfu": sfu, "run": run}, participants)
     if pushgateway:
         # the grouping labels are added to every series by the Pushgateway, so the text must not repeat them
-        grouping = {"sfu": sfu, "run": run, **({"instance": instance} if instance else {})}
-        push(exposition(samples, participants=participants), pushgateway, job, grouping)
+        push(exposition(samples, participants=participants), pushgateway, job, grouping(sfu, run, instance))
     return text
+
+
+def grouping(sfu: str, run: str, instance: str = "") -> dict[str, str]:
+    return {"sfu": sfu, "run": run, **({"instance": instance} if instance else {})}
 
 
 class Pusher:
@@ -125,18 +147,25 @@ class Pusher:
             self.windows.put((samples, record.get("participants")))
 
     def _push(self) -> None:
-        while (window := self.windows.get()) is not None:
+        while (item := self.windows.get()) is not None:
             if self.error is not None:
                 continue
-            samples, participants = window
             try:
-                publish(samples, sfu=self.sfu, run=self.run, participants=participants, pushgateway=self.pushgateway,
-                        instance=self.instance)
+                if isinstance(item, str):   # the run's results: a group of their own, which the live
+                    push(item, self.pushgateway,     # pushes (replacing theirs) never touch
+                         grouping={**grouping(self.sfu, self.run, self.instance), "result": "target"})
+                else:
+                    samples, participants = item
+                    publish(samples, sfu=self.sfu, run=self.run, participants=participants,
+                            pushgateway=self.pushgateway, instance=self.instance)
             except (OSError, ValueError) as e:
                 self.error = f"{self.pushgateway}: {getattr(e, 'reason', None) or e}"
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Pushes what is queued (for at most `timeout` seconds), then stops."""
+    def close(self, timeout: float = 30.0, results: str = "") -> None:
+        """Pushes what is queued, then `results` (an exposition of the run's figures, see results()),
+        for at most `timeout` seconds in all, then stops."""
+        if results:
+            self.windows.put(results)
         self.windows.put(None)
         self.thread.join(timeout)
         if self.thread.is_alive() and self.error is None:

@@ -438,6 +438,8 @@ def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Tabl
         "<h2>All measurements by participant count</h2>",
         _collapsed(shown["series"], f"Show the table ({len(shown['series'].rows)} rows)", 0)
         or '<p class="missing">No measurements.</p>',
+        _collapsed(shown["percentiles"], "Show each figure's percentiles by participant count "
+                   f"({len(shown['percentiles'].rows)} rows)", 0),
         '<p class="small">Downloads: <a href="tables.json">tables.json</a> · ' +
         " · ".join(f'<a href="table-{t}.csv">table-{t}.csv</a>' for t in shown) + "</p>",
         "<h2>Run metadata</h2>", _meta(a),
@@ -456,6 +458,7 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     shown = {t.id: t for t in a.tables}
     shown["checks"] = tables.rooms_table(a.rooms)
     shown["series"] = tables.series_table(a.series)
+    shown["percentiles"] = tables.percentiles_table(a.series)
     shown["health"] = tables.health_table(a.health)
     shown["cost"] = tables.cost_table(a.cost)
     shown["traffic"] = tables.traffic_table(a.cost)

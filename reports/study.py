@@ -3,18 +3,18 @@
 IV–VI, each SFU's knee with its spread over the repeats and the server's cost per forwarded stream —
 with the study's published figures beside ours as reference rows.
 
-Ranking respects noise: an SFU ranks above another only where the ranges of their repeats part (the
-lowest knee of one above the highest of the other; costs alike); otherwise they are level at this
-resolution and share a rank. Client-bound runs say nothing of their SFU's knee and are never ranked.
+Ranking respects noise (confidence.py): an SFU ranks above another only where the 95 % bootstrap
+interval of the difference of their repeats' medians leaves out zero (knees and costs alike);
+otherwise they are level at this resolution and share a rank. Client-bound runs say nothing of their SFU's knee and are never ranked.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import median
 
 from . import compare, export, html, plotting, reference, scenario, tables
+from .confidence import Span, ranks, verdicts
 from .knee import KneeRule
 from .metrics import Analysis
 from .table import Table
@@ -42,37 +42,6 @@ class Entry:
     analyses: list[Analysis] = field(default_factory=list)
     asked: int = 0
     why: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Span:
-    """A figure over an SFU's repeats: its values; `open_above` when a run only bounds it from below
-    (no knee up to the most rooms: the knee is past what was reached)."""
-    values: tuple[float, ...]
-    open_above: bool = False
-
-    @property
-    def low(self) -> float:
-        return min(self.values)
-
-    @property
-    def high(self) -> float:
-        return float("inf") if self.open_above else max(self.values)
-
-    @property
-    def middle(self) -> float:
-        return median(self.values)
-
-    def text(self, digits: int = 0) -> str:
-        def f(v):
-            if digits:
-                return f"{v:.{digits}f}"
-            return f"{v:g}" if v == int(v) else f"{v:.1f}"   # a median of two counts falls between them
-        if self.open_above:
-            return f"> {f(self.low)}"
-        if f(self.low) == f(self.high):
-            return f(self.middle)
-        return f"{f(self.middle)} ({f(self.low)}–{f(self.high)})"
 
 
 def _step(a: Analysis) -> int:
@@ -113,31 +82,6 @@ def cost_span(e: Entry, participants: int | None, key: str) -> Span | None:
     values = [r[key] for a in e.analyses for r in a.cost
               if r["participants"] == participants and r.get(key) is not None and participants in coped(a)]
     return Span(tuple(values)) if values else None
-
-
-def ranks(spans: dict[str, Span | None], higher_is_better: bool = True) -> dict[str, int]:
-    """1 + how many SFUs are better beyond the noise: their whole range past this one's."""
-    known = {k: s for k, s in spans.items() if s is not None}
-
-    def beats(x: Span, y: Span) -> bool:
-        return x.low > y.high if higher_is_better else x.high < y.low
-    return {k: 1 + sum(1 for j, t in known.items() if j != k and beats(t, s)) for k, s in known.items()}
-
-
-def verdicts(spans: dict[str, Span | None], what: str, ahead: str, higher_is_better: bool = True,
-             digits: int = 0) -> list[str]:
-    """One sentence per neighbouring pair, best first: which is ahead beyond the noise, or level."""
-    sign = -1 if higher_is_better else 1
-    known = sorted(((k, s) for k, s in spans.items() if s is not None), key=lambda ks: sign * ks[1].middle)
-    out = []
-    for (a, sa), (b, sb) in zip(known, known[1:]):
-        values = f"{sa.text(digits)} vs {sb.text(digits)}"
-        if (sa.low > sb.high) if higher_is_better else (sa.high < sb.low):
-            out.append(f"{a}'s {what} is {ahead} than {b}'s: {values}.")
-        else:
-            why = "their repeats' ranges overlap" if max(len(sa.values), len(sb.values)) > 1 else "one run each"
-            out.append(f"{a} and {b} are level at this resolution ({what} {values}: {why}).")
-    return out
 
 
 # ---------------------------------------------------------------- tables

@@ -202,6 +202,25 @@ def health_table(health: list[dict]) -> Table:
 SERIES_COLUMNS = [(f.name, f.column, f.scale, f.digits) for f in catalog.series()]
 
 
+PERCENTILE_FIGURES = [f for f in catalog.series() if f.spread]
+
+
+def percentiles_table(series: list[dict]) -> Table:
+    """Each per-stream figure's percentiles at each participant count, beside its mean: one row per
+    count and figure (the catalogue's spread figures and PERCENTILES)."""
+    rows = []
+    for r in series:
+        for f in PERCENTILE_FIGURES:
+            if r.get(f.name) is None:
+                continue
+            rows.append([r["participants"], f.column, *(rounded(r[k] * f.scale, f.digits) if r.get(k) is not None
+                                                         else None for k in (f.name, *(f"{f.name}_{p}"
+                                                                                        for p in catalog.PERCENTILES)))])
+    return Table("percentiles", "Percentiles by participant count: each per-stream figure's observations "
+                 "in the ramp-up and target windows", ["Participants", "Figure", "Mean",
+                                                        *catalog.PERCENTILES], rows)
+
+
 def series_table(series: list[dict]) -> Table:
     cols = [c for c in SERIES_COLUMNS if any(r.get(c[0]) is not None for r in series)]
     rows = [[rounded(r[k] * scale, d) if r.get(k) is not None else None for k, _, scale, d in cols]

@@ -99,7 +99,7 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
         with site.clients():
             server = site.start_sfu(adapter, run_dir.path, cfg.cache_dir(), progress)
             try:
-                _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scenario, synth)
+                _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scenario, synth, outs)
                 status = "ok"
             finally:
                 server.stop()
@@ -265,7 +265,7 @@ def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | Non
     return status
 
 
-def _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scenario, synth):
+def _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scenario, synth, outs):
     """Serves the pages, starts the grid and the generator, and hands the runner to `scenario`."""
     collector = Collector(bus, media, run_dir.path / "frames")
     assets = adapter.assets(cfg.cache_dir())
@@ -284,7 +284,7 @@ def _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scen
             def knee():
                 return metrics.analyse(runfiles.load(run_dir.path)).knee
 
-            runner = Runner(cfg, shapes.from_config(cfg, knee), bus, collector,
+            runner = Runner(cfg, shapes.from_config(cfg, knee, [o.halt for o in outs]), bus, collector,
                             _browser_opener(cfg, site, media, pages.url(), grid_url, run_dir, meta),
                             _client_url(cfg, adapter, server, media, pages.url()),
                             probes=probes, watches=[server.check, run_dir.check], synthetic=generator,

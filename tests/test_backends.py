@@ -114,6 +114,19 @@ def test_postgres_and_pushgateway_take_two_concurrent_loadtests_and_prometheus_s
             assert {s["metric"]["sfu"] for s in series} == {"inhouse"}
             pushers |= {(run, s["metric"]["instance"]) for s in series}
         assert len(pushers) == 2   # each run's samples, however the runs were named
+        # and each run's figures at target, percentiles included, as its report has them
+        headlines = []
+        for out, _ in procs:
+            (run,) = [d for d in out.iterdir() if d.is_dir()]
+            h = json.loads((run / "tables.json").read_text())["headline"]
+            headlines.append((round(h["fps_p95"], 6), round(h["recv_bps"], 3)))
+        pushed = {}
+        for run in set(runs):
+            for s in prom.query(f'sfubench_result{{run="{run}",figure=~"fps|recv_bps"}}'):
+                pushed.setdefault(s["metric"]["instance"], {})[(s["metric"]["figure"], s["metric"]["stat"])] = \
+                    float(s["value"][1])
+        assert sorted((round(v[("fps", "p95")], 6), round(v[("recv_bps", "mean")], 3))
+                      for v in pushed.values()) == sorted(headlines), (pushed, headlines)
         dashboard = json.loads((ROOT / "reports" / "grafana-dashboard.json").read_text())
         queries = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
         assert queries

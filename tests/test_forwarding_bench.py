@@ -1,6 +1,6 @@
 """bench/forwarding.py for real, briefly: one all-synthetic room of 5 against the in-house SFU and
 Janus, each pinned to its own core; both must forward everyone's media to everyone, and the cost
-and generator tables must come out for both."""
+and generator tables and the summary (the keys `make bench` users read) must come out for both."""
 import json
 import subprocess
 import sys
@@ -14,7 +14,7 @@ def test_both_sfus_forward_a_synthetic_room_and_their_cost_is_compared(tmp_path)
     # Own lab names, so `make bench` or a loadtest beside the suite does not collide with it.
     r = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "forwarding.py"), "--sfus", "inhouse,janus",
-         "--rooms", "1", "--users-per-room", "5", "--lab-prefix", "sfubft", "--lab-subnet", "127.0.5",
+         "--rooms", "1", "--users-per-room", "5", "--knee-load", "5", "--lab-prefix", "sfubft", "--lab-subnet", "127.0.5",
          "--json", str(out)],
         capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0, f"{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
@@ -31,3 +31,16 @@ def test_both_sfus_forward_a_synthetic_room_and_their_cost_is_compared(tmp_path)
         assert {g["phase"] for g in gen} == {"ramp", "target"}, gen
         assert all(g["received_streams"] == 40 and g["cores"] > 0 for g in gen), gen
     assert "inhouse / janus per packet" in r.stdout and "streams per core" in r.stdout, r.stdout
+    summary = res["summary"]
+    for sfu in ("inhouse", "janus"):
+        # the knee load's figure is the cost table's; twice it (10) was not reached
+        assert summary["sfus"][sfu]["us_per_forwarded_packet"] == res["cost"][sfu]["5"]["sfu_us_per_packet"]
+        assert summary["sfus"][sfu]["us_per_forwarded_packet_2x"] is None
+    ratio = summary["ratios"]["inhouse/janus"]["us_per_forwarded_packet"]
+    assert ratio == summary["sfus"]["inhouse"]["us_per_forwarded_packet"] / summary["sfus"]["janus"]["us_per_forwarded_packet"]
+    gen = summary["generator"]
+    if gen["streams_per_core"] is not None:   # None: no window kept the pacing under 1 ms, said so
+        assert gen["received_streams"] == 40 and gen["pacing_p99_ms"] < 1.0, gen
+    else:
+        assert "no step kept the pacing p99 under" in r.stdout, r.stdout
+    assert "inhouse / SFU at 5" in r.stdout, r.stdout

@@ -132,3 +132,19 @@ def test_same_sfu_twice_gets_distinct_labels(runs, tmp_path):
 def test_nothing_to_compare(tmp_path):
     with pytest.raises(ValueError, match="nothing to compare"):
         compare.build([], tmp_path)
+
+
+def test_sfus_run_more_than_once_differ_only_beyond_their_noise(tmp_path):
+    """Two SFUs with two runs each: one whose knees part from the other's is ahead, with the interval
+    that says so; one whose knees mix with the other's is level."""
+    def make(sfu, i, knee):
+        return synthetic.make_run(tmp_path, sfu=sfu, seed=i, rooms=8, knee=knee, start_ms=1_760_000_000_000 + i * HOUR)
+    high = [make("inhouse", 0, 42), make("inhouse", 1, 49)]
+    low = [make("janus", 2, 28), make("janus", 3, 35)]
+    mixed = [make("mediasoup", 4, 28), make("mediasoup", 5, 35)]
+    compare.build(high + low + mixed, tmp_path / "cmp")
+    words = json.loads((tmp_path / "cmp" / "tables.json").read_text())["differences"]
+    ahead = [w for w in words if w.startswith("inhouse 1.1.2's load coped with is higher than")]
+    assert ahead and "95% interval of the difference" in ahead[0], words
+    assert any("level at this resolution" in w and "janus" in w and "mediasoup" in w for w in words), words
+    assert "level at this resolution" in (tmp_path / "cmp" / "compare.html").read_text()

@@ -98,3 +98,18 @@ def test_grafana_dashboard_reads_the_exposed_metrics():
     assert labels <= set(prometheus.STREAM_LABELS) | {"sfu", "run"}
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
+
+
+def test_results_expose_each_figure_at_target_with_the_per_stream_figures_percentiles():
+    headline = {"participants": 14, "fps": 14.5, "fps_p50": 15.0, "fps_p95": 15.0, "fps_p99": 15.2, "fps_max": 15.3,
+                "rtt_send_ms": 12.0, "loss_pct": 0.5, "knee": None, "client_bound": False}
+    series, types = parse(prometheus.results(headline))
+    assert types == {"sfubench_result": "gauge"}
+    assert series[("sfubench_result", ("figure", "fps"), ("stat", "mean"))] == 14.5
+    assert series[("sfubench_result", ("figure", "fps"), ("stat", "p99"))] == 15.2
+    assert series[("sfubench_result", ("figure", "rtt_send_ms"), ("stat", "mean"))] == 12.0
+    assert series[("sfubench_result", ("figure", "loss_pct"), ("stat", "mean"))] == 0.5
+    # absent figures and statistics (fps_p90; loss has no percentiles) are no series, booleans neither
+    assert ("sfubench_result", ("figure", "fps"), ("stat", "p90")) not in series
+    assert not [k for k in series if k[1] == ("figure", "loss_pct") and k[2] != ("stat", "mean")]
+    assert prometheus.results({}) == ""

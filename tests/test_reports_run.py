@@ -51,8 +51,8 @@ def test_report_opens_from_disk_without_network(full_report):
 def test_tables_are_exported_next_to_the_report(runs, full_report):
     d = runs["full"]
     doc = json.loads((d / "tables.json").read_text())
-    assert set(doc["tables"]) == {"table4", "table5", "table6", "checks", "series", "health", "cost", "traffic",
-                                  "clients", "network"}
+    assert set(doc["tables"]) == {"table4", "table5", "table6", "checks", "series", "percentiles", "health", "cost",
+                                  "traffic", "clients", "network"}
     assert doc["headline"]["knee"] == 42 and "knee_rule" in doc
     with open(d / "table-table6.csv") as f:
         rows = list(csv.reader(f))
@@ -60,7 +60,16 @@ def test_tables_are_exported_next_to_the_report(runs, full_report):
     assert rows[1][0] == "Video bitrate sent, per stream"
     assert len(rows) == 1 + 7
     with open(d / "table-series.csv") as f:
-        assert len(list(csv.reader(f))) == 1 + 8
+        series = list(csv.reader(f))
+    assert len(series) == 1 + 8
+    # each per-stream figure's percentiles at each count: the series' mean beside them, p50 <= p99 <= max
+    with open(d / "table-percentiles.csv") as f:
+        pct = list(csv.DictReader(f))
+    fps = [r for r in pct if r["Figure"] == "Recv fps"]
+    assert [int(r["Participants"]) for r in fps] == [int(float(row[0])) for row in series[1:]]
+    column = series[0].index("Recv fps")
+    assert [float(r["Mean"]) for r in fps] == [float(row[column]) for row in series[1:]]
+    assert all(float(r["p50"]) <= float(r["p99"]) <= float(r["max"]) for r in pct if r["p50"]), pct[:3]
 
 
 def test_crashed_run_renders_what_is_there(runs, browser):

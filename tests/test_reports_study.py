@@ -7,7 +7,8 @@ import pytest
 
 from reports import metrics, reference, runfiles, synthetic, verify
 from reports import study as study_report
-from reports.study import Entry, Span
+from reports.confidence import Span
+from reports.study import Entry
 
 HOUR = 3_600_000
 
@@ -37,7 +38,7 @@ def built(entries, tmp_path_factory):
     return out, path, results
 
 
-def test_spans_rank_only_where_the_repeats_ranges_part():
+def test_spans_rank_only_where_the_bootstrap_interval_leaves_out_zero():
     a, b, c = Span((42, 42)), Span((28, 35)), Span((35, 42))
     assert study_report.ranks({"a": a, "b": b, "c": c, "none": None}) == {"a": 1, "b": 2, "c": 1}
     assert study_report.ranks({"a": Span((49, 56)), "b": Span((28, 35)), "c": Span((35, 42))}) == \
@@ -69,7 +70,9 @@ def test_the_words_follow_the_intervals(built):
     words = json.loads((out / "tables.json").read_text())["verdicts"]
     assert any(w.startswith("inhouse's knee is higher than") for w in words), words
     level = [w for w in words if "level at this resolution" in w and "janus" in w and "mediasoup" in w]
-    assert level and "their repeats' ranges overlap" in level[0], words
+    assert level and "the 95% interval of the difference" in level[0] and "holds 0" in level[0], words
+    ahead = [w for w in words if w.startswith("inhouse's knee is higher than")][0]
+    assert "95% interval of the difference" in ahead, ahead
 
 
 def test_every_sfu_is_a_row_and_the_2018_figures_stand_beside(built):

@@ -1,6 +1,7 @@
 """Thresholds (--assert): the grammar and its one-line errors, the judgement on a recorded run, the
 percentiles it judges (against numpy), the JUnit file (against the schema CI servers read), and the
 command's exit status for bad input. The real runs' exit statuses are in test_e2e.py."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,32 @@ def test_a_trend_fails_on_a_regression_only(tmp_path, junit_schema):
     text = (tmp_path / "bad.xml").read_text()
     assert failed and all(f'name="{m} of the latest run' in text for m in failed)
     assert text.count("<failure") == len(failed)
+
+
+def test_abort_on_fail_stops_the_ramp_at_the_first_failing_step_and_exits_3(tmp_path, junit_schema):
+    """A real all-synthetic ramp of rooms of 3 whose second step breaks `participants<5`: no third
+    room starts, the target is measured at 6, the command exits 3 and JUnit names the step."""
+    out = tmp_path / "runs"
+    r = subprocess.run([sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "inhouse", "--users-per-room", "3",
+                        "--real-rooms", "0", "--max-rooms", "4", "--ramp-samples", "2", "--target-samples", "2",
+                        "--settle", "0", "--quality-frames", "0", "--assert", "participants<5", "--assert",
+                        "checks==100%", "--abort-on-fail", "--out", str(out), "--lab-prefix", "sfubab",
+                        "--lab-subnet", "127.0.23"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "FAILED: participants<5" in r.stdout and "at 6 participants: no more load (--abort-on-fail)" in r.stdout, \
+        r.stdout[-3000:]
+    (run,) = [d for d in out.iterdir() if d.is_dir()]
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    assert max(e["room"] or 0 for e in events) == 2
+    (target,) = [e for e in events if e["event"] == "target_reached"]
+    assert target["participants"] == 6 and "--abort-on-fail" in target["reason"]
+    junit_schema.validate(str(run / "junit.xml"))
+    junit = (run / "junit.xml").read_text()
+    assert junit.count("<failure") == 2 and "where the ramp stopped" in junit   # at the step and at target
+    assert 'name="checks==100%"' in junit
+
+
+def test_abort_on_fail_without_a_threshold_is_bad_input(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "sfubench.cli", "loadtest", "--abort-on-fail", "--out",
+                        str(tmp_path / "runs")], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--abort-on-fail" in r.stderr, r.stderr

@@ -1,6 +1,7 @@
 """Where a run's results go, k6-style: one class per file of this folder, found by its `name`,
 chosen with --output (comma-separated, in the order they finish). Each has a lifecycle: start(bus)
-when the run folder exists, to take records as they come; stop() once the folder is closed and its
+when the run folder exists, to take records as they come; halt() before each step of load, to stop
+the ramp early (thresholds' --abort-on-fail); stop() once the folder is closed and its
 frames scored, returning what meta.json should add. An output's own settings (`options`) join the
 schema (config.py), as load shapes' do.
 
@@ -40,6 +41,11 @@ class Output:
 
     def start(self, bus) -> None:
         """The run has begun: subscribe to the records it takes live."""
+
+    def halt(self) -> str | None:
+        """Asked before each step of load: a reason to add no more (the run then measures its target
+        at the load it has), or None."""
+        return None
 
     def stop(self) -> dict:
         """The run folder is complete: write what it writes; return what meta.json adds."""

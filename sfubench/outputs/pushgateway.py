@@ -1,4 +1,5 @@
-"""Live samples and windows pushed to a Prometheus Pushgateway while the run goes on."""
+"""Live samples and windows pushed to a Prometheus Pushgateway while the run goes on, then the run's
+figures at target (means and percentiles) once it is complete."""
 from __future__ import annotations
 
 import os
@@ -33,8 +34,11 @@ class Pushgateway(Output):
         bus.subscribe(self.pusher, ["samples", "windows"])
 
     def stop(self) -> dict:
-        if self.pusher is not None:
-            self.pusher.close()
-        if self.pusher is not None and self.pusher.error:
-            self.say(f"pushgateway: live samples stopped: {self.pusher.error}")
+        if self.pusher is None:
+            return {}
+        from reports import metrics, prometheus, runfiles
+        results = "" if self.pusher.error else prometheus.results(metrics.analyse(runfiles.load(self.run_path)).headline)
+        self.pusher.close(results=results)
+        if self.pusher.error:
+            self.say(f"pushgateway: pushing stopped: {self.pusher.error}")
         return {}

@@ -58,6 +58,25 @@ def options() -> dict:
     return plugins.options(SHAPES.values())
 
 
-def from_config(cfg, knee: Callable[[], object]) -> LoadShape:
-    """The shape `cfg.shape` names; `knee()` reads the knee so far, for shapes that stop on it."""
-    return SHAPES[cfg.shape].from_config(cfg, knee)
+def from_config(cfg, knee: Callable[[], object], halts: list[Callable[[], str | None]] = ()) -> LoadShape:
+    """The shape `cfg.shape` names; `knee()` reads the knee so far, for shapes that stop on it;
+    `halts` may end any shape early (the outputs' halt())."""
+    shape = SHAPES[cfg.shape].from_config(cfg, knee)
+    return Halting(shape, list(halts)) if halts else shape
+
+
+class Halting(LoadShape):
+    """Another shape, ended before its next step as soon as one of `halts` gives a reason."""
+
+    def __init__(self, shape: LoadShape, halts: list[Callable[[], str | None]]):
+        self.shape, self.halts = shape, halts
+
+    def tick(self, status: Status) -> Step | None:
+        if status.participants:   # nothing is measured before the first step
+            for halt in self.halts:
+                if (why := halt()) is not None:
+                    self.done = why
+                    return None
+        step = self.shape.tick(status)
+        self.done = self.shape.done
+        return step
