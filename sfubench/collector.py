@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -54,6 +55,10 @@ def _quantile_ms(counts: Counter, q: float) -> float | None:
     return None
 
 
+# A captured frame's name is made of its query's values, and its pixels are decoded: both bounded
+# before anything is kept (frames are at most the source's size, 1920x1080 in the largest profile).
+FRAME_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+MAX_FRAME_PIXELS = 4096 * 4096
 LOOKBACK_S = 5.0   # a window's delays match captures up to this long before it opened
 
 
@@ -322,20 +327,27 @@ class Collector:
 
     # -- captured frames (after the window, for the after-run scores) -------------------------
     def frame(self, query: dict, png: bytes) -> None:
-        """A received frame as PNG: saved in frames/ and listed in frames/index.jsonl."""
+        """A received frame as PNG: saved in frames/ and listed in frames/index.jsonl. The image is
+        decoded outside the lock (one page's large frame holds up no other page's /collect), and a
+        frame whose names or size are out of bounds is dropped."""
+        peer, window, i = query.get("peer", ""), query.get("window", ""), query.get("i", "0")
+        if not (FRAME_NAME.fullmatch(peer) and window.isdigit() and i.isdigit() and len(window + i) <= 12):
+            return
+        try:
+            image = Image.open(io.BytesIO(png))
+            if image.width * image.height > MAX_FRAME_PIXELS:
+                return
+            rgb = np.asarray(image.convert("RGB"))
+            t = float(query.get("read", "nan")) / 1000.0
+        except (OSError, ValueError, Image.DecompressionBombError):
+            return
         with self.lock:
             page = self.pages.get(query.get("user", ""))
             if page is None:
                 return
             page.seen = time.monotonic()
-            peer, window, i = query.get("peer", ""), query.get("window", ""), query.get("i", "0")
-            try:
-                rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
-                t = float(query.get("read", "nan")) / 1000.0
-            except (OSError, ValueError):
-                return
             name = f"w{window}-{page.user}-{peer}-{i}.png"
-            w = int(window) if window.isdigit() else None
+            w = int(window)
             self.captured[w] += 1
         self.frames_dir.mkdir(parents=True, exist_ok=True)
         (self.frames_dir / name).write_bytes(png)

@@ -8,9 +8,11 @@ Precedence, lowest first: defaults, config file, environment, command line.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import math
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,6 +200,13 @@ class Settings:
         sfus = available_sfus()
         if self.sfu not in sfus:
             raise ConfigError(f"unknown SFU {self.sfu!r}; available: {', '.join(sfus)}")
+        if not LAB_PREFIX.fullmatch(self.lab_prefix):
+            # it names namespaces, links (15 characters at most), cgroups and a lock file under /run
+            raise ConfigError(f"--lab-prefix must be a lowercase letter and up to 11 lowercase letters or "
+                              f"digits, got {self.lab_prefix!r}")
+        if self.page_address and _unspecified(self.page_address):
+            raise ConfigError(f"--page-address must be one address the grid's nodes reach, not "
+                              f"{self.page_address!r}: that would serve the pages on every interface")
         octets = self.lab_subnet.split(".")
         if (len(octets) != 3 or octets[0] != "127" or self.lab_subnet == "127.0.0"
                 or not all(o.isdigit() and 0 <= int(o) <= 255 for o in octets)):
@@ -332,6 +341,16 @@ def cpu_list(spec: str) -> list[int]:
 
 
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+LAB_PREFIX = re.compile(r"[a-z][a-z0-9]{0,11}")
+
+
+def _unspecified(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_unspecified
+    except ValueError:
+        return False   # a host name
 
 
 def _coerce(name: str, raw, source: str):

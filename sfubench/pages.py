@@ -20,6 +20,10 @@ from .config import ROOT
 WEB = Path(__file__).resolve().parent / "web"
 MOUNTS = {"/sfu/": ROOT / "sfu-configs", "/javascript/": Path("/usr/share/javascript"), "/": WEB}
 MAX_BODY = 16 << 20          # a captured PNG is tens of KB; anything this large is not ours
+# A page posts several times a second on one kept-alive connection or two: a connection idle this
+# long is not a page's, and this many at once are more than a run's browsers open (64 at most).
+IDLE_TIMEOUT_S = 60
+MAX_CONNECTIONS = 512
 
 
 def _not_json(name: str):
@@ -28,6 +32,7 @@ def _not_json(name: str):
 
 class _Handler(SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    timeout = IDLE_TIMEOUT_S   # the socket's: a client that sends nothing is let go
     collector = None   # set per server
     mounts = MOUNTS
 
@@ -83,7 +88,28 @@ class _Handler(SimpleHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
+    """A thread per connection, as many as `max_connections`: one more is closed at once."""
     daemon_threads = True
+
+    def __init__(self, address, handler, max_connections: int):
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request, client_address):
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def handle_error(self, request, client_address):
         # A page closed mid-request (its browser quit): nothing to report.
@@ -96,11 +122,11 @@ class PageServer:
     library); they take precedence over the standard ones."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, collector=None,
-                 mounts: dict[str, Path] | None = None):
+                 mounts: dict[str, Path] | None = None, max_connections: int = MAX_CONNECTIONS):
         extra = dict(mounts or {})   # first: the catch-all "/" must come last
         handler = type("Handler", (_Handler,), {"collector": collector, "mounts": {
             **extra, **{k: v for k, v in MOUNTS.items() if k not in extra}}})
-        self.httpd = _Server((host, port), functools.partial(handler, directory=str(WEB)))
+        self.httpd = _Server((host, port), functools.partial(handler, directory=str(WEB)), max_connections)
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="pages", daemon=True)
 
     def url(self) -> str:

@@ -104,6 +104,13 @@ def test_precedence_default_file_env_flag(tmp_path):
      "synthetic participants in a remote run need generators on the grid's hosts"),
     ({"synthetic_generators": "http://h:9480/command"}, "--synthetic-generators drives generators of a remote run"),
     ({"client_probes": "http://h:9470/probe"}, "--client-probes reads a remote grid's nodes"),
+    # names the lab's namespaces, links and a root-owned lock file: no path, nothing too long for a link
+    ({"lab_prefix": "../../etc/x"}, "--lab-prefix must be a lowercase letter and up to 11"),
+    ({"lab_prefix": "averyverylongprefix"}, "--lab-prefix must be a lowercase letter and up to 11"),
+    ({"lab_prefix": "Lab"}, "--lab-prefix must be"),
+    ({"page_address": "0.0.0.0"}, "would serve the pages on every interface"),
+    ({"page_address": "::"}, "would serve the pages on every interface"),
+    ({"sample_interval": "nan"}, "--sample-interval (on the command line) wants a finite number"),
 ])
 def test_bad_values_are_one_line_errors(cli, message):
     with pytest.raises(ConfigError) as e:

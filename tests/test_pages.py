@@ -1,10 +1,14 @@
 """The engine's web server over real HTTP: what it serves, what it refuses, and the collector's side
 of the page contract (commands ride on the answer to a page's health record)."""
+import io
 import json
+import socket
+import time
 import urllib.error
 import urllib.request
 
 import pytest
+from PIL import Image
 
 from sfubench.collector import Collector
 from sfubench.events import Bus
@@ -118,3 +122,45 @@ def test_a_known_frame_code_is_taken_as_sent_and_an_impossible_one_ignored(serve
         [t, blank, None, 17], [t + 66, blank, None, local_media.frames], [t + 132, None, None, "17"]]}})
     codes = [code for _, code, _ in collector.pages["r1u1"].frames["r1u2"]]
     assert codes[0] == 17 and codes[1] != local_media.frames and codes[2] is None
+
+
+def test_a_captured_frame_is_kept_only_with_safe_names_and_a_bounded_size(server, tmp_path):
+    """/frame makes a file name of the query's values and decodes the pixels: a name that is not one
+    (a path, a dot-dot), a window that is not a number or an image larger than any source is dropped,
+    and nothing lands outside frames/."""
+    url, collector, records = server
+    collector.add_page("r1u1", 1, 1)
+
+    def png(w, h):
+        b = io.BytesIO()
+        Image.new("RGB", (w, h)).save(b, format="PNG")
+        return b.getvalue()
+
+    small = png(64, 36)
+    base = "user=r1u1&phase=target&participants=2&read=1000"
+    for query in ("peer=..%2F..%2Fx&window=3&i=0", "peer=r1u2&window=..&i=0", "peer=r1u2&window=3&i=-1",
+                  "peer=r1u2%2Fa&window=3&i=0"):
+        assert request(f"{url}/frame?{base}&{query}", small)[0] in (200, 204, 400), query
+    huge = png(5000, 4000)   # 20 Mpixels: past the bound, though a valid PNG
+    request(f"{url}/frame?{base}&peer=r1u2&window=3&i=1", huge)
+    assert not [r for s, r in records if s == "frames"]
+    assert not (tmp_path / "frames").exists() or not list((tmp_path / "frames").iterdir())
+    assert not list(tmp_path.parent.glob("x*"))
+    request(f"{url}/frame?{base}&peer=r1u2&window=3&i=2", small)
+    assert [r["frame"] for s, r in records if s == "frames"] == ["w3-r1u1-r1u2-2.png"]
+    assert (tmp_path / "frames" / "w3-r1u1-r1u2-2.png").read_bytes() == small
+
+
+def test_connections_beyond_the_bound_are_closed_and_the_rest_still_served(local_media, tmp_path):
+    collector = Collector(Bus(), local_media, tmp_path / "frames")
+    with PageServer(collector=collector, max_connections=3) as pages:
+        host, port = pages.httpd.server_address[:2]
+        idle = [socket.create_connection((host, port), timeout=5) for _ in range(3)]   # hold every slot
+        extra = socket.create_connection((host, port), timeout=5)
+        assert extra.recv(1) == b""   # closed at once, nothing served
+        extra.close()
+        for s in idle:
+            s.close()
+        deadline = time.monotonic() + 5
+        while request(pages.url() + "/probe.js")[0] != 200:   # slots come back as the idle ones end
+            assert time.monotonic() < deadline
