@@ -40,5 +40,5 @@ class Pushgateway(Output):
         results = "" if self.pusher.error else prometheus.results(metrics.analyse(runfiles.load(self.run_path)).headline)
         self.pusher.close(results=results)
         if self.pusher.error:
-            self.say(f"pushgateway: pushing stopped: {self.pusher.error}")
+            self.say(f"pushgateway: live samples stopped: {self.pusher.error}")
         return {}
