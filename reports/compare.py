@@ -172,18 +172,23 @@ REPEAT = (("recv_bps", "Received"), ("send_bps", "Sent"), ("rtt_send_ms", "Sende
           ("delay_ms", "Delay"), ("server_cpu_per_participant", "SFU CPU / participant"))
 
 
+def by_sfu(analyses: list[Analysis]) -> dict[str, list[int]]:
+    """'sfu version' -> the indices of its runs, in order."""
+    groups: dict[str, list[int]] = {}
+    for i, a in enumerate(analyses):
+        groups.setdefault(f"{a.ident['sfu']} {a.ident['version'] or ''}".strip(), []).append(i)
+    return groups
+
+
 def repeat_table(analyses: list[Analysis]) -> Table:
     """For an SFU run more than once in the comparison (same scenario, by the comparison's rule): its
     knees, and how far each target figure spread over its runs: (max - min) / mean."""
-    groups: dict[tuple, list[int]] = {}
-    for i, a in enumerate(analyses):
-        groups.setdefault((a.ident["sfu"], a.ident["version"]), []).append(i)
     rows = []
-    for (sfu, version), idx in groups.items():
+    for name, idx in by_sfu(analyses).items():
         if len(idx) < 2:
             continue
         knees = [analyses[i].knee.participants for i in idx]
-        row = [f"{sfu} {version or ''}".strip(), len(idx), " / ".join("none" if k is None else str(k) for k in knees)]
+        row = [name, len(idx), " / ".join("none" if k is None else str(k) for k in knees)]
         for key, _ in REPEAT:
             vals = [v for i in idx if (v := analyses[i].headline.get(key)) is not None]
             mean = sum(vals) / len(vals) if vals else 0
@@ -209,9 +214,7 @@ def differences(analyses: list[Analysis]) -> list[str]:
     """Between SFUs of the comparison, when one was run more than once: whether the loads they coped
     with differ beyond their runs' noise (confidence.py), in words. A run with no knee, or one
     that the clients stopped, coped with at least its load: its SFU's span is open above."""
-    groups: dict[str, list[Analysis]] = {}
-    for a in analyses:
-        groups.setdefault(f"{a.ident['sfu']} {a.ident['version'] or ''}".strip(), []).append(a)
+    groups = {name: [analyses[i] for i in idx] for name, idx in by_sfu(analyses).items()}
     if len(groups) < 2 or all(len(g) < 2 for g in groups.values()):
         return []
     spans = {name: Span(tuple(coped(a) for a in g),
