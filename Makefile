@@ -6,7 +6,7 @@ PY := .venv/bin/python
 
 CLOUD ?= aws
 
-.PHONY: deps media loadtest study cloud-loadtest report compare trend test test-sfus bench list-sfus help
+.PHONY: deps media loadtest study cloud-loadtest report compare trend test test-sfus bench soak list-sfus help
 
 help:
 	@echo "make loadtest [SFU=janus] [ARGS='--preset browsers ...']        the study in miniature against one SFU: runs/<stamp>-<sfu>/"
@@ -16,6 +16,7 @@ help:
 	@echo "make test-sfus                                                    the adapter conformance suite and synthetic drivers, every local SFU"
 	@echo "make list-sfus                                                    the SFU adapters, their versions and profiles"
 	@echo "make bench                                                        speed and memory benchmarks"
+	@echo "make soak [ARGS='--minutes 60 --rooms 3']                          the study's scenario held an hour: the engine must stay flat"
 	@echo "make report RUN=runs/<dir>                                        rebuild a run's report"
 	@echo "make compare RUNS='runs/a runs/b'                                 overlay runs of several SFUs"
 	@echo "make trend SFU=janus                                              metrics over recorded runs"
@@ -65,6 +66,10 @@ bench: deps
 	@$(PY) bench/forwarding.py
 	@$(PY) bench/budget.py
 	@$(PY) bench/netem.py
+
+# An hour at a steady load (not in `make bench`: it takes the machine for the hour).
+soak: deps
+	@$(PY) bench/soak.py $(ARGS)
 
 compare: deps
 	@$(PY) -m sfubench.cli compare $(RUNS)
