@@ -122,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rooms", type=int, default=3, help="rooms of 7 held (default 3: 21 participants)")
     p.add_argument("--minutes", type=float, default=60.0, help="how long the load is held")
     p.add_argument("--out", type=Path, help="where the run goes (default: a new temporary folder)")
-    p.add_argument("--lab-prefix", default="sfubs")
-    p.add_argument("--lab-subnet", default="127.0.12")
+    p.add_argument("--lab-prefix", default="sfubsk", help="lab names, so tests can run beside")
+    p.add_argument("--lab-subnet", default="127.0.30")
     p.add_argument("--json", type=Path, help="also write the figures to this file")
     a = p.parse_args(argv)
     if a.rooms < 1 or not 1 <= a.minutes <= 24 * 60:

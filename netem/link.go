@@ -93,6 +93,9 @@ func (l *Link) lose() bool {
 	if p == 0 {
 		return false
 	}
+	if p >= 1 { // a partition: the burst model's rates would divide by zero
+		return true
+	}
 	if l.p.Burst <= 1 {
 		return l.rng.Float64() < p
 	}

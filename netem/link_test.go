@@ -69,6 +69,14 @@ func TestRandomAndBurstyLossKeepTheirMeanRate(t *testing.T) {
 	}
 }
 
+func TestAPartitionLosesEveryFrameWhateverItsBurst(t *testing.T) {
+	for _, burst := range []float64{0, 1, 4} {
+		if rate, _ := lossRate(Profile{LossPct: 100, Burst: burst}, 10000); rate != 1 {
+			t.Fatalf("100%% in runs of %g: rate %.4f", burst, rate)
+		}
+	}
+}
+
 func TestRateSpacesFramesAndTheQueueDropsWhatItCannotHold(t *testing.T) {
 	// 1000 kbit/s: a 1250-byte frame takes 10 ms; a 50 ms queue holds 5 of them.
 	l := NewLink("t", Profile{RateKbps: 1000, QueueMs: 50}, 1)
@@ -92,7 +100,7 @@ func TestRateSpacesFramesAndTheQueueDropsWhatItCannotHold(t *testing.T) {
 }
 
 func TestBadProfilesAreRefused(t *testing.T) {
-	for _, p := range []Profile{{DelayMs: -1}, {LossPct: 100}, {Burst: 0.5}, {RateKbps: -3}} {
+	for _, p := range []Profile{{DelayMs: -1}, {LossPct: 100.5}, {Burst: 0.5}, {RateKbps: -3}} {
 		if p.Validate() == nil {
 			t.Fatalf("%+v accepted", p)
 		}
@@ -142,8 +150,8 @@ func TestProfileHasEveryKeyOfTheSchemaAndNoOther(t *testing.T) {
 }
 
 func TestTheSchemasMessageNamesTheKey(t *testing.T) {
-	err := Profile{LossPct: 100}.Validate()
-	if err == nil || !strings.Contains(err.Error(), "loss_pct must be below 100") {
+	err := Profile{LossPct: 100.5}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "loss_pct must be a number within 0-100") {
 		t.Fatalf("got %v", err)
 	}
 	if err := (Profile{Burst: 1, LossPct: 2, DelayMs: 10}).Validate(); err != nil {

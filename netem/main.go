@@ -123,6 +123,7 @@ func run() error {
 		case p := <-changes:
 			dirs[0].All.Set(p[0])
 			dirs[1].All.Set(p[1])
+			write() // the counters at the change: what came before it is told apart from after
 		case <-sig:
 			write()
 			return nil

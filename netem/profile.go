@@ -16,11 +16,11 @@ import (
 var schemaJSON []byte
 
 type rule struct {
-	Minimum          *float64 `json:"minimum"`
-	ExclusiveMaximum *float64 `json:"exclusiveMaximum"`
-	Const            *float64 `json:"const"`
-	AnyOf            []rule   `json:"anyOf"`
-	ErrorMessage     string   `json:"errorMessage"`
+	Minimum      *float64 `json:"minimum"`
+	Maximum      *float64 `json:"maximum"`
+	Const        *float64 `json:"const"`
+	AnyOf        []rule   `json:"anyOf"`
+	ErrorMessage string   `json:"errorMessage"`
 }
 
 // allows reports whether v satisfies r (the subset of JSON Schema the file uses).
@@ -32,7 +32,7 @@ func (r rule) allows(v float64) bool {
 		return false
 	case r.Minimum != nil && v < *r.Minimum:
 		return false
-	case r.ExclusiveMaximum != nil && v >= *r.ExclusiveMaximum:
+	case r.Maximum != nil && v > *r.Maximum:
 		return false
 	}
 	if len(r.AnyOf) == 0 {

@@ -465,7 +465,7 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     shown["clients"] = tables.kind_table(a.obs, a.run.playback, a.run.checks, a.run.events)
     net = a.run.meta.get("network") if isinstance(a.run.meta.get("network"), dict) else {}
     shown["network"] = tables.network_table(a.obs, a.run.playback, a.run.events, str(net.get("name") or "plain"),
-                                             a.health)
+                                             a.health, a.run.server)
     export.write_tables(list(shown.values()), run_dir,
                         {"headline": a.headline, "knee": vars(a.knee), "knee_rule": a.rule.text(),
                          "client_rule": a.client_rule.text(), "clients": clientbound.sentence(a.health)})

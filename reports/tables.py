@@ -52,10 +52,12 @@ def kind_table(obs: list[dict], playback: list[dict], checks: list[dict], events
 
 
 def network_table(obs: list[dict], playback: list[dict], events: list[dict], base: str,
-                  health: list[dict]) -> Table:
+                  health: list[dict], server: list[dict]) -> Table:
     """The same participants under each network profile the degrade shape stepped through (its
     `network` windows), beside the target window under the run's own network (`base`), each with
-    whether its clients had headroom (`health`, window_health's)."""
+    whether its clients had headroom (`health`, window_health's), the link's own loss over the
+    window (the emulator's counters in the SFU's `server` rows) and, once the profile was lifted,
+    how long the slowest video took to play again (`network_recovered`)."""
     headroom = {h["window"]: "no: " + "; ".join(h["reasons"]) if h["client_bound"] else "yes" for h in health}
     windows: dict = {}
     for o in obs:
@@ -64,6 +66,8 @@ def network_table(obs: list[dict], playback: list[dict], events: list[dict], bas
     if not any(group[0]["phase"] == "network" for group in windows.values()):
         return Table("network", "Under each network profile", [], [])
     changes = sorted((e["t"], e.get("network")) for e in events if e.get("event") == "network_changed" and e.get("t"))
+    recovered = {e.get("network"): e for e in events if e.get("event") == "network_recovered"}
+    link = _link_loss(server)
     rows = []
     for window, group in sorted(windows.items(), key=lambda kv: min(o["t"] or 0 for o in kv[1])):
         t = min(o["t"] or 0 for o in group)
@@ -76,12 +80,41 @@ def network_table(obs: list[dict], playback: list[dict], events: list[dict], bas
         rows.append([name, group[0]["phase"], group[0]["participants"], rounded(scaled(st.get("recv_bps"), 1e-6), 3),
                      rounded(st.get("fps"), 1), rounded(st.get("rtt_send_ms"), 1), rounded(st.get("loss_pct"), 2),
                      rounded(st.get("jitter_ms"), 1), rounded(st.get("freezes_per_min"), 2), rounded(pb.get("delay_ms"), 0),
+                     rounded(link.get(window), 1), _recovery(recovered.get(name)) if group[0]["phase"] == "network" else "",
                      headroom.get(window, "not judged")])
     return Table("network", "Under each network profile: the same participants",
                  ["Network", "Window", "Participants", "Recv video per stream (Mbps)", "Recv fps", "Sender RTT (ms)",
-                  "Loss (%)", "Jitter (ms)", "Freezes / stream-min", "Delay (ms)", "Clients had headroom"], rows,
+                  "Loss (%)", "Jitter (ms)", "Freezes / stream-min", "Delay (ms)", "Link loss (%)",
+                  "Playing again after (s)", "Clients had headroom"], rows,
                  note="The degrade shape measures the same load under each profile after a settling time; "
-                      "the target window is under the run's own network.")
+                      "the target window is under the run's own network. Loss is what the receivers "
+                      "counted (a packet never followed by another is never counted: a cut link shows "
+                      "as no bitrate); link loss, what the emulated link dropped over the window. Playing "
+                      "again: once the profile was lifted, until every video the browsers show had a "
+                      "new frame (the slowest).")
+
+
+def _link_loss(server: list[dict]) -> dict[int, float]:
+    """Per window: the share of packets the emulated link dropped between its edges (%)."""
+    edges: dict[int, dict[str, dict]] = defaultdict(dict)
+    for r in server:
+        if r.get("role") == "sfu" and "link_packets" in r and r.get("edge") in ("start", "end"):
+            edges[r["window"]][r["edge"]] = r
+    out = {}
+    for window, e in edges.items():
+        if "start" in e and "end" in e:
+            packets = e["end"]["link_packets"] - e["start"]["link_packets"]
+            if packets > 0:
+                out[window] = 100 * (e["end"]["link_lost"] - e["start"]["link_lost"]) / packets
+    return out
+
+
+def _recovery(event: dict | None) -> str:
+    if event is None:
+        return "not measured"
+    if event.get("seconds") is None:
+        return f"{event.get('recovered')}/{event.get('videos')} videos within {event.get('within')} s"
+    return f"{event['seconds']:.1f}"
 
 
 def cost_table(cost: list[dict]) -> Table:

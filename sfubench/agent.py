@@ -8,6 +8,7 @@ network namespace's UDP and interface counters.
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import os
 import socket
@@ -19,6 +20,17 @@ from pathlib import Path
 
 PROBE_PORT = 9470
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The run's secret: every request to the page server, a generator or an agent carries it in this
+# header, checked before anything else is read; what the engine does not start itself gets it in this
+# environment variable, never on a command line or in a file. Here because this file is copied alone
+# onto the grid's nodes; synth/main.go names the same two.
+TOKEN_HEADER = "X-Sfubench-Token"
+TOKEN_ENV = "SFUBENCH_RUN_TOKEN"
+
+
+def token_carried(headers, token: str) -> bool:
+    """Whether a request's `headers` carry `token` (in constant time: the token is a secret)."""
+    return hmac.compare_digest((headers.get(TOKEN_HEADER) or "").encode(), token.encode())
 
 
 def host_urls(url: str, addresses=None) -> dict[str, str]:
@@ -168,12 +180,18 @@ class CgroupProbe:
         return row
 
 
-def serve_probe(probe, address: str, port: int = PROBE_PORT) -> ThreadingHTTPServer:
-    """Answers GET /probe with `probe.sample()`, from a thread, until the returned server's shutdown()."""
+def serve_probe(probe, address: str, port: int = PROBE_PORT, token: str = "") -> ThreadingHTTPServer:
+    """Answers GET /probe with `probe.sample()`, from a thread, until the returned server's shutdown();
+    with a `token`, only to requests that carry it."""
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = 10
+
         def do_GET(self):
+            if token and not token_carried(self.headers, token):
+                self.send_error(403)
+                return
             if self.path != "/probe":
                 self.send_error(404)
                 return
@@ -199,7 +217,10 @@ def main() -> None:
     p.add_argument("--address", required=True, help="the address to answer on (the pod's or host's)")
     p.add_argument("--port", type=int, default=PROBE_PORT)
     args = p.parse_args()
-    server = serve_probe(CgroupProbe(args.role), args.address, args.port)
+    token = os.environ.get(TOKEN_ENV, "")
+    if not token:
+        raise SystemExit(f"agent: {TOKEN_ENV} must hold the run's token (the runner's Secret)")
+    server = serve_probe(CgroupProbe(args.role), args.address, args.port, token)
     print(f"agent: {args.role} probe at http://{args.address}:{args.port}/probe", flush=True)
     try:
         threading.Event().wait()

@@ -171,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except Exception as e:  # the engine's own errors carry their context in one line
         from .cgroups import CgroupError
+        from .clock import ClockStepped
         from .grid import GridError
         from .lab import LabError
         from .media import MediaError
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, CgroupError):
             print(f"sfubench: error: {e}", file=sys.stderr)
             return EXIT_USAGE
-        if isinstance(e, (GridError, LabError, MediaError, AdapterError, RunDirError, ClientFailure)):
+        if isinstance(e, (GridError, LabError, MediaError, AdapterError, RunDirError, ClientFailure, ClockStepped)):
             print(f"sfubench: error: {_one_line(e)}", file=sys.stderr)
             return EXIT_FAILED
         raise
@@ -339,7 +340,7 @@ def _serve(args) -> int:
     import signal
     import time
     from . import probes
-    from .agent import serve_probe
+    from .agent import TOKEN_ENV, serve_probe
     from .lab import host_of
     from .sfu import Adapter, SfuFailed
     host = host_of(args.address)
@@ -358,14 +359,15 @@ def _serve(args) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     # the host's own probe of its SFU, which a remote run reads as a local run reads its lab's; it
-    # answers before the SFU's health check does, so a runner that saw the SFU finds the probe
+    # answers before the SFU's health check does, so a runner that saw the SFU finds the probe; to
+    # the run's token only where the host was given one
     started = []
 
     def pids() -> list[int]:
         return started[0].pids() if started else []
 
     probe = serve_probe(probes.TreeProbe("sfu", pids, lambda: next(iter(pids()), None), host.interface),
-                        args.address, args.probe_port)
+                        args.address, args.probe_port, os.environ.get(TOKEN_ENV, ""))
     print(f"serve: probe at http://{args.address}:{args.probe_port}/probe", flush=True)
     try:
         started.append(adapter.start(host, args.out, cache))
@@ -389,7 +391,11 @@ def _generate(args) -> int:
     """A synthetic participants' generator as a service: the clip and the binary as a local run
     gets them, then sfubench-synth in its place, listening."""
     from . import media, synthetic
+    from .agent import TOKEN_ENV
     from .sfu import Adapter
+    if not os.environ.get(TOKEN_ENV):
+        raise UsageError(f"{TOKEN_ENV} must hold the run's token (the runner's Secret): commands without it "
+                         "are refused")
     driver = Adapter.load(args.sfu).synthetic_driver
     if not driver:
         raise UsageError(f"{args.sfu} has no driver for synthetic participants")

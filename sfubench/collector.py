@@ -255,6 +255,17 @@ class Collector:
                 recent.popleft()
 
     # -- checks -----------------------------------------------------------------------------
+    def first_frames(self, videos, after: float) -> dict[tuple[str, str], float | None]:
+        """For each (user, video): when the user's page first got a frame of the video after `after`
+        (epoch s; among the frames kept, so while followed), or None."""
+        with self.lock:
+            out = {}
+            for user, video in videos:
+                page = self.pages.get(user)
+                frames = page.frames.get(video, ()) if page else ()
+                out[(user, video)] = next((e[0] for e in frames if e[0] > after), None)
+            return out
+
     def verdict(self, user: str, video: str, now: float | None = None) -> str:
         """What `user` sees of `video`'s stream (its own camera when video == user) right now."""
         with self.lock:

@@ -47,6 +47,10 @@ class GridError(RuntimeError):
     pass
 
 
+class GridLost(GridError):
+    """The grid stopped answering mid-run: no later room can have browsers."""
+
+
 def grid_cache_dir(root: Path | None = None) -> Path:
     """Where grid/install.sh puts the grid jars (`<dir>/lib`), shared by every clone on the machine."""
     return (root or cache_root()) / f"grid-{GRID_VERSION}"
@@ -245,6 +249,17 @@ class LocalGrid:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def check_answering(url: str, timeout: float = 10) -> None:
+    """Raises GridLost when the grid at `url` no longer answers at all (a session that could not
+    be opened from a grid that still answers is the run's result, not its end)."""
+    try:
+        with _direct.open(f"{url.rstrip('/')}/status", timeout=timeout) as r:
+            r.read()
+    except OSError as e:
+        reason = getattr(e, "reason", None) or e
+        raise GridLost(f"the Selenium Grid at {url} stopped answering during the run: {reason}") from None
 
 
 def check_reachable(url: str, timeout: float = 10) -> None:

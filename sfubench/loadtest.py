@@ -24,6 +24,7 @@ from . import grid as grid_mod
 from . import media as media_mod
 from . import network
 from . import outputs, shapes, sites
+from .clock import ClockWatch
 from .collector import Collector
 from .config import ROOT, Config, ConfigError
 from .events import Bus
@@ -33,7 +34,7 @@ from .progress import Progress
 from .rundir import STREAMS, RunDir, read
 from .runner import Runner
 from .scoring import score_frames
-from .sfu import Adapter
+from .sfu import Adapter, AdapterError
 
 
 def _git_sha() -> str | None:
@@ -97,7 +98,11 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     try:
         site.up(run_dir.path, progress)
         with site.clients():
-            server = site.start_sfu(adapter, run_dir.path, cfg.cache_dir(), progress)
+            try:
+                server = site.start_sfu(adapter, run_dir.path, cfg.cache_dir(), progress)
+            except AdapterError as e:   # never healthy, or exited before it was
+                bus.event("sfu_not_started", 0, reason=str(e).strip().splitlines()[0])
+                raise
             try:
                 _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scenario, synth, outs)
                 status = "ok"
@@ -269,7 +274,7 @@ def _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scen
     """Serves the pages, starts the grid and the generator, and hands the runner to `scenario`."""
     collector = Collector(bus, media, run_dir.path / "frames")
     assets = adapter.assets(cfg.cache_dir())
-    with PageServer(host=site.page_host, collector=collector,
+    with PageServer(site.token, host=site.page_host, collector=collector,
                     mounts={f"/sfu/{adapter.name}/assets/": assets} if assets else None) as pages:
         generator = None
         if synth is not None:
@@ -286,8 +291,8 @@ def _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scen
 
             runner = Runner(cfg, shapes.from_config(cfg, knee, [o.halt for o in outs]), bus, collector,
                             _browser_opener(cfg, site, media, pages.url(), grid_url, run_dir, meta),
-                            _client_url(cfg, adapter, server, media, pages.url()),
-                            probes=probes, watches=[server.check, run_dir.check], synthetic=generator,
+                            _client_url(cfg, adapter, server, media, pages.url(), site.token),
+                            probes=probes, watches=[server.check, run_dir.check, ClockWatch()], synthetic=generator,
                             client_params=lambda room, user: adapter.client_params(room, user, server.values),
                             set_network=site.set_network())
             try:
@@ -307,7 +312,11 @@ def _browser_opener(cfg, site: sites.Site, media, page_url: str, grid_url: str, 
 
     def open_browser():
         options = grid_mod.chrome_options(video, audio, **options_kw)
-        driver = grid_mod.open_session(grid_url, options)
+        try:
+            driver = grid_mod.open_session(grid_url, options)
+        except Exception:
+            grid_mod.check_answering(grid_url)   # GridLost: the run cannot go on
+            raise
         driver.set_script_timeout(30)
         driver.get(page_url + "/host.html")
         # What the grid's node runs, which need not be this machine's Chromium.
@@ -318,13 +327,14 @@ def _browser_opener(cfg, site: sites.Site, media, page_url: str, grid_url: str, 
     return open_browser
 
 
-def _client_url(cfg, adapter: Adapter, server, media, page_url: str):
-    """A function giving the page URL of one participant: the adapter's page with the probe's settings."""
+def _client_url(cfg, adapter: Adapter, server, media, page_url: str, token: str):
+    """A function giving the page URL of one participant: the adapter's page with the probe's
+    settings, the run's token among them (the URL goes to the grid, never to the run folder)."""
     lay = media.layout
     probe = json.dumps({"code": {"width": lay.width, "height": lay.height, "cell": lay.cell,
                                  "cells": framecode.CELLS, "rows": framecode.ROWS},
                         "play_audio": cfg.play_audio, "render": cfg.render_video,
-                        "audio_processing": cfg.audio_processing}, separators=(",", ":"))
+                        "audio_processing": cfg.audio_processing, "token": token}, separators=(",", ":"))
     return lambda room, user: adapter.client_url(page_url, room, user, server.values, probe)
 
 

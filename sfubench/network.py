@@ -31,7 +31,7 @@ def _allows(rule: dict, value) -> bool:
         return False
     if "minimum" in rule and value < rule["minimum"]:
         return False
-    if "exclusiveMaximum" in rule and value >= rule["exclusiveMaximum"]:
+    if "maximum" in rule and value > rule["maximum"]:
         return False
     return not rule.get("anyOf") or any(_allows(r, value) for r in rule["anyOf"])
 
@@ -57,7 +57,7 @@ class Direction:
             cmd += ["delay", f"{self.delay_ms:g}ms"] + ([f"{self.jitter_ms:g}ms", "distribution", "normal"]
                                                         if self.jitter_ms else [])
         if self.loss_pct:
-            if self.burst > 1:   # the same two-state model: p enters the bad state, r leaves it
+            if self.burst > 1 and self.loss_pct < 100:   # the same two-state model: p enters the bad state, r leaves it
                 r = 100 / self.burst
                 p = self.loss_pct * r / (100 - self.loss_pct)
                 cmd += ["loss", "gemodel", f"{p:.4g}%", f"{r:.4g}%", "100%", "0%"]
@@ -202,6 +202,12 @@ class Emulator:
             return json.loads(self.stats.read_text())
         except (OSError, ValueError):
             return None
+
+    def link_counters(self) -> dict:
+        """The link's packets and losses, both directions summed (the group's apart): cumulative
+        fields of the SFU's server.jsonl rows, so a window's link loss is their Δ."""
+        c = self.counters() or {}
+        return {f"link_{k}": sum(c.get(d, {}).get(k, 0) for d in ("up", "down")) for k in ("packets", "lost")}
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

@@ -3,7 +3,9 @@ probe and sampler (sfubench/web), each adapter's client page folder (/sfu/<name>
 packaged JavaScript (/javascript/, Debian's own convention, where janus.js lives); and it carries the
 page contract's traffic, handed to the collector: /collect (a record a page posts; the answer holds
 the commands waiting for the page) and /frame (a captured frame). Connections are kept alive:
-pages post several times a second.
+pages post several times a second. A post must carry the run's token (agent.TOKEN_HEADER; the pages
+have it from their URL's settings, the generators from their environment), or it is refused before
+its body is read; what is served to GETs is the project's own files, the same for every run.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from .agent import token_carried
 from .config import ROOT
 
 WEB = Path(__file__).resolve().parent / "web"
@@ -34,6 +37,7 @@ class _Handler(SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = IDLE_TIMEOUT_S   # the socket's: a client that sends nothing is let go
     collector = None   # set per server
+    token = ""
     mounts = MOUNTS
 
     def translate_path(self, path):
@@ -56,6 +60,10 @@ class _Handler(SimpleHTTPRequestHandler):
         return {k: v[0] for k, v in parse_qs(urlsplit(self.path).query).items()}
 
     def do_POST(self):
+        if not token_carried(self.headers, self.token):
+            self.close_connection = True   # its body is never read: nothing more on this connection
+            self.send_error(403)
+            return
         route = urlsplit(self.path).path
         try:
             length = int(self.headers.get("Content-Length") or 0)
@@ -118,13 +126,15 @@ class _Server(ThreadingHTTPServer):
 
 
 class PageServer:
-    """`mounts` adds URL prefixes served from other folders (e.g. an adapter's bundled client
-    library); they take precedence over the standard ones."""
+    """`token`: the run's, which every post must carry. `mounts` adds URL prefixes served from other
+    folders (e.g. an adapter's bundled client library); they take precedence over the standard ones."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, collector=None,
+    def __init__(self, token: str, host: str = "127.0.0.1", port: int = 0, collector=None,
                  mounts: dict[str, Path] | None = None, max_connections: int = MAX_CONNECTIONS):
+        if not token:
+            raise ValueError("the page server needs the run's token")
         extra = dict(mounts or {})   # first: the catch-all "/" must come last
-        handler = type("Handler", (_Handler,), {"collector": collector, "mounts": {
+        handler = type("Handler", (_Handler,), {"collector": collector, "token": token, "mounts": {
             **extra, **{k: v for k, v in MOUNTS.items() if k not in extra}}})
         self.httpd = _Server((host, port), functools.partial(handler, directory=str(WEB)), max_connections)
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="pages", daemon=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from .agent import host_urls, link_counters, udp_counters
+from .agent import TOKEN_HEADER, host_urls, link_counters, udp_counters
 from .cgroups import CpuGroup
 
 
@@ -164,8 +164,9 @@ class RemoteProbe(Probe):
     ready nodes): their rows are summed, and a host that went away keeps what it had counted, so
     the cumulative figures never drop. A row that cannot be read whole is left out, not made up."""
 
-    def __init__(self, role: str, url: str, timeout: float = 3.0, addresses=None):
+    def __init__(self, role: str, url: str, timeout: float = 3.0, addresses=None, token: str = ""):
         self.url, self.timeout, self.addresses = url, timeout, addresses
+        self.headers = {TOKEN_HEADER: token} if token else {}
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         self.hosts: dict[str, dict] = {}    # address -> its previous row
         self.gone: dict[str, float] = {}    # cumulative figures of hosts that went away
@@ -175,7 +176,7 @@ class RemoteProbe(Probe):
         self.read()   # OSError when nothing answers: the caller decides
 
     def _get(self, url: str) -> dict:
-        with self._opener.open(url, timeout=self.timeout) as r:
+        with self._opener.open(urllib.request.Request(url, headers=self.headers), timeout=self.timeout) as r:
             return json.loads(r.read())
 
     def read(self):

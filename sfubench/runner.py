@@ -18,9 +18,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import urllib3.exceptions
 from selenium.common.exceptions import WebDriverException
 
+from .clock import ClockStepped
 from .collector import Collector, Window
+from .grid import GridLost
 from .events import Bus
 from .sfu import SfuFailed
 from .shapes import LoadShape, Status
@@ -36,10 +39,12 @@ POLL_S = 0.25
 WATCH_S = 1.0         # how often the SFU and the run folder are checked
 QUIT_S = 10.0         # how long closing the browser sessions may take
 NETWORK_SETTLE_S = 5.0  # after the network changes: congestion control and jitter buffers adapt
+RECOVERY_MAX_S = 30.0   # after a profile is lifted, how long videos have to play again
 
 
 class ClientFailure(RuntimeError):
-    """A participant failed and the policy (--on-client-failure abort) ends the run."""
+    """The clients failed so that the run cannot go on: a participant, under --on-client-failure
+    abort, or the synthetic participants' generator, whose every later participant would fail too."""
 
 
 @dataclass(eq=False)
@@ -134,11 +139,40 @@ class Runner:
         control and jitter buffers settle before anything is measured."""
         if self.set_network is None:
             raise RuntimeError("this run's link cannot change its network (no emulator)")
+        left = self.network
         shown = self.set_network(name)
+        changed = time.time()
         self.network = name
         self.event("network_changed", network=shown)
         self.say(f"network: now {shown}")
-        self.wait(NETWORK_SETTLE_S)
+        if left is None:
+            self.wait(NETWORK_SETTLE_S)
+        else:
+            self.recover(left, changed)
+
+    def recover(self, left: str, changed: float) -> None:
+        """After profile `left` is lifted (at `changed`, epoch s): waits until every video the
+        browsers show plays again, at least NETWORK_SETTLE_S and at most RECOVERY_MAX_S, and
+        records how long the slowest took (a partition is loss, then this time; not a knee)."""
+        receivers = [p for p in self.participants if p.browser is not None and not p.failed]
+        videos = [(p.id, q.id) for p in receivers for q in self.participants
+                  if q.room == p.room and q.id != p.id and not q.failed]
+        self.follow(True)
+        start = time.monotonic()
+        while True:
+            first = self.collector.first_frames(videos, changed)
+            waited = time.monotonic() - start
+            if waited >= RECOVERY_MAX_S or (waited >= NETWORK_SETTLE_S and None not in first.values()):
+                break
+            self.wait(0.25)
+        self.follow(False)
+        back = [t - changed for t in first.values() if t is not None]
+        seconds = round(max(back), 2) if back and len(back) == len(videos) else None
+        self.event("network_recovered", network=left, videos=len(videos), recovered=len(back), seconds=seconds,
+                   within=RECOVERY_MAX_S)
+        self.say(f"network: {len(back)}/{len(videos)} videos playing again after {left}"
+                 + (f", the slowest in {seconds:g} s" if seconds is not None else
+                    f"; the rest not within {RECOVERY_MAX_S:g} s"))
 
     def event(self, name: str, **fields) -> None:
         self.bus.event(name, self.status.participants, **fields)
@@ -213,6 +247,11 @@ class Runner:
         self.say(f"browser {index}: opening a session")
         try:
             driver = self.open_browser()
+        except GridLost as e:   # every browser went with it
+            for p in self.participants:
+                if p.browser is not None and not p.failed:
+                    self.fail(p, str(e))
+            raise
         except Exception as e:   # GridError, WebDriverException: a result of the run, not a crash
             reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             self.event("browser_error", browser=index, call="open", reason=reason)
@@ -230,9 +269,10 @@ class Runner:
             return None
         try:
             result = fn(*args)
-        except WebDriverException as e:
+        # the browser's own error, or its grid's connection gone (the node lost with its browsers)
+        except (WebDriverException, urllib3.exceptions.HTTPError, OSError) as e:
             browser.failures += 1
-            reason = (e.msg or type(e).__name__).strip().splitlines()[0]
+            reason = (getattr(e, "msg", None) or str(e) or type(e).__name__).strip().splitlines()[0]
             self.event("browser_error", browser=browser.index, call=what, reason=reason)
             self.say(f"browser {browser.index}: {what} failed: {reason}")
             if browser.lost:
@@ -255,8 +295,9 @@ class Runner:
             raise ClientFailure(f"{p.id} failed ({reason}) and --on-client-failure is abort")
 
     def check(self) -> None:
-        """Runs the watches, at most once per WATCH_S. An SFU that died or hung is recorded (with its
-        exit code and the end of its log) before the run stops on it."""
+        """Runs the watches, at most once per WATCH_S: an SFU that died or hung (recorded with its
+        exit code and the end of its log), a clock that stepped, a generator that exited (its
+        participants failed with why) stop the run."""
         now = time.monotonic()
         if now < self.next_watch:
             return
@@ -267,17 +308,22 @@ class Runner:
             except SfuFailed as e:
                 self.event("sfu_exited", code=e.code, reason=str(e), log=e.log)
                 raise
+            except ClockStepped as e:
+                self.event("clock_stepped", seconds=round(e.seconds, 3), reason=str(e))
+                raise
+        gone = self.synthetic.failure() if self.synthetic is not None else None
+        if gone:
+            for p in self.participants:
+                if p.browser is None and not p.failed:
+                    self.fail(p, gone)
+            raise ClientFailure(gone)
 
     def note_failures(self) -> None:
         """Marks participants whose page failed, never loaded, or went silent."""
         self.check()
         now = time.monotonic()
-        gone = self.synthetic.failure() if self.synthetic is not None else None
         for p in self.participants:
             if p.failed:
-                continue
-            if gone and p.browser is None:
-                self.fail(p, gone)
                 continue
             page = self.collector.pages[p.id]
             if page.state == "failed":
@@ -343,8 +389,11 @@ class Runner:
         self.note_failures()
         self.follow(True)   # from now: the window's first frames may show codes captured before it
         w = self.schedule(phase, n)
-        while time.time() < w.opened:
-            time.sleep(max(0.0, min(w.opened - time.time(), POLL_S)))
+        # waited for on the monotonic clock: a wall clock stepped back must not hold the run up
+        opens = time.monotonic() + (w.opened - time.time())
+        while (now := time.monotonic()) < opens:
+            self.check()
+            time.sleep(max(0.0, min(opens - now, POLL_S)))
         self.read_probes(phase, w.id, "start")
         deadline = time.monotonic() + (n - 1) * self.cfg.sample_interval + SAMPLE_GRACE_S
         while not w.complete and time.monotonic() < deadline:

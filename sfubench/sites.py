@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from pathlib import Path
 
 from . import cgroups
@@ -14,7 +15,7 @@ from . import grid as grid_mod
 from . import network
 from . import synthetic
 from . import traffic
-from .agent import PROBE_PORT
+from .agent import PROBE_PORT, TOKEN_ENV
 from .cgroups import CpuGroup
 from .config import Config, ConfigError
 from .gobuild import GoBuildError
@@ -27,13 +28,17 @@ SFU_ATTACH_TIMEOUT_S = 900
 
 class Site:
     """One place a run happens. `up()` before the SFU starts, `down()` after whatever happened;
-    between them the engine starts the SFU, the grid and the generator through the site."""
+    between them the engine starts the SFU, the grid and the generator through the site. `token`:
+    the run's secret, which every request to its pages, generators and agents carries: the one
+    given (a provisioner's, which its hosts were given too), else $SFUBENCH_RUN_TOKEN (hosts the
+    user started), else a new one."""
     kind = ""
     sfu_address: str | None = None
 
-    def __init__(self, grid_url: str, page_address: str):
+    def __init__(self, grid_url: str, page_address: str, token: str = ""):
         self.grid_url = grid_url
         self.page_host = page_address or "127.0.0.1"
+        self.token = token or os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
 
     def check(self, adapter) -> None:
         """Refuses an SFU this site cannot run (ConfigError)."""
@@ -179,7 +184,7 @@ class LocalSite(Site):
     def generator(self, synth: dict, collect_url: str, failed, fps: int, run_path: Path):
         address = self.lab.group_address if synth["own_address"] else self.lab.clients.address
         return synthetic.Generator(synth["binary"], synth["driver"], collect_url, synth["encoded"], fps, address,
-                                   run_path / "synth.log", **self._wrap("clients"))
+                                   run_path / "synth.log", self.token, **self._wrap("clients"))
 
     def probes(self, server, grid, generator, progress) -> list:
         lab, groups = self.lab, self._groups
@@ -187,7 +192,9 @@ class LocalSite(Site):
         def sfu_pid():
             return next(iter(server.pids()), None)
 
-        counters = (lambda: traffic.read(lab.sfu.netns)) if lab.counted else None
+        def counters():
+            return {**(traffic.read(lab.sfu.netns) if lab.counted else {}),
+                    **(self.emulator.link_counters() if self.emulator is not None else {})}
         out = [GroupProbe("sfu", groups["sfu"], sfu_pid, lab.sfu.interface, counters) if "sfu" in groups
                else TreeProbe("sfu", server.pids, sfu_pid, lab.sfu.interface, counters)]
         # the engine runs in the clients' namespace: its own counters are theirs
@@ -248,8 +255,8 @@ class RemoteSite(Site):
 
     def __init__(self, sfu_address: str, grid_url: str, page_address: str, node_cache: str,
                  client_probes: str = "", generators_url: str = "", generators=None,
-                 extra_probes=(), extra_listeners=()):
-        super().__init__(grid_url, page_address)
+                 extra_probes=(), extra_listeners=(), token: str = ""):
+        super().__init__(grid_url, page_address, token)
         self.sfu_address, self.node_cache, self.client_probes = sfu_address, node_cache, client_probes
         self.generators_url, self.generator_addresses = generators_url, generators
         self.extra_probes, self.extra_listeners = list(extra_probes), list(extra_listeners)
@@ -282,7 +289,7 @@ class RemoteSite(Site):
         return adapter.attach(Host("", "", self.sfu_address), run_path, SFU_ATTACH_TIMEOUT_S)
 
     def generator(self, synth: dict, collect_url: str, failed, fps: int, run_path: Path):
-        return synthetic.RemoteGenerators(self.generators_url, collect_url, failed,
+        return synthetic.RemoteGenerators(self.generators_url, collect_url, failed, self.token,
                                           addresses=self.generator_addresses)
 
     def browser_media(self, media, page_url: str, cache: Path) -> tuple[Path, Path, dict]:
@@ -299,7 +306,7 @@ class RemoteSite(Site):
             if not url:
                 continue
             try:
-                out.append(RemoteProbe(role, url))
+                out.append(RemoteProbe(role, url, token=self.token))
             except (OSError, ValueError, KeyError) as e:
                 whose = {"sfu": "the SFU's", "clients": "the clients'"}[role]
                 progress.say(f"probe: none answers at {url} ({e}): {whose} CPU will not be recorded")

@@ -11,6 +11,7 @@ client-bound rule reads.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import urllib.request
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from . import gobuild
 from .config import ROOT
-from .agent import host_urls
+from .agent import TOKEN_ENV, TOKEN_HEADER, host_urls
 
 SOURCES = (ROOT / "synth", ROOT / "sfu" / "inhouse")   # synth imports the in-house SFU's client
 STOP_S = 10.0       # leaving every room at the end may take this long
@@ -39,13 +40,15 @@ def build(cache: Path) -> Path:
 
 class Generator:
     """The sfubench-synth process of a run. `wrap` makes its argv join the clients' cgroup; it
-    inherits the engine's network namespace (the clients')."""
+    inherits the engine's network namespace (the clients'); `token`, the run's, goes to it in its
+    environment."""
 
     def __init__(self, binary: Path, driver: str, collect_url: str, encoded, fps: int, client_ip: str,
-                 log: Path, wrap=lambda argv: argv):
+                 log: Path, token: str, wrap=lambda argv: argv):
         self.argv = wrap([str(binary), "-driver", driver, "-collect", collect_url, "-video", str(encoded.ivf),
                           "-audio", str(encoded.ogg), "-fps", str(fps), "-client-ip", client_ip])
         self.log_path = log
+        self.env = {**os.environ, TOKEN_ENV: token}
         self.proc: subprocess.Popen | None = None
         self.lock = threading.Lock()
 
@@ -54,7 +57,7 @@ class Generator:
             log = open(self.log_path, "ab")
             try:
                 self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                                             start_new_session=True)
+                                             start_new_session=True, env=self.env)
             finally:
                 log.close()
         return self.proc
@@ -115,14 +118,15 @@ class RemoteGenerators:
     does. One that cannot be reached fails that participant, with the reason (`failed(user,
     reason)`); one that dies leaves its participants silent, which fails them as a silent page."""
 
-    def __init__(self, url: str, collect_url: str, failed, addresses=None, timeout: float = 5.0):
-        self.url, self.collect_url, self.failed = url, collect_url, failed
+    def __init__(self, url: str, collect_url: str, failed, token: str, addresses=None, timeout: float = 5.0):
+        self.url, self.collect_url, self.failed, self.token = url, collect_url, failed, token
         self.addresses, self.timeout = addresses, timeout
         self.carrying: dict[str, set[str]] = {}    # a generator's URL -> the users it carries
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def _post(self, url: str, cmd: dict) -> None:
-        request = urllib.request.Request(url, json.dumps(cmd).encode(), {"Content-Type": "application/json"})
+        request = urllib.request.Request(url, json.dumps(cmd).encode(), {"Content-Type": "application/json",
+                                                                         TOKEN_HEADER: self.token})
         with self._opener.open(request, timeout=self.timeout) as r:
             r.read()
 

@@ -33,6 +33,7 @@ type generator struct {
 	fps        int
 
 	mu       sync.Mutex
+	token    string // the run's: every post to the engine carries it
 	collect  string // the engine's /collect URL: a flag's, or the first join's when commands come over HTTP
 	members  map[string]*member
 	reported map[*member]string // the state last posted
@@ -147,7 +148,13 @@ func (g *generator) post(collect string, records []any) (map[string][]command, e
 	if err != nil {
 		return nil, err
 	}
-	resp, err := g.http.Post(collect, "application/json", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, collect, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(tokenHeader, g.token)
+	resp, err := g.http.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/subtle"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -37,6 +38,14 @@ import (
 
 // epoch is the one clock every time here is read on.
 var epoch = time.Now()
+
+// The run's secret comes in this environment variable (never a flag: a
+// command line is public) and goes with every request in this header, as
+// sfubench/agent.py names them.
+const (
+	tokenEnv    = "SFUBENCH_RUN_TOKEN"
+	tokenHeader = "X-Sfubench-Token"
+)
 
 // readBuffer is each participant's socket receive buffer: a megabyte, about
 // what a browser asks for, takes a second of a participant's video at once.
@@ -76,6 +85,10 @@ func run() error {
 	if (*collect == "" && *listen == "") || *video == "" || *audio == "" || *fps < 1 || *fps > 120 {
 		return fmt.Errorf("-collect (or -listen), -video and -audio are needed, and -fps within 1..120")
 	}
+	token := os.Getenv(tokenEnv)
+	if token == "" {
+		return fmt.Errorf("%s must hold the run's token", tokenEnv)
+	}
 	c, err := loadClip(*video, *audio)
 	if err != nil {
 		return err
@@ -84,7 +97,7 @@ func run() error {
 	if _, err := client.NewAPI(options); err != nil {
 		return err
 	}
-	g := &generator{id: *id, collect: *collect, http: &http.Client{Timeout: postTimeout}, driver: driver,
+	g := &generator{id: *id, token: token, collect: *collect, http: &http.Client{Timeout: postTimeout}, driver: driver,
 		driverName: *driverName, apiOptions: options, clip: c, fps: *fps, members: map[string]*member{},
 		reported: map[*member]string{}, windows: map[int]*window{}}
 	stop := make(chan struct{})
@@ -95,7 +108,7 @@ func run() error {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	lines := make(chan []byte)
 	if *listen != "" {
-		srv, err := listenForCommands(*listen, lines)
+		srv, err := listenForCommands(*listen, token, lines)
 		if err != nil {
 			return err
 		}
@@ -149,14 +162,20 @@ func run() error {
 }
 
 // listenForCommands serves POST /command: each body is one command, handed
-// to the same loop stdin's lines go to.
-func listenForCommands(addr string, lines chan<- []byte) (*http.Server, error) {
+// to the same loop stdin's lines go to; a request without the run's token is
+// refused before its body is read.
+func listenForCommands(addr, token string, lines chan<- []byte) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/command", func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get(tokenHeader)), []byte(token)) != 1 {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return
+		}
 		if r.Method != http.MethodPost {
 			http.Error(w, "POST a command", http.StatusMethodNotAllowed)
 			return

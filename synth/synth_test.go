@@ -160,10 +160,12 @@ func TestPacerCallsOnScheduleAndSkipsMissedSlots(t *testing.T) {
 }
 
 // TestCommandsOverHTTPReachTheLoop: -listen's endpoint hands each JSON
-// command to the loop stdin's lines go to, and refuses anything else.
+// command carrying the run's token to the loop stdin's lines go to, and
+// refuses anything else: a forged command (no token, a wrong one) with 403.
 func TestCommandsOverHTTPReachTheLoop(t *testing.T) {
+	const token = "s3cret-token"
 	lines := make(chan []byte, 1)
-	srv, err := listenForCommands("127.0.0.1:0", lines)
+	srv, err := listenForCommands("127.0.0.1:0", token, lines)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,23 +174,37 @@ func TestCommandsOverHTTPReachTheLoop(t *testing.T) {
 	if srv.Addr == "" || strings.HasSuffix(srv.Addr, ":0") {
 		t.Fatalf("no address to reach: %q", srv.Addr)
 	}
+	send := func(method, body, carried string) int {
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		if carried != "" {
+			req.Header.Set(tokenHeader, carried)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
 	join := `{"cmd":"join","user":"r1u2","room":1,"params":{},"collect":"http://127.0.0.1:1/collect"}`
-	resp, err := http.Post(url, "application/json", strings.NewReader(join))
-	if err != nil || resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("a join: %v %v", resp, err)
+	if code := send(http.MethodPost, join, token); code != http.StatusNoContent {
+		t.Fatalf("a join: %d", code)
 	}
 	if got := string(<-lines); got != join {
 		t.Fatalf("the loop got %q", got)
 	}
-	for _, bad := range []string{"not json", `{"cmd":`} {
-		resp, err := http.Post(url, "application/json", strings.NewReader(bad))
-		if err != nil || resp.StatusCode != http.StatusBadRequest {
-			t.Fatalf("%q: %v %v", bad, resp, err)
+	for _, forged := range []string{"", "s3cret-tokem", token + "x"} {
+		if code := send(http.MethodPost, join, forged); code != http.StatusForbidden {
+			t.Fatalf("a forged join (token %q): %d", forged, code)
 		}
 	}
-	resp, err = http.Get(url)
-	if err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Fatalf("a GET: %v %v", resp, err)
+	for _, bad := range []string{"not json", `{"cmd":`} {
+		if code := send(http.MethodPost, bad, token); code != http.StatusBadRequest {
+			t.Fatalf("%q: %d", bad, code)
+		}
+	}
+	if code := send(http.MethodGet, "", token); code != http.StatusMethodNotAllowed {
+		t.Fatalf("a GET: %d", code)
 	}
 	select {
 	case line := <-lines:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 from sfubench import grid as grid_mod
+from sfubench.agent import TOKEN_ENV
 from sfubench.config import ROOT
 
 _direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -34,6 +36,12 @@ class MiniCloud:
         self.work, self.prefix, self.subnet = work, prefix, subnet
         self.vpc = f"{prefix}-vpc"
         self.procs: dict[str, subprocess.Popen] = {}
+        # the run's token, as a provisioner hands it to every host it starts and to the runner
+        self.token = secrets.token_urlsafe(16)
+
+    def env(self, **more) -> dict:
+        """The environment of a process on one of the hosts (the runner's among them)."""
+        return {**os.environ, TOKEN_ENV: self.token, **more}
 
     def ns(self, host: str) -> str:
         return f"{self.prefix}-{host}"
@@ -89,7 +97,7 @@ class MiniCloud:
         log = open(self.work / f"{name}.log", "wb")
         cmd = group.wrap(["nsenter", f"--net=/run/netns/{self.ns(host)}", *argv]) if group else self.exec(host, argv)
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True, cwd=ROOT, env={**os.environ, **(env or {})})
+                             start_new_session=True, cwd=ROOT, env=self.env(**(env or {})))
         self.procs[name] = p
         return p
 

@@ -1,5 +1,6 @@
 """CPU control groups for real (needs root, as runs do): a busy process confined by a quota uses what
 the quota allows and no more, its CPU is counted exactly, and removing the group ends it."""
+import os
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import psutil
 import pytest
 
 from sfubench import cgroups
+from sfubench.agent import TOKEN_ENV
 from sfubench.cgroups import CpuGroup
 from sfubench.probes import GroupProbe, MachineProbe, RemoteProbe
 
@@ -82,11 +84,12 @@ def test_a_nodes_agent_reports_its_own_groups_quota_cpu_and_throttling(group, tm
     shutil.copy(cgroups.__file__.replace("cgroups.py", "agent.py"), agent)
     port = 19470
     server = subprocess.Popen(group.wrap([sys.executable, "-I", "-S", str(agent), "--address", "127.0.0.1",
-                                          "--port", str(port)]), stdout=subprocess.PIPE, text=True)
+                                          "--port", str(port)]), stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, TOKEN_ENV: "node-token"})
     busy = subprocess.Popen(group.wrap(BUSY))
     try:
         assert "probe at" in server.stdout.readline()
-        probe = RemoteProbe("clients", f"http://127.0.0.1:{port}/probe")
+        probe = RemoteProbe("clients", f"http://127.0.0.1:{port}/probe", token="node-token")
         first = probe.sample(edge="start")
         time.sleep(3)
         second = probe.sample(edge="end")

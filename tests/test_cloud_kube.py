@@ -3,6 +3,7 @@ of k8s/ applied, the Chrome nodes scaled with the rooms, the runner's Role confi
 namespace, and the teardown. Every assertion reads the API server's own state."""
 from __future__ import annotations
 
+import base64
 import time
 
 import kubernetes_validate
@@ -141,11 +142,18 @@ def test_generators_scale_with_a_rooms_synthetic_participants(cluster):
 
 def test_deploy_scale_with_rooms_and_teardown(cluster):
     api = cluster.api()
-    grid = kube.KubeGrid(api, "sfubench-t1", overlay="small")
+    grid = kube.KubeGrid(api, "sfubench-t1", overlay="small", token="run-token-1", runner_cidr="10.20.0.5/32")
     apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
     try:
         grid.deploy(timeout=120)
         assert _ready_pods(core, "sfubench-t1", "selenium-hub") == 1
+        # the run's token in the Secret the pods read, the runner alone admitted, Pod Security on
+        secret = core.read_namespaced_secret("sfubench-run", "sfubench-t1")
+        assert base64.b64decode(secret.data["token"]) == b"run-token-1"
+        policy = k8s.NetworkingV1Api(api).read_namespaced_network_policy("runner-only", "sfubench-t1")
+        assert policy.spec.ingress[1]._from[0].ip_block.cidr == "10.20.0.5/32"
+        labels = core.read_namespace("sfubench-t1").metadata.labels
+        assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
         assert grid.url() == "http://selenium-hub.sfubench-t1.svc:4444"
         binding = k8s.RbacAuthorizationV1Api(api).read_namespaced_role_binding("sfubench-runner", "sfubench-t1")
         assert binding.subjects[0].namespace == "sfubench-t1"
@@ -168,6 +176,8 @@ def test_deploy_scale_with_rooms_and_teardown(cluster):
         assert sorted(addresses) == sorted(p.status.pod_ip for p in pods) and len(set(addresses)) == 3
         node = pods[0].spec.containers[0]
         assert "agent.py --role clients" in " ".join(node.command) and 9470 in [p.container_port for p in node.ports]
+        token_env = next(e for e in node.env if e.name == "SFUBENCH_RUN_TOKEN")
+        assert token_env.value_from.secret_key_ref.name == "sfubench-run"
 
         # beside the hub's 500m, 5 nodes of 650m fill the two fake nodes of 2 cores; a 6th cannot be placed
         with pytest.raises(kube.KubeError, match="6 Chrome node"):
@@ -208,6 +218,13 @@ def test_runner_role_is_confined_to_its_namespace(cluster):
         assert e.value.status == 403
         with pytest.raises(ApiException) as e:
             core.delete_namespace("sfubench-t2")
+        assert e.value.status == 403
+        # nor can it read the run's token, or change what the grid is
+        with pytest.raises(ApiException) as e:
+            core.read_namespaced_secret("sfubench-run", "sfubench-t2")
+        assert e.value.status == 403
+        with pytest.raises(ApiException) as e:
+            k8s.AppsV1Api(cluster.api(token)).delete_namespaced_deployment("selenium-hub", "sfubench-t2")
         assert e.value.status == 403
     finally:
         grid.teardown(timeout=120)
@@ -271,6 +288,11 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
                     listeners=[streams for _, streams in site.listeners()], live="sfubench-r1" in names,
                     probes=[p.role for p in site.extra_probes],
                     generators=(site.generators_url, site.generator_addresses()))
+        # the run's token: the site's is the one in the grid's Secret, which the pods read
+        secret = k8s.CoreV1Api(cluster.api()).read_namespaced_secret("sfubench-run", "sfubench-r1")
+        seen["token"] = base64.b64decode(secret.data["token"]).decode() == site.token and len(site.token) >= 32
+        policy = k8s.NetworkingV1Api(cluster.api()).read_namespaced_network_policy("runner-only", "sfubench-r1")
+        seen["admitted"] = policy.spec.ingress[1]._from[0].ip_block.cidr
         raise RuntimeError("the SFU stopped answering")
 
     monkeypatch.setattr(terraform, "Hosts", Hosts)
@@ -278,11 +300,12 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
     monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
     cfg = _cfg(out=str(tmp_path), page_address="10.42.0.5")
     with pytest.raises(RuntimeError, match="stopped answering"):
-        cloud_run._apply_and_run(cloud_run.cloud("aws"), cfg, {"run_id": "r1"}, "r1", _Quiet(), None)
+        cloud_run._apply_and_run(cloud_run.cloud("aws"), cfg, {"run_id": "r1", "vpc_cidr": "10.42.0.0/16"}, "r1",
+                                 _Quiet(), None)
     assert calls == [("init", "aws", "r1", "r1-cloud-aws"), ("apply",), ("destroy",)]
     assert seen == {"sfu": "10.42.0.9", "grid": "http://selenium-hub.sfubench-r1.svc:4444", "node_cache": "/media",
                     "listeners": [["events"]], "live": True, "probes": ["clients"],
-                    "generators": ("http://synth:9480/command", [])}
+                    "generators": ("http://synth:9480/command", []), "token": True, "admitted": "10.42.0.0/16"}
     names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
     assert "sfubench-r1" not in names
 

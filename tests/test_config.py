@@ -181,3 +181,20 @@ def test_a_missing_dependency_is_a_one_line_error(tmp_path):
     assert r.returncode == 2
     assert r.stderr.startswith("sfubench: error: missing ") and "make deps" in r.stderr
     assert r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--sample-interval", "nan", "wants a finite number"),
+    ("--lab-prefix", "../../tmp/x", "--lab-prefix must be a lowercase letter"),
+    ("--page-address", "0.0.0.0", "would serve the pages on every interface"),
+    ("--users-per-room", "inf", "wants an integer"),
+])
+def test_bad_input_at_the_edge_exits_2_in_one_line_and_creates_nothing(tmp_path, flag, value, message):
+    out = tmp_path / "runs"
+    locks = set(Path("/tmp").glob("x*")) | set(Path("/run").glob("*.lock"))
+    r = subprocess.run([sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--out", str(out),
+                        flag, value], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not out.exists() and r.stdout == ""
+    assert set(Path("/tmp").glob("x*")) | set(Path("/run").glob("*.lock")) == locks

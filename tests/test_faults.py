@@ -1,7 +1,10 @@
-"""Faults injected for real into real runs: the SFU killed, a browser killed or frozen, the grid or
-the Pushgateway unreachable, the run folder's disk full, Ctrl-C during scoring and twice during the
-teardown. Each run must end with the right exit status and a one-line reason, keep every record it
-had written, build what report it can, and leave no process, namespace or cgroup behind."""
+"""Faults injected for real into real runs: the SFU killed, hung (SIGSTOP) or never healthy, a
+browser killed or frozen, the grid's node lost, the synthetic participants' generator killed, the
+grid or the Pushgateway unreachable, the run folder's disk full, the runner's clock stepped, Ctrl-C
+during scoring and twice during the teardown. Each run must end with the right exit status and a
+one-line reason, keep every record it had written, build what report it can, and leave no process,
+namespace or cgroup behind. The faults new with the reliability issue run with the clients confined
+to a CPU quota (QUOTA), as a study's are."""
 import json
 import os
 import signal
@@ -21,23 +24,25 @@ from interrupt import as_a_terminal_starts_it
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX, SUBNET = "sfubf", "127.0.4"
+QUOTA = ("--client-cpus", "1.2")
 
 pytestmark = pytest.mark.e2e
 
 
-def command(out: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--preset", "browsers", "--out", str(out),
+def command(out: Path, *args: str, preset: str = "browsers") -> list[str]:
+    return [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--preset", preset, "--out", str(out),
             "--lab-prefix", PREFIX, "--lab-subnet", SUBNET, "--quality-frames", "0", *args]
 
 
 class Run:
     """A loadtest in the background whose output is read line by line."""
 
-    def __init__(self, out: Path, *args: str):
+    def __init__(self, out: Path, *args: str, preset: str = "browsers", env: dict | None = None):
         self.out = out
         self.started = time.time()
-        self.proc = subprocess.Popen(command(out, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, cwd=ROOT, preexec_fn=as_a_terminal_starts_it)
+        self.proc = subprocess.Popen(command(out, *args, preset=preset), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, cwd=ROOT, preexec_fn=as_a_terminal_starts_it,
+                                     env={**os.environ, **(env or {})})
         self.lines: list[str] = []
 
     def until(self, text: str, timeout: float = 300) -> str:
@@ -221,4 +226,158 @@ def test_a_second_ctrl_c_stops_at_once_and_says_what_is_left(tmp_path):
         for role in ("sfu", "clients"):
             cgroups.CpuGroup(f"{PREFIX}-{role}").remove()
     time.sleep(1)
+    assert_nothing_left(run)
+
+
+def kept_and_reported(run: Run, samples_before: int, status: str = "failed") -> list[dict]:
+    """What every fault must leave: the samples written before it, the report, the status in
+    meta.json, the last event run_finished; returns the events."""
+    folder = run.folder
+    assert (folder / "samples.jsonl").read_text().count("\n") >= samples_before
+    assert json.loads((folder / "meta.json").read_text())["status"] == status
+    assert (folder / "report.html").exists()
+    events = read(folder, "events")
+    assert events[-1]["event"] == "run_finished" and events[-1]["status"] == status
+    return events
+
+
+def samples_so_far(run: Run) -> int:
+    n = (run.folder / "samples.jsonl").read_text().count("\n")
+    assert n > 0
+    return n
+
+
+def test_a_hung_sfu_fails_the_run_on_its_health_check_and_keeps_everything(tmp_path):
+    run = Run(tmp_path, "--rooms", "3", "--background-interval", "1", *QUOTA)
+    run.until("r2u1 joining")
+    before = samples_so_far(run)
+    (pid,) = group_pids("sfu")
+    os.kill(pid, signal.SIGSTOP)   # alive, holding its ports, answering nothing
+    code, out, err = run.finish()
+    assert code == 1, out + err
+    assert "janus stopped answering its health check" in one_line(err)
+    events = kept_and_reported(run, before)
+    (hung,) = [e for e in events if e["event"] == "sfu_exited"]
+    assert hung["code"] is None and "stopped answering" in hung["reason"]
+    assert not any(e["event"] == "room_started" and e["room"] == 3 for e in events)
+    assert_nothing_left(run)   # the stopped process was killed with its group
+
+
+def test_an_sfu_that_never_becomes_healthy_is_one_line_and_leaves_nothing(tmp_path):
+    """The SFU's process starts and is stopped at once (SIGSTOP, before it can open a port): the
+    engine waits its health check's time, then says so; no room is started."""
+    run = Run(tmp_path, *QUOTA)
+    stopped = set()
+    deadline = time.monotonic() + 120
+    while not stopped and run.proc.poll() is None and time.monotonic() < deadline:
+        for pid in group_pids("sfu"):
+            os.kill(pid, signal.SIGSTOP)
+            stopped.add(pid)
+        time.sleep(0.002)
+    assert stopped, "the SFU never started"
+    code, out, err = run.finish()
+    assert code == 1, out + err
+    line = one_line(err)
+    assert "janus not healthy at" in line and "after 30 s" in line, line
+    events = read(run.folder, "events")
+    assert [e["event"] for e in events] == ["run_started", "sfu_not_started", "run_finished"], events
+    assert "not healthy" in events[1]["reason"] and events[-1]["status"] == "failed"
+    assert (run.folder / "report.html").exists()
+    assert_nothing_left(run)
+
+
+def test_a_lost_grid_node_fails_its_browsers_and_the_run_says_why(tmp_path):
+    """The grid's node goes away mid-ramp with its browsers (its Java process, its drivers and
+    browsers killed): the pages fall silent, the next room cannot open a session, and the run
+    stops with the grid named as the cause."""
+    run = Run(tmp_path, "--rooms", "3", *QUOTA)
+    run.until("r2u1 joining")
+    before = samples_so_far(run)
+    for pid in group_pids("clients"):
+        try:
+            p = psutil.Process(pid)
+            if p.name() in ("java", "chromedriver") or "chrom" in p.name():
+                p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    code, out, err = run.finish()
+    assert code == 1, out + err
+    line = one_line(err)
+    assert "grid" in line.lower(), line
+    events = kept_and_reported(run, before)
+    failed = {e["user"] for e in events if e["event"] == "participant_failed"}
+    assert {"r1u1", "r1u2", "r1u3", "r1u4", "r1u5"} <= failed, events
+    assert_nothing_left(run)
+
+
+def test_a_generator_that_dies_fails_its_participants_with_the_reason(tmp_path):
+    """The default scenario (a browser in room 1, synthetic participants for the rest): the
+    generator killed mid-ramp fails every participant it carried, with why, and the run stops
+    rather than take their silence for the SFU's knee."""
+    run = Run(tmp_path, "--shape", "ramp", "--rooms", "3", "--client-cpus", "0.9", "--background-interval", "1",
+              preset="study")
+    run.until("r2u1 joining")
+    before = samples_so_far(run)
+    (synth,) = [p for p in map(psutil.Process, group_pids("clients")) if p.name().startswith("sfubench-synth")]
+    synth.kill()
+    code, out, err = run.finish()
+    assert code == 1, out + err
+    line = one_line(err)
+    assert "synthetic participants' process exited with status -9" in line, line
+    events = kept_and_reported(run, before)
+    failed = [e for e in events if e["event"] == "participant_failed"]
+    assert failed and all("exited with status -9" in e["reason"] for e in failed), failed
+    assert "r1u1" not in {e["user"] for e in failed}   # the browser was not the generator's
+    assert_nothing_left(run)
+
+
+def test_a_clock_step_on_the_runner_stops_the_run_with_what_happened(tmp_path):
+    """The machine's wall clock stepped two minutes forward mid-ramp (as an NTP step would; put
+    back as soon as the run has seen it): the run stops, says by how much, and keeps what it had."""
+    run = Run(tmp_path, "--rooms", "3", "--background-interval", "1", *QUOTA)
+    run.until("r2u1 joining")
+    before = samples_so_far(run)
+    wall, mono = time.time(), time.monotonic()
+    time.clock_settime(time.CLOCK_REALTIME, wall + 120)
+    try:
+        deadline = time.monotonic() + 30
+        while "clock_stepped" not in (run.folder / "events.jsonl").read_text():
+            assert time.monotonic() < deadline, "the step went unnoticed"
+            time.sleep(0.1)
+    finally:
+        time.clock_settime(time.CLOCK_REALTIME, wall + time.monotonic() - mono)
+    code, out, err = run.finish()
+    assert code == 1, out + err
+    assert "the runner's wall clock stepped +120" in one_line(err)
+    events = kept_and_reported(run, before)
+    (step,) = [e for e in events if e["event"] == "clock_stepped"]
+    assert 119 < step["seconds"] < 121
+    assert_nothing_left(run)
+
+
+def test_a_partition_shows_as_loss_then_recovery_not_as_a_knee(tmp_path):
+    """About 10 s with every packet between the clients and the SFU lost (the partition profile,
+    settled on and measured for one window), then the run's own network back: the report shows the
+    link's loss and how long the videos took to play again, and names no knee. The run's token,
+    given here, is nowhere in the run folder."""
+    token = "run-token-" + os.urandom(8).hex()
+    run = Run(tmp_path, "--users-per-room", "3", "--network", "lan", "--shape", "degrade", "--degrade", "partition",
+              "--target-samples", "5", *QUOTA, env={"SFUBENCH_RUN_TOKEN": token})
+    code, out, err = run.finish()
+    assert code == 0, out + err
+    events = read(run.folder, "events")
+    assert [e["network"] for e in events if e["event"] == "network_changed"] == ["partition", "lan"]
+    (back,) = [e for e in events if e["event"] == "network_recovered"]
+    assert back["network"] == "partition" and back["videos"] == back["recovered"] == 6, back
+    assert 0 < back["seconds"] < 15, back
+    tables = json.loads((run.folder / "tables.json").read_text())
+    network = tables["tables"]["network"]
+    rows = {r[0]: dict(zip(network["columns"], r)) for r in network["rows"]}
+    cut = rows["partition"]
+    assert cut["Link loss (%)"] == 100.0 and cut["Recv video per stream (Mbps)"] < 0.01, cut
+    assert float(cut["Playing again after (s)"]) == pytest.approx(back["seconds"], abs=0.06)
+    assert rows["lan"]["Link loss (%)"] == 0.0 and rows["lan"]["Recv video per stream (Mbps)"] > 0.1, rows
+    assert tables["knee"]["participants"] is None, tables["knee"]
+    assert "Playing again after" in (run.folder / "report.html").read_text()
+    assert not [p for p in run.folder.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
     assert_nothing_left(run)

@@ -38,7 +38,7 @@ def test_a_profile_file_sets_each_direction(tmp_path):
 
 @pytest.mark.parametrize("text,error", [
     ("delay_ms = -1", "delay_ms must be a number >= 0"),
-    ("loss_pct = 100", "loss_pct must be below 100"),
+    ("loss_pct = 100.5", "loss_pct must be a number within 0-100"),
     ("burst = 0.5\nloss_pct = 1", "burst is a mean run"),
     ("delya_ms = 5", "unknown keys delya_ms"),
     ("[up]\nfoo = 1", "[up] takes only"),

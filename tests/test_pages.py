@@ -11,20 +11,29 @@ import urllib.request
 import pytest
 from PIL import Image
 
+from sfubench.agent import TOKEN_HEADER
 from sfubench.collector import Collector
 from sfubench.events import Bus
 from sfubench.pages import PageServer
 
 direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+TOKEN = "the-runs-token"
 
 
-def request(url, body=None):
+def request(url, body=None, token=TOKEN):
+    headers = {TOKEN_HEADER: token} if token is not None else {}
     try:
-        with direct.open(urllib.request.Request(url, data=body, method="POST" if body is not None else "GET"),
-                         timeout=10) as r:
+        with direct.open(urllib.request.Request(url, data=body, method="POST" if body is not None else "GET",
+                                                headers=headers), timeout=10) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, b""
+
+
+def png(w, h):
+    b = io.BytesIO()
+    Image.new("RGB", (w, h)).save(b, format="PNG")
+    return b.getvalue()
 
 
 @pytest.fixture
@@ -34,7 +43,7 @@ def server(local_media, tmp_path):
     collector = Collector(bus, local_media, tmp_path / "frames")
     (tmp_path / "extra").mkdir()
     (tmp_path / "extra" / "lib.js").write_text("// bundled")
-    with PageServer(collector=collector, mounts={"/lib/": tmp_path / "extra"}) as pages:
+    with PageServer(TOKEN, collector=collector, mounts={"/lib/": tmp_path / "extra"}) as pages:
         yield pages.url(), collector, records
 
 
@@ -131,12 +140,6 @@ def test_a_captured_frame_is_kept_only_with_safe_names_and_a_bounded_size(server
     and nothing lands outside frames/."""
     url, collector, records = server
     collector.add_page("r1u1", 1, 1)
-
-    def png(w, h):
-        b = io.BytesIO()
-        Image.new("RGB", (w, h)).save(b, format="PNG")
-        return b.getvalue()
-
     small = png(64, 36)
     base = "user=r1u1&phase=target&participants=2&read=1000"
     for query in ("peer=..%2F..%2Fx&window=3&i=0", "peer=r1u2&window=..&i=0", "peer=r1u2&window=3&i=-1",
@@ -154,7 +157,7 @@ def test_a_captured_frame_is_kept_only_with_safe_names_and_a_bounded_size(server
 
 def test_connections_beyond_the_bound_are_closed_and_the_rest_still_served(local_media, tmp_path):
     collector = Collector(Bus(), local_media, tmp_path / "frames")
-    with PageServer(collector=collector, max_connections=3) as pages:
+    with PageServer(TOKEN, collector=collector, max_connections=3) as pages:
         host, port = pages.httpd.server_address[:2]
         idle = [socket.create_connection((host, port), timeout=5) for _ in range(3)]   # hold every slot
         extra = socket.create_connection((host, port), timeout=5)
@@ -173,3 +176,29 @@ def served(url) -> bool:
         return request(url)[0] == 200
     except (OSError, http.client.HTTPException):   # closed at once: no slot free yet
         return False
+
+
+def test_forged_posts_without_the_runs_token_are_refused_and_leave_no_trace(local_media, tmp_path):
+    """A post without the token, or with another, is refused with 403 before its body is read: no
+    participant fails, no sample or frame is recorded, nothing is written to the run folder."""
+    bus, records = Bus(), []
+    bus.subscribe(lambda stream, r: records.append((stream, r)))
+    run = tmp_path / "run"
+    run.mkdir()
+    collector = Collector(bus, local_media, run / "frames")
+    collector.add_page("r1u1", 1, 1)
+    forged_state = json.dumps({"type": "state", "user": "r1u1", "state": "failed", "reason": "forged"}).encode()
+    frame = "user=r1u1&peer=r1u2&phase=target&window=1&participants=2&i=0&read=1000"
+    with PageServer(TOKEN, collector=collector) as pages:
+        url = pages.url()
+        for token in (None, "", "the-runs-tokem", TOKEN + "x"):
+            assert request(url + "/collect", forged_state, token=token)[0] == 403, token
+            assert request(f"{url}/frame?{frame}", png(64, 36), token=token)[0] == 403, token
+        # a body announced but never sent does not hold the refusal up
+        with socket.create_connection(pages.httpd.server_address[:2], timeout=5) as s:
+            s.sendall(b"POST /collect HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n")
+            assert s.recv(64).split(b" ")[1] == b"403"
+        assert request(url + "/probe.js", token=None)[0] == 200   # the project's own files stay open
+    assert records == []
+    assert collector.pages["r1u1"].state != "failed"
+    assert list(run.rglob("*")) == []

@@ -50,14 +50,14 @@ def session(local_media, tmp_path_factory):
     collector = Collector(bus, local_media, folder / "frames")
     # In the lab's clients namespace, as in a run: nothing but its own loopback and link.
     with LocalLab("sfubp", "127.0.6") as lab, lab.inside_clients(), \
-            PageServer(collector=collector, mounts={"/test/": folder}) as pages:
+            PageServer("t0ken", collector=collector, mounts={"/test/": folder}) as pages:
         options = grid.chrome_options(local_media.y4m, local_media.wav)
         driver = webdriver.Chrome(service=Service(grid.CHROMEDRIVER), options=options)
         try:
             driver.get(pages.url() + "/host.html")
             lay = local_media.layout
             probe = json.dumps({"code": {"width": lay.width, "height": lay.height, "cell": lay.cell,
-                                         "cells": 14, "rows": 2}})
+                                         "cells": 14, "rows": 2}, "token": "t0ken"})
             for user in USERS:
                 collector.add_page(user, 1, 1)
                 driver.execute_script("sfubenchHost.add(arguments[0], arguments[1])", user,

@@ -117,11 +117,12 @@ def test_the_collector_takes_any_post_without_breaking(local_media, tmp_path_fac
 def test_the_page_server_refuses_non_json_numbers(local_media, tmp_path):
     import urllib.request
 
+    from sfubench.agent import TOKEN_HEADER
     from sfubench.pages import PageServer
     c = Collector(Bus(), local_media, tmp_path)
-    with PageServer(collector=c) as pages:
+    with PageServer("t", collector=c) as pages:
         req = urllib.request.Request(pages.url() + "/collect", data=b'{"type": "health", "lag_max_ms": NaN}',
-                                     method="POST")
+                                     method="POST", headers={TOKEN_HEADER: "t"})
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:
             opener.open(req, timeout=5)

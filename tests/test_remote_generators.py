@@ -8,15 +8,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from sfubench.agent import TOKEN_HEADER
 from sfubench.synthetic import RemoteGenerators
 
 
 class Recorder:
     def __init__(self, address: str, port: int = 0):
         got = self.got = []
+        tokens = self.tokens = []
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
+                tokens.append(self.headers.get(TOKEN_HEADER))
                 got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
                 self.send_response(204)
                 self.end_headers()
@@ -46,7 +49,7 @@ def test_joins_go_to_the_generator_carrying_the_fewest_and_leaves_follow_them(tw
     failed = []
     port = a.server.server_address[1]
     gens = RemoteGenerators(f"http://synth:{port}/command", "http://127.0.0.9:4000/collect",
-                            lambda user, reason: failed.append((user, reason)),
+                            lambda user, reason: failed.append((user, reason)), "run-token",
                             addresses=lambda: ["127.0.0.1", "127.0.0.2"])
     for i in range(1, 5):
         gens.join(f"r1u{i}", 1, {"token": f"t{i}"})
@@ -60,15 +63,16 @@ def test_joins_go_to_the_generator_carrying_the_fewest_and_leaves_follow_them(tw
     assert b.got[-1]["user"] == "r1u5"
     gens.stop()
     assert sorted(m["user"] for m in a.got + b.got if m["cmd"] == "leave") == ["r1u1", "r1u2", "r1u3", "r1u4", "r1u5"]
+    assert set(a.tokens + b.tokens) == {"run-token"}   # every command carries the run's token
 
 
 def test_a_participant_whose_generator_cannot_be_reached_fails_with_the_reason():
     failed = []
     gens = RemoteGenerators("http://127.0.0.1:1/command", "http://x/collect",
-                            lambda user, reason: failed.append((user, reason)))
+                            lambda user, reason: failed.append((user, reason)), "t")
     gens.join("r1u2", 1, {})
     assert failed and failed[0][0] == "r1u2" and "could not be reached" in failed[0][1], failed
     none = RemoteGenerators("http://synth:9480/command", "http://x/collect",
-                            lambda user, reason: failed.append((user, reason)), addresses=lambda: [])
+                            lambda user, reason: failed.append((user, reason)), "t", addresses=lambda: [])
     none.join("r1u3", 1, {})
     assert failed[-1] == ("r1u3", "no synthetic generator at http://synth:9480/command (none is listed)")

@@ -5,7 +5,6 @@ browsers load the pages from the runner's address and send media to the SFU's, o
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -61,7 +60,7 @@ def test_loadtest_through_a_remote_grid(mini, tmp_path):
         "--page-address", mini.address("run"), "--node-cache", str(mini.work / "node-cache"),
         "--quality-frames", "0", "--out", str(out), "--results-db", str(tmp_path / "results.sqlite"), "--background-interval", "0",
         "--client-probes", f"http://{mini.address('node')}:{PROBE_PORT}/probe"])
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT, env=mini.env())
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + mini.log("sfu")
     run_dir = next(p for p in out.iterdir() if p.is_dir())
     meta = json.loads((run_dir / "meta.json").read_text())
@@ -125,7 +124,7 @@ def test_synthetic_participants_from_a_generator_on_the_grids_host(mini, tmp_pat
         "--quality-frames", "0", "--out", str(out), "--results-db", str(tmp_path / "results.sqlite"),
         "--background-interval", "0"])
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT, env=mini.env())
     finally:
         mini.stop("synth")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + mini.log("synth")
@@ -166,7 +165,7 @@ def test_an_sfu_with_secrets_gets_them_over_ssh_and_nowhere_else(mini, tmp_path)
     runner = subprocess.Popen(mini.exec("run", [sys.executable, str(ROOT / "tests" / "remote_runner.py"),
                                                 json.dumps(settings), str(public_key), mini.address("sfu"), mini.url]),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+                              env=mini.env(PYTHONPATH=str(ROOT)))
     deadline = time.monotonic() + 30
     while not public_key.exists() or not public_key.read_text():
         assert runner.poll() is None and time.monotonic() < deadline, runner.stdout.read()

@@ -21,6 +21,7 @@ from .tools import tool
 
 MANIFESTS = ROOT / "k8s"
 HUB, NODES, SYNTH = "selenium-hub", "chrome-node", "synth"
+RUN_SECRET, POLICY = "sfubench-run", "runner-only"
 FIELD_MANAGER = "sfubench"
 
 
@@ -71,6 +72,13 @@ def _env(objects: list[dict], deployment: str, name: str) -> dict | None:
     return None
 
 
+def _named(objects: list[dict], kind: str, name: str) -> dict:
+    for o in objects:
+        if o["kind"] == kind and o["metadata"]["name"] == name:
+            return o
+    raise KubeError(f"the manifests have no {kind} {name}")
+
+
 def _positive(objects: list[dict], deployment: str, name: str) -> int:
     e = _env(objects, deployment, name)
     if e is None or not str(e.get("value", "")).isdigit() or int(e["value"]) < 1:
@@ -83,8 +91,10 @@ class KubeGrid:
     Deploy, scale and tear down use it; `scale` needs only the rights of the Role in k8s/base."""
 
     def __init__(self, api: k8s.ApiClient, namespace: str, overlay: str = "base", objects: list[dict] | None = None,
-                 sfu: str | None = None):
-        """`sfu`: the SFU whose signalling the generators speak (the run's)."""
+                 sfu: str | None = None, token: str = "", runner_cidr: str = ""):
+        """`sfu`: the SFU whose signalling the generators speak (the run's); `token`: the run's,
+        into the Secret the pods read; `runner_cidr`: the runner's address, the only one outside
+        the namespace the NetworkPolicy admits."""
         self.api = api
         self.namespace = namespace
         self.objects = in_namespace(objects if objects is not None else render(overlay), namespace)
@@ -92,6 +102,11 @@ class KubeGrid:
         self.streams_per_generator = _positive(self.objects, SYNTH, "SFUBENCH_SYNTH_STREAMS")
         if sfu:
             _env(self.objects, SYNTH, "SFUBENCH_SFU")["value"] = sfu
+        self.token = token
+        if token:
+            _named(self.objects, "Secret", RUN_SECRET)["stringData"]["token"] = token
+        if runner_cidr:
+            _named(self.objects, "NetworkPolicy", POLICY)["spec"]["ingress"][1]["from"][0]["ipBlock"]["cidr"] = runner_cidr
         self.apps = k8s.AppsV1Api(api)
         self.core = k8s.CoreV1Api(api)
         self.nodes = self.generators = 0
@@ -164,7 +179,7 @@ class KubeGrid:
     def probe(self) -> RemoteProbe:
         """The clients' probe: the agent of every ready Chrome node and generator, summed."""
         return RemoteProbe("clients", f"http://clients:{PROBE_PORT}/probe",
-                           addresses=lambda: self.addresses(NODES) + self.addresses(SYNTH))
+                           addresses=lambda: self.addresses(NODES) + self.addresses(SYNTH), token=self.token)
 
     def addresses(self, name: str) -> list[str]:
         """The addresses of Deployment `name`'s ready pods (a runner in the VPC reaches them)."""

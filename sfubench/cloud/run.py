@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import time
@@ -176,11 +177,12 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
 
 
 def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, progress: Progress,
-           listeners=(), probes=(), generators=None) -> tuple[Path, str]:
+           listeners=(), probes=(), generators=None, token: str = "") -> tuple[Path, str]:
     """The engine's own run against an SFU host that `sfubench serve` runs, the adapter's secrets
     handed to the host first; from the runner's host, inside the VPC. `listeners` and `probes` are
     the grid's (it scales with the rooms; its nodes' CPU); `generators()`: the addresses of the
-    synthetic participants' generators (`sfubench generate`) the provisioner runs."""
+    synthetic participants' generators (`sfubench generate`) the provisioner runs; `token`: the
+    run's, which they were given."""
     from .. import loadtest
     if courier:
         courier.deliver(address, say=progress.say)
@@ -188,7 +190,7 @@ def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, pr
     site = RemoteSite(address, grid_url, cfg.page_address, cfg.node_cache or "/media",
                       generators_url=cfg.synthetic_generators or (
                           f"http://{SYNTH}:{GENERATOR_PORT}/command" if generators else ""),
-                      generators=generators, extra_probes=probes, extra_listeners=listeners)
+                      generators=generators, extra_probes=probes, extra_listeners=listeners, token=token)
     with secrets_in_environment(courier):
         return loadtest.run(cfg, progress, site=site)
 
@@ -197,7 +199,9 @@ def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: P
                    courier: Courier | None) -> tuple[Path, str]:
     work = Path(cfg.out) / f"{run_id}-cloud-{c.name}"   # what `cleanup` finds if this process is killed
     hosts = terraform.Hosts(c.name, tfvars, work)
-    grid = KubeGrid(_kube_api(), f"sfubench-{run_id}", overlay=c.overlay, sfu=cfg.sfu)
+    token = secrets.token_urlsafe(24)   # the run's: in the grid's Secret and the engine's memory only
+    grid = KubeGrid(_kube_api(), f"sfubench-{run_id}", overlay=c.overlay, sfu=cfg.sfu, token=token,
+                    runner_cidr=os.environ.get("SFUBENCH_RUNNER_CIDR") or tfvars["vpc_cidr"])
     try:
         progress.say(f"terraform: creating the {cfg.sfu} host (state in {work})")
         hosts.apply()
@@ -205,7 +209,7 @@ def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: P
         progress.say(f"kubernetes: deploying the grid into namespace {grid.namespace}")
         grid.deploy()
         return run_on(cfg, address, grid.url(), courier, progress, listeners=[grid.listener(cfg)],
-                      probes=[grid.probe()], generators=lambda: grid.addresses(SYNTH))
+                      probes=[grid.probe()], generators=lambda: grid.addresses(SYNTH), token=token)
     finally:
         started = time.monotonic()
         for what, stop in (("grid", grid.teardown), ("terraform", hosts.destroy)):

@@ -78,15 +78,18 @@
     document.body.appendChild(el);
   }
 
+  // The run's token (from this page's URL) goes with every post: the engine reads nothing without it.
+  const headers = {'X-Sfubench-Token': settings.token || ''};
+
   function post(type, body) {
-    return fetch('/collect', {method: 'POST', body: JSON.stringify({type, user: self, ...body})})
+    return fetch('/collect', {method: 'POST', headers, body: JSON.stringify({type, user: self, ...body})})
       .catch(() => null);
   }
 
   // -- frames: one worker reads every video track's frames -----------------------------------
   const sampler = (() => {
     const worker = new Worker('/sampler.js');
-    worker.postMessage({config: {user: self, code: settings.code}});
+    worker.postMessage({config: {user: self, code: settings.code, token: settings.token || ''}});
     return {
       follow(user, track) {
         if (typeof MediaStreamTrackProcessor === 'undefined') return;

@@ -19,6 +19,7 @@ const PICTURE_POINTS = 16;
 const GRID = 4;
 let self = null;
 let code = null;
+let headers = {};        // the run's token, which every post carries
 let following = false;
 const batches = {};      // user -> samples since the last flush
 const captures = {};     // user -> pending capture orders: {cmd, left, next, i}
@@ -28,6 +29,7 @@ onmessage = (e) => {
   if (m.config) {
     self = m.config.user;
     code = m.config.code;
+    headers = {'X-Sfubench-Token': m.config.token};
   } else if (m.readable) {
     pump(m.user, m.readable.getReader()).catch(() => {});
   } else if ('follow' in m) {
@@ -107,7 +109,7 @@ async function capture(who, frame, read) {
   for (const o of due) {
     const q = new URLSearchParams({user: self, peer: who, phase: o.cmd.phase, window: o.cmd.window,
                                    participants: o.cmd.participants, i: o.i, read});
-    fetch('/frame?' + q, {method: 'POST', body: png}).catch(() => {});
+    fetch('/frame?' + q, {method: 'POST', headers, body: png}).catch(() => {});
     o.i++;
     o.left--;
     o.next = read + o.cmd.gap_ms;
@@ -124,7 +126,7 @@ setInterval(() => {
     any = true;
   }
   if (any) {
-    fetch('/collect', {method: 'POST', body: JSON.stringify({type: 'frames', user: self, series})})
+    fetch('/collect', {method: 'POST', headers, body: JSON.stringify({type: 'frames', user: self, series})})
       .catch(() => {});
   }
 }, FLUSH_MS);
