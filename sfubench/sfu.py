@@ -23,6 +23,10 @@ from .config import ROOT, ConfigError
 
 PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 
+# A participant's token is minted as it joins (and again as it rejoins): it needs to outlive the
+# join, not the run, and a token seen on the wire is worth little ten minutes later.
+TOKEN_TTL_S = 600
+
 
 class AdapterError(RuntimeError):
     pass
@@ -236,7 +240,7 @@ class Adapter:
         if spec:
             full = self._with_secrets({**values, "room": str(room), "user": user})
             now = int(time.time())
-            claims = {"nbf": now - 60, "exp": now + int(spec.get("ttl", 86400)),
+            claims = {"nbf": now - 60, "exp": now + int(spec.get("ttl", TOKEN_TTL_S)),
                       **_render_tree(spec.get("claims", {}), full, f"{self.name} token.claims")}
             params["token"] = _jwt(claims, render(spec["secret"], full, f"{self.name} token.secret"))
         return params
