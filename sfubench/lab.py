@@ -168,8 +168,14 @@ class LocalLab:
         return self
 
     def down(self) -> None:
-        self._remove()
-        self._release_lock()
+        if self.owned:   # a lab another run holds is that run's to remove
+            self._remove()
+            self._release_lock()
+
+    @property
+    def owned(self) -> bool:
+        """Whether this process holds the lab (its lock): only then is anything in it ours."""
+        return self._lock is not None
 
     def __enter__(self):
         return self.up()

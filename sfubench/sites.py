@@ -110,6 +110,7 @@ class LocalSite(Site):
         super().__init__(cfg.grid_url, cfg.page_address)
         self.cfg = cfg
         self.lab: LocalLab | None = None
+        self.held = False   # the lab is this run's: only then does down() remove anything
         self._groups = _groups(cfg)
         self.emulator = self.net_plan = self.emulator_binary = self.resident = None
 
@@ -149,6 +150,7 @@ class LocalSite(Site):
 
     def up(self, run_path: Path, progress) -> None:
         self.lab.up()
+        self.held = True
         plan = self.net_plan
         if plan.own is not None:
             link = self.lab.link
@@ -217,6 +219,8 @@ class LocalSite(Site):
 
     def down(self) -> dict:
         facts = {}
+        if not self.held:
+            return facts   # the lab was refused (another run holds it): its namespaces and groups are that run's
         if self.resident is not None:
             self.resident.close()
         if self.emulator is not None:
@@ -230,6 +234,8 @@ class LocalSite(Site):
         return facts
 
     def leftovers(self) -> list[str]:
+        if not self.held:
+            return []
         out = []
         left = self.lab.remaining() if self.lab is not None else []
         if left:

@@ -381,3 +381,18 @@ def test_a_partition_shows_as_loss_then_recovery_not_as_a_knee(tmp_path):
     assert "Playing again after" in (run.folder / "report.html").read_text()
     assert not [p for p in run.folder.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
     assert_nothing_left(run)
+
+
+def test_a_second_run_on_a_busy_lab_is_refused_and_leaves_the_first_alone(tmp_path):
+    """Started by mistake on the lab another run holds: one line, exit 1, and the first run's
+    namespaces, groups and processes untouched (it completes as if alone)."""
+    first = Run(tmp_path / "first", "--target-samples", "6", *QUOTA)
+    first.until("r1u3 joining")
+    second = Run(tmp_path / "second", *QUOTA)
+    code, out, err = second.finish()
+    assert code == 1, out + err
+    assert "another sfubench run" in one_line(err) and "is using the lab 'sfubf'" in err
+    assert Path("/run/netns", f"{PREFIX}-sfu").exists() and group_pids("sfu")
+    code, out, err = first.finish()
+    assert code == 0, out + err
+    assert_nothing_left(first)
