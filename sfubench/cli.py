@@ -112,6 +112,13 @@ def _add_host_commands(sub) -> None:
                         "state, destroy its hosts and delete its grid's namespace. The nightly "
                         "workflow runs this always, after cancelled or failed runs too.")
     cc.add_argument("--out", type=Path, default=Path("runs"), help="the runs' folder (default: runs)")
+    cc.add_argument("--tags", action="store_true",
+                    help="instead, find the runs' resources in AWS by their sfubench:run tag (what a lost "
+                    "state left: a dead runner's folder is gone), through boto3 with the AWS CLI's "
+                    "credentials and region")
+    cc.add_argument("--older-than", default="6h", metavar="DURATION",
+                    help="with --tags: delete only runs started longer ago than this (6h, 90m, 2d; "
+                    "default 6h): a run still going is younger")
 
     sv = sub.add_parser("serve", help="install and run one SFU on this host until stopped (a cloud "
                         "host's service)", description="Install an SFU adapter and run it on this "
@@ -236,7 +243,11 @@ def _cloud_loadtest(args) -> int:
 
 def _cloud_cleanup(args) -> int:
     from .cloud import run as cloud_run
-    failed = cloud_run.cleanup(args.out)
+    from .cloud import sweep
+    if args.tags:
+        failed = sweep.sweep(args.older_than)
+    else:
+        failed = cloud_run.cleanup(args.out)
     for line in failed:
         print(f"sfubench: error: {line}", file=sys.stderr)
     return EXIT_FAILED if failed else 0

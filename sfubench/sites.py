@@ -61,7 +61,11 @@ class Site:
 
     def up(self, run_path: Path, progress) -> None:
         if self.grid_url:
-            grid_mod.check_reachable(self.grid_url)
+            self.grid_check(self.grid_url)
+
+    def grid_check(self, url: str) -> None:
+        """What the grid must be before the run: ready (a grid with nodes)."""
+        grid_mod.check_reachable(url)
 
     def clients(self):
         """The context the engine runs the clients' side in (the pages, the grid, the probes)."""
@@ -261,8 +265,12 @@ class RemoteSite(Site):
 
     def __init__(self, sfu_address: str, grid_url: str, page_address: str, node_cache: str,
                  client_probes: str = "", generators_url: str = "", generators=None,
-                 extra_probes=(), extra_listeners=(), token: str = ""):
+                 extra_probes=(), extra_listeners=(), token: str = "", grid_check=None):
+        """`grid_check`: what the grid must be before the run, when not ready at once (a
+        provisioner's, which scales its nodes as the rooms start, needs the hub to answer only)."""
         super().__init__(grid_url, page_address, token)
+        if grid_check is not None:
+            self.grid_check = grid_check
         self.sfu_address, self.node_cache, self.client_probes = sfu_address, node_cache, client_probes
         self.generators_url, self.generator_addresses = generators_url, generators
         self.extra_probes, self.extra_listeners = list(extra_probes), list(extra_listeners)

@@ -12,6 +12,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from sfubench import config
+from sfubench import grid as grid_mod
 from sfubench.cloud import kube
 
 from controlplane import NODE_LEASE_S, ControlPlane
@@ -154,7 +155,9 @@ def test_deploy_scale_with_rooms_and_teardown(cluster):
         assert policy.spec.ingress[1]._from[0].ip_block.cidr == "10.20.0.5/32"
         labels = core.read_namespace("sfubench-t1").metadata.labels
         assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
-        assert grid.url() == "http://selenium-hub.sfubench-t1.svc:4444"
+        # the hub by its Ready pod's address, as a runner in the VPC reaches it (no cluster DNS)
+        (hub,) = core.list_namespaced_pod("sfubench-t1", label_selector="app.kubernetes.io/name=selenium-hub").items
+        assert grid.url() == f"http://{hub.status.pod_ip}:4444" and hub.status.pod_ip
         binding = k8s.RbacAuthorizationV1Api(api).read_namespaced_role_binding("sfubench-runner", "sfubench-t1")
         assert binding.subjects[0].namespace == "sfubench-t1"
 
@@ -284,7 +287,11 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
 
     def failing_run(cfg, progress, site):
         names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
-        seen.update(sfu=site.sfu_address, grid=site.grid_url, node_cache=site.node_cache,
+        (hub,) = k8s.CoreV1Api(cluster.api()).list_namespaced_pod(
+            "sfubench-r1", label_selector="app.kubernetes.io/name=selenium-hub").items
+        seen.update(sfu=site.sfu_address, node_cache=site.node_cache,
+                    grid="the hub pod" if site.grid_url == f"http://{hub.status.pod_ip}:4444" else site.grid_url,
+                    **{"answering is enough": site.grid_check is grid_mod.check_answering},
                     listeners=[streams for _, streams in site.listeners()], live="sfubench-r1" in names,
                     probes=[p.role for p in site.extra_probes],
                     generators=(site.generators_url, site.generator_addresses()))
@@ -303,7 +310,7 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
         cloud_run._apply_and_run(cloud_run.cloud("aws"), cfg, {"run_id": "r1", "vpc_cidr": "10.42.0.0/16"}, "r1",
                                  _Quiet(), None)
     assert calls == [("init", "aws", "r1", "r1-cloud-aws"), ("apply",), ("destroy",)]
-    assert seen == {"sfu": "10.42.0.9", "grid": "http://selenium-hub.sfubench-r1.svc:4444", "node_cache": "/media",
+    assert seen == {"sfu": "10.42.0.9", "grid": "the hub pod", "answering is enough": True, "node_cache": "/media",
                     "listeners": [["events"]], "live": True, "probes": ["clients"],
                     "generators": ("http://synth:9480/command", []), "token": True, "admitted": "10.42.0.0/16"}
     names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]

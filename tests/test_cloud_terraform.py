@@ -98,6 +98,10 @@ def test_rendered_cloud_init_is_valid_bash_for_every_sfu(plan, tmp_path):
         assert r.returncode == 0, f"{name}: {r.stderr}"
         assert f"serve --sfu {name} --sfu-profile tuned" in host["user_data"]
         assert "checkout --quiet 'b940d9a'" in host["user_data"]
+        # the self-destruct deadline comes first: the run's 1.5 h, then the host powers off
+        assert host["user_data"].splitlines()[6].startswith("shutdown -P +90 ")
+    assert 'instance_initiated_shutdown_behavior = "terminate"' in (
+        ROOT / "terraform" / "modules" / "aws-sfu-host" / "main.tf").read_text()
 
 
 def test_secrets_reach_their_host_over_ssh_never_through_cloud_init(plan, courier):

@@ -1,5 +1,6 @@
 """The real Selenium Grid with real Chromium: fake camera/microphone files reach getUserMedia in a grid session."""
 
+import os
 import re
 import socket
 import subprocess
@@ -10,8 +11,8 @@ import psutil
 import pytest
 
 from sfubench.grid import (
-    GRID_VERSION, GridError, LocalGrid, browser_log, chrome_options, chromium_version, free_port, grid_cache_dir,
-    open_session,
+    GRID_VERSION, GridError, GridLost, LocalGrid, browser_log, check_answering, check_reachable, chrome_options,
+    chromium_version, free_port, grid_cache_dir, open_session,
 )
 
 PAGE = """<!doctype html><video autoplay muted playsinline></video><script>
@@ -93,3 +94,33 @@ def test_open_session_error_is_one_line():
         open_session(f"http://127.0.0.1:{free_port()}", chrome_options(Path("/v.y4m"), Path("/a.wav")), timeout=5)
     assert "could not create a Chromium session" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_a_hub_without_nodes_answers_but_is_not_ready_and_a_dead_one_is_lost(tmp_path):
+    """A real Selenium hub with no node yet (a cloud grid before its first room scales the nodes):
+    it answers, so a provisioned run may start, but it is not ready, which a grid given by address
+    must be; once it is gone, the run learns that the grid is lost."""
+    port = free_port()
+    (tmp_path / "hub.toml").write_text(
+        f'[server]\nhost = "127.0.0.1"\nport = {port}\n[events]\npublish = "tcp://127.0.0.1:{free_port()}"\n'
+        f'subscribe = "tcp://127.0.0.1:{free_port()}"\nbind = true\n[logging]\ntracing = false\n')
+    hub = subprocess.Popen(["java", "-cp", f"{grid_cache_dir() / 'lib'}/*", "org.openqa.selenium.grid.Bootstrap",
+                            "hub", "--config", str(tmp_path / "hub.toml")], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.STDOUT, env={**os.environ, "SE_OFFLINE": "true"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                check_answering(url, timeout=2)
+                break
+            except GridLost:
+                assert hub.poll() is None and time.monotonic() < deadline
+                time.sleep(0.5)
+        with pytest.raises(GridError, match="is not ready"):
+            check_reachable(url)
+    finally:
+        hub.kill()
+        hub.wait()
+    with pytest.raises(GridLost, match=f"the Selenium Grid at {url} stopped answering during the run"):
+        check_answering(url, timeout=2)

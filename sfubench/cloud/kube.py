@@ -169,12 +169,13 @@ class KubeGrid:
         self._wait(lambda: not self._namespace_exists(), timeout, f"namespace {self.namespace} to be deleted")
 
     def url(self) -> str:
-        """The hub's address: its load balancer's when it has one, else its in-cluster name."""
-        svc = self.core.read_namespaced_service(HUB, self.namespace)
-        for ing in (svc.status.load_balancer.ingress or []) if svc.status.load_balancer else []:
-            if ing.ip or ing.hostname:
-                return f"http://{ing.ip or ing.hostname}:4444"
-        return f"http://{HUB}.{self.namespace}.svc:4444"
+        """The hub's address: its Ready pod's, which a runner in the VPC reaches as it reaches the
+        nodes' agents and the generators (no load balancer to wait for, pay for or leave public,
+        and no cluster DNS, which only the cluster resolves)."""
+        hubs = self.addresses(HUB)
+        if not hubs:
+            raise KubeError(f"the hub ({HUB}) has no ready pod (pods: {self._state(HUB)})")
+        return f"http://{hubs[0]}:4444"
 
     def probe(self) -> RemoteProbe:
         """The clients' probe: the agent of every ready Chrome node and generator, summed."""

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..config import ROOT, Config, ConfigError
 from ..agent import PROBE_PORT
+from ..grid import check_answering
 from ..progress import Progress
 from ..synthetic import GENERATOR_PORT
 from ..sfu import Adapter
@@ -190,7 +191,9 @@ def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, pr
     site = RemoteSite(address, grid_url, cfg.page_address, cfg.node_cache or "/media",
                       generators_url=cfg.synthetic_generators or (
                           f"http://{SYNTH}:{GENERATOR_PORT}/command" if generators else ""),
-                      generators=generators, extra_probes=probes, extra_listeners=listeners, token=token)
+                      generators=generators, extra_probes=probes, extra_listeners=listeners, token=token,
+                      # the grid starts without nodes: they come as the rooms start (the listeners')
+                      grid_check=check_answering if listeners else None)
     with secrets_in_environment(courier):
         return loadtest.run(cfg, progress, site=site)
 

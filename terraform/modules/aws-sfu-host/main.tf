@@ -35,6 +35,8 @@ resource "aws_instance" "sfu" {
   user_data                   = var.host.user_data
   user_data_replace_on_change = true
   associate_public_ip_address = true
+  # cloud-init's deadline powers the host off: that terminates it, so nothing is billed after
+  instance_initiated_shutdown_behavior = "terminate"
 
   root_block_device {
     volume_size = var.disk_gb

@@ -28,6 +28,9 @@ locals {
         run_id   = var.run_id
         secrets  = sfu.secrets
         key      = var.secrets_public_key
+        # the host powers off (and, as the provider module asks, terminates) once the run's budgeted
+        # hours are over, whatever became of the runner and of Terraform's state
+        deadline_minutes = ceil(var.hours * 60)
       })
     }
   }

@@ -1,0 +1,101 @@
+"""The tag sweeper (`sfubench cloud-cleanup --tags --older-than`) with real boto3 calls against
+moto's server: a stand-in for AWS's API, which no test here can reach. Two runs' resources are made
+as Terraform makes them (a VPC, its subnet, route table and internet gateway, a security group and
+an instance, each tagged sfubench:run); the sweep deletes the old run's and leaves the young one's."""
+import os
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import boto3
+import pytest
+
+from sfubench.grid import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def aws():
+    """moto's server on 127.0.0.1, and the environment that points boto3 (and sfubench) at it."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, "moto's server did not start"
+            time.sleep(0.2)
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "eu-west-1",
+           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_CONFIG_FILE": "/dev/null",
+           "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}
+    yield env
+    server.kill()
+    server.wait()
+
+
+def make_run(ec2, run_id: str) -> dict:
+    """What Terraform's AWS environment makes for one run, with its default tags."""
+    tags = [{"Key": "sfubench:run", "Value": run_id}, {"Key": "sfubench:owner", "Value": "ci"}]
+
+    def spec(kind):
+        return [{"ResourceType": kind, "Tags": tags}]
+    vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16", TagSpecifications=spec("vpc"))["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.42.0.0/24", TagSpecifications=spec("subnet"))["Subnet"]["SubnetId"]
+    gw = ec2.create_internet_gateway(TagSpecifications=spec("internet-gateway"))["InternetGateway"]["InternetGatewayId"]
+    ec2.attach_internet_gateway(InternetGatewayId=gw, VpcId=vpc)
+    table = ec2.create_route_table(VpcId=vpc, TagSpecifications=spec("route-table"))["RouteTable"]["RouteTableId"]
+    ec2.create_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", GatewayId=gw)
+    ec2.associate_route_table(RouteTableId=table, SubnetId=subnet)
+    group = ec2.create_security_group(GroupName=f"sfubench-{run_id}-janus", Description="sfu", VpcId=vpc,
+                                      TagSpecifications=spec("security-group"))["GroupId"]
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    instance = ec2.run_instances(ImageId=image, InstanceType="c5.xlarge", MinCount=1, MaxCount=1, SubnetId=subnet,
+                                 SecurityGroupIds=[group], TagSpecifications=spec("instance"))["Instances"][0]["InstanceId"]
+    return {"vpc": vpc, "group": group, "instance": instance, "gateway": gw}
+
+
+def state(ec2, run: dict) -> dict:
+    instance = ec2.describe_instances(InstanceIds=[run["instance"]])["Reservations"][0]["Instances"][0]
+    return {"instance": instance["State"]["Name"],
+            "vpc": bool(ec2.describe_vpcs(Filters=[{"Name": "vpc-id", "Values": [run["vpc"]]}])["Vpcs"]),
+            "group": bool(ec2.describe_security_groups(
+                Filters=[{"Name": "group-id", "Values": [run["group"]]}])["SecurityGroups"]),
+            "gateway": bool(ec2.describe_internet_gateways(
+                Filters=[{"Name": "internet-gateway-id", "Values": [run["gateway"]]}])["InternetGateways"])}
+
+
+def cleanup(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sfubench.cli", "cloud-cleanup", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300, env={**os.environ, **env})
+
+
+def test_the_sweep_deletes_old_runs_by_their_tags_and_leaves_live_ones(aws, monkeypatch):
+    for k, v in aws.items():
+        monkeypatch.setenv(k, v)
+    ec2 = boto3.client("ec2")
+    now = datetime.now(timezone.utc)
+    old = make_run(ec2, f"r{now - timedelta(hours=7):%Y%m%d%H%M%S}")
+    young = make_run(ec2, f"r{now - timedelta(hours=1):%Y%m%d%H%M%S}")
+    r = cleanup(aws, "--tags", "--older-than", "6h")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert state(ec2, old) == {"instance": "terminated", "vpc": False, "group": False, "gateway": False}
+    assert state(ec2, young) == {"instance": "running", "vpc": True, "group": True, "gateway": True}
+    assert f"sweep: VPC {old['vpc']} deleted" in r.stdout and young["vpc"] not in r.stdout
+    # a second sweep finds nothing more to do; a shorter age takes the younger run too
+    assert cleanup(aws, "--tags", "--older-than", "6h").stdout == ""
+    r = cleanup(aws, "--tags", "--older-than", "30m")
+    assert r.returncode == 0 and state(ec2, young)["vpc"] is False, r.stdout + r.stderr
+
+
+def test_the_sweep_says_what_it_needs(aws):
+    r = cleanup(aws, "--help")
+    assert "--tags" in r.stdout and "--older-than" in r.stdout
+    r = cleanup(aws, "--tags", "--older-than", "soon")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "wants a duration such as 6h" in r.stderr, r.stderr
