@@ -184,6 +184,8 @@ def test_cloud_loadtest_dry_run_prints_plan_and_cost(tmp_path, monkeypatch, caps
     assert "sfubench:owner=nightly" in text
     assert "up to 7 (4 sessions each" in text        # 28 browsers at peak, 4 sessions per node
     assert "a real run would also need: AWS credentials" in text
+    assert "each powering off (and terminated) after 3 h whatever happens" in text
+    assert "network: a VPC of the run's own (10.42.0.0/16); unless the cluster" in text
     assert not (tmp_path / "runs").exists()
 
 
@@ -223,3 +225,21 @@ def test_a_cloud_run_with_synthetic_participants_plans_its_generators(tmp_path, 
     assert "generators scaled with the rooms up to 2 (240 received streams each, 1 CPU" in out.out + out.err
     code = cli.main(["cloud-loadtest", "--sfu", "jitsi", "--dry-run", "--real-per-room", "1"])
     assert code == cli.EXIT_USAGE and "jitsi has no driver for synthetic participants" in capsys.readouterr().err
+
+
+def test_the_hosts_go_into_the_clusters_subnet_and_admit_its_vpc(monkeypatch):
+    """SFUBENCH_SUBNET_ID (the nightly's SUBNET_ID) reaches Terraform, and the hosts admit clients
+    from SFUBENCH_VPC_CIDR, the cluster's VPC, not from a new VPC's range."""
+    from sfubench.cloud import run as cloud_run
+    cfg = config.load(cli={"sfu": "janus"}, env={}, remote=True)
+    monkeypatch.delenv("SFUBENCH_SUBNET_ID", raising=False)
+    monkeypatch.delenv("SFUBENCH_VPC_CIDR", raising=False)
+    assert "subnet_id" not in cloud_run.variables(cfg, "r1", "ci", 1.0)   # a VPC of the run's own
+    monkeypatch.setenv("SFUBENCH_SUBNET_ID", "subnet-0abc")
+    monkeypatch.setenv("SFUBENCH_VPC_CIDR", "172.31.0.0/16")
+    tfvars = cloud_run.variables(cfg, "r1", "ci", 1.0)
+    assert tfvars["subnet_id"] == "subnet-0abc" and tfvars["vpc_cidr"] == "172.31.0.0/16"
+    plan = terraform.plan_offline(tfvars, "aws")
+    assert {r["cidr"] for r in plan["hosts"]["janus"]["ingress"] if r["from"] != 22} == {"172.31.0.0/16"}
+    env_vars = (ROOT / "terraform" / "environments" / "aws" / "variables.tf").read_text()
+    assert 'variable "subnet_id"' in env_vars

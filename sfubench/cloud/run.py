@@ -92,7 +92,10 @@ def variables(cfg: Config, run_id: str, owner: str, hours: float, courier: Couri
     """The Terraform environment's variables for a run of `cfg`; `courier` carries the SFU's secrets
     (Terraform gets only its public key)."""
     sha, _ = _git_ref()
-    return {"run_id": run_id, "owner": owner, "sfus": terraform.sfus_variable([cfg.sfu]),
+    # SFUBENCH_SUBNET_ID: the cluster's own subnet, so that its nodes and the runner reach the hosts
+    # (SFUBENCH_VPC_CIDR then names that VPC's block, the only one the hosts admit clients from)
+    subnet = {"subnet_id": os.environ["SFUBENCH_SUBNET_ID"]} if os.environ.get("SFUBENCH_SUBNET_ID") else {}
+    return {"run_id": run_id, "owner": owner, "sfus": terraform.sfus_variable([cfg.sfu]), **subnet,
             "vpc_cidr": os.environ.get("SFUBENCH_VPC_CIDR") or VPC_CIDR,
             "operator_cidr": os.environ.get("SFUBENCH_OPERATOR_CIDR") or OPERATOR_PLACEHOLDER,
             "git_ref": sha or "0000000", "sfu_profile": cfg.sfu_profile, "hours": hours,
@@ -110,9 +113,16 @@ def run_id_for() -> str:
     return f"r{datetime.now(timezone.utc):%Y%m%d%H%M%S}"
 
 
-def describe_plan(c: Cloud, cfg: Config, plan: dict, grid: KubeGrid, needs: list[str]) -> str:
+def describe_plan(c: Cloud, cfg: Config, plan: dict, grid: KubeGrid, needs: list[str], tfvars: dict) -> str:
     """The plan as the user reads it before anything is created."""
-    lines = [f"plan for {c.name}: {len(plan['hosts'])} SFU host(s), instance type {plan['cost']['instance_type']}"]
+    lines = [f"plan for {c.name}: {len(plan['hosts'])} SFU host(s), instance type {plan['cost']['instance_type']}, "
+             f"each powering off (and terminated) after {plan['cost']['hours']:g} h whatever happens"]
+    if tfvars.get("subnet_id"):
+        lines.append(f"network: the hosts in subnet {tfvars['subnet_id']} (SFUBENCH_SUBNET_ID), clients admitted "
+                     f"from {tfvars['vpc_cidr']}")
+    else:
+        lines.append(f"network: a VPC of the run's own ({tfvars['vpc_cidr']}); unless the cluster and this runner "
+                     "reach it, set SFUBENCH_SUBNET_ID to the cluster's subnet and SFUBENCH_VPC_CIDR to its VPC's block")
     for name, h in plan["hosts"].items():
         lines.append(f"  host {h['name']} ({name}): tags {', '.join(f'{k}={v}' for k, v in sorted(h['tags'].items()))}")
         for r in h["ingress"]:
@@ -168,7 +178,7 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
         tfvars = variables(cfg, run_id, owner, hours, courier)
         plan = terraform.plan_offline(tfvars, c.name)
         grid = KubeGrid(None, f"sfubench-{run_id}", objects=render(c.overlay))
-        progress.say(describe_plan(c, cfg, plan, grid, needs))
+        progress.say(describe_plan(c, cfg, plan, grid, needs, tfvars))
         if dry_run:
             return None, "dry-run"
         return _apply_and_run(c, cfg, tfvars, run_id, progress, courier)

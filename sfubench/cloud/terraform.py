@@ -62,8 +62,12 @@ def run(args: list[str], cwd: Path, what: str, data_dir: Path | None = None) -> 
     return r.stdout
 
 
+# The environments' own variables, which the provider-free module does not take (where the hosts go).
+ENVIRONMENT_ONLY = ("vpc_cidr", "subnet_id")
+
+
 def plan_offline(variables: dict, cloud: str) -> dict:
-    """`variables` are the environment's (those of the sfu-plan module, and vpc_cidr). What the hosts would be (names, tags, firewall, cloud-init) and their cost, from the
+    """`variables` are the environment's (those of the sfu-plan module, and ENVIRONMENT_ONLY). What the hosts would be (names, tags, firewall, cloud-init) and their cost, from the
     provider-free sfu-plan module alone: no provider, no credentials, nothing created."""
     with tempfile.TemporaryDirectory(prefix="sfubench-tfplan-") as d:
         root = Path(d)
@@ -71,7 +75,7 @@ def plan_offline(variables: dict, cloud: str) -> dict:
             'variable "v" {\n  type = any\n}\n'
             f'module "plan" {{\n  source = "{PLAN_MODULE}"\n'
             # as the environments call it: the clients are the VPC's
-            + "".join(f"  {k} = var.v.{k}\n" for k in variables if k != "vpc_cidr")
+            + "".join(f"  {k} = var.v.{k}\n" for k in variables if k not in ENVIRONMENT_ONLY)
             + "  client_cidr = var.v.vpc_cidr\n"
             + f'  hourly_prices = jsondecode(file("{environment(cloud) / "prices.json"}")).prices\n}}\n'
             'output "hosts" {\n  value = module.plan.hosts\n}\n'
