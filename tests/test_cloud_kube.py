@@ -272,7 +272,7 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
 
     class Hosts:   # stand-in for the AWS API behind terraform.Hosts
         def __init__(self, cloud, variables, work):
-            calls.append(("init", cloud, variables["run_id"], work.name))
+            calls.append(("init", cloud.name, variables["run_id"], work.name))
 
         def apply(self):
             calls.append(("apply",))

@@ -5,6 +5,8 @@ linted. Not exercised here: the AWS provider's resources (environments/aws, modu
 beyond formatting and lint, and any call to a cloud API."""
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -243,3 +245,58 @@ def test_the_hosts_go_into_the_clusters_subnet_and_admit_its_vpc(monkeypatch):
     assert {r["cidr"] for r in plan["hosts"]["janus"]["ingress"] if r["from"] != 22} == {"172.31.0.0/16"}
     env_vars = (ROOT / "terraform" / "environments" / "aws" / "variables.tf").read_text()
     assert 'variable "subnet_id"' in env_vars
+
+
+LOCAL_ENVIRONMENT = """# A Terraform environment with no cloud (terraform_data, built into Terraform): the run folder's
+# lifecycle, state and locks are the same as with a cloud's.
+terraform {
+  backend "local" {}
+}
+variable "run_id" {
+  type = string
+}
+resource "terraform_data" "host" {
+  input = var.run_id
+}
+output "sfus" {
+  value = { janus = { address = "10.0.0.1" } }
+}
+"""
+
+
+def test_a_run_folder_destroys_after_a_finished_run_a_killed_one_and_never_under_a_live_one(tmp_path):
+    """With real Terraform: a finished run leaves no state, so a later cleanup has nothing to do
+    (it used to fail with "Backend initialization required"); a killed run's folder (its data dir
+    gone with the runner's checkout) still destroys; a live run's lock keeps another away."""
+    env = tmp_path / "env"
+    env.mkdir()
+    (env / "main.tf").write_text(LOCAL_ENVIRONMENT)
+
+    def resources(work):
+        state = work / "terraform.tfstate"
+        return json.loads(state.read_text())["resources"] if state.exists() else []
+
+    finished = tmp_path / "r1-cloud-local"
+    hosts = terraform.Hosts(env, {"run_id": "r1"}, finished)
+    hosts.apply()
+    assert hosts.outputs()["sfus"]["janus"]["address"] == "10.0.0.1" and resources(finished)
+    hosts.destroy()
+    assert not (finished / "terraform.tfstate").exists() and not (finished / ".terraform").exists()
+    terraform.Hosts(env, {"run_id": "r1"}, finished).destroy()   # a second cleanup: nothing to do
+
+    killed = tmp_path / "r2-cloud-local"
+    terraform.Hosts(env, {"run_id": "r2"}, killed).apply()        # and never destroyed: the runner died
+    shutil.rmtree(killed / ".terraform")                           # as a fresh checkout has it
+    assert resources(killed)
+    later = terraform.Hosts(env, {"run_id": "r2"}, killed)
+    assert later.lock()
+    later.destroy()
+    assert not resources(killed)
+
+    live = terraform.Hosts(env, {"run_id": "r3"}, tmp_path / "r3-cloud-local")
+    live.apply()
+    try:
+        assert not terraform.Hosts(env, {"run_id": "r3"}, tmp_path / "r3-cloud-local").lock()
+    finally:
+        live.destroy()
+    assert terraform.Hosts(env, {"run_id": "r3"}, tmp_path / "r3-cloud-local").lock()

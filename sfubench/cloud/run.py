@@ -211,7 +211,7 @@ def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, pr
 def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: Progress,
                    courier: Courier | None) -> tuple[Path, str]:
     work = Path(cfg.out) / f"{run_id}-cloud-{c.name}"   # what `cleanup` finds if this process is killed
-    hosts = terraform.Hosts(c.name, tfvars, work)
+    hosts = terraform.Hosts(terraform.environment(c.name), tfvars, work)
     token = secrets.token_urlsafe(24)   # the run's: in the grid's Secret and the engine's memory only
     grid = KubeGrid(_kube_api(), f"sfubench-{run_id}", overlay=c.overlay, sfu=cfg.sfu, token=token,
                     runner_cidr=os.environ.get("SFUBENCH_RUNNER_CIDR") or tfvars["vpc_cidr"])
@@ -252,18 +252,21 @@ def secrets_in_environment(courier: Courier | None):
 
 
 def cleanup(out: Path, progress: Progress | None = None) -> list[str]:
-    """Destroys what runs under `out` left behind (a runner killed before its own teardown): every
-    `<run_id>-cloud-<cloud>` folder holding Terraform state, and its grid's namespace. Returns what failed."""
+    """Destroys what runs under `out` left behind: every `<run_id>-cloud-<cloud>` folder's hosts
+    (those its Terraform state still holds: none after a run that finished its teardown) and its
+    grid's namespace. A folder a live run holds is skipped. Returns what failed."""
     progress = progress or Progress()
     failed = []
     for work in sorted(Path(out).glob("r*-cloud-*")):
         run_id, cloud_name = work.name.split("-cloud-")
         tfvars = work / "terraform.tfvars.json"
-        steps = [("grid", lambda: KubeGrid(_kube_api(), f"sfubench-{run_id}",
-                                           objects=render("base")).teardown())]
+        steps = [("grid", lambda: KubeGrid(_kube_api(), f"sfubench-{run_id}", objects=render("base")).teardown())]
         if tfvars.exists():
-            steps.append(("terraform", lambda: terraform.Hosts(cloud_name, json.loads(tfvars.read_text()),
-                                                               work).destroy()))
+            hosts = terraform.Hosts(terraform.environment(cloud_name), json.loads(tfvars.read_text()), work)
+            if not hosts.lock():
+                progress.say(f"cleanup: {run_id}: a live run holds it: skipped")
+                continue
+            steps.append(("terraform", hosts.destroy))
         for what, stop in steps:
             try:
                 stop()

@@ -2,6 +2,7 @@
 adapters, the plan and its cost shown before anything is created, apply, outputs, destroy."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -88,28 +89,57 @@ def plan_offline(variables: dict, cloud: str) -> dict:
 
 
 class Hosts:
-    """The SFU hosts of one run: `apply` then `outputs`, and `destroy` whatever happened; the state
-    lives in `work` (the run's folder)."""
+    """The SFU hosts of one run, from the Terraform environment folder `env`: `apply` then
+    `outputs`, and `destroy` whatever happened; the state lives in `work` (the run's folder). From
+    apply to destroy the folder is locked: a `cloud-cleanup` beside a live run leaves it alone."""
 
-    def __init__(self, cloud: str, variables: dict, work: Path):
-        self.env = environment(cloud)
+    def __init__(self, env: Path, variables: dict, work: Path):
+        self.env = env
         self.work = work
         self.work.mkdir(parents=True, exist_ok=True)
         self.var_file = work / "terraform.tfvars.json"
         self.var_file.write_text(json.dumps(variables, indent=2))
+        self.state = work / "terraform.tfstate"
         self.data_dir = work / ".terraform"
+        self._lock = None
 
     def _tf(self, *args: str, what: str) -> str:
         return run([*args, "-no-color"], self.env, what, self.data_dir)
 
+    def _init(self) -> None:
+        # every time: a run folder whose data dir went (a finished run's, a new checkout's) still
+        # destroys, instead of "Backend initialization required"
+        self._tf("init", "-input=false", f"-backend-config=path={self.state}", what="init")
+
+    def lock(self) -> bool:
+        """Takes the run folder's lock; False when a live run holds it."""
+        self._lock = open(self.work / "run.lock", "a+")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            self._lock = None
+            return False
+        return True
+
     def apply(self) -> None:
-        self._tf("init", "-input=false", f"-backend-config=path={self.work / 'terraform.tfstate'}", what="init")
+        if self._lock is None and not self.lock():
+            raise TerraformError(f"another runner holds {self.work}")
+        self._init()
         self._tf("apply", "-auto-approve", "-input=false", f"-var-file={self.var_file}", what="apply")
 
     def outputs(self) -> dict:
         return {k: v["value"] for k, v in json.loads(self._tf("output", "-json", what="output")).items()}
 
     def destroy(self) -> None:
-        if (self.work / "terraform.tfstate").exists():
+        """Destroys what the state holds; once it holds nothing, the state goes, so a later cleanup
+        has nothing to do here."""
+        if self.state.exists():
+            self._init()
             self._tf("destroy", "-auto-approve", "-input=false", f"-var-file={self.var_file}", what="destroy")
+            for f in (self.state, self.work / "terraform.tfstate.backup"):
+                f.unlink(missing_ok=True)
         shutil.rmtree(self.data_dir, ignore_errors=True)
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
