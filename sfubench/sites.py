@@ -265,12 +265,15 @@ class RemoteSite(Site):
 
     def __init__(self, sfu_address: str, grid_url: str, page_address: str, node_cache: str,
                  client_probes: str = "", generators_url: str = "", generators=None,
-                 extra_probes=(), extra_listeners=(), token: str = "", grid_check=None):
+                 extra_probes=(), extra_listeners=(), token: str = "", grid_check=None, leftovers=None):
         """`grid_check`: what the grid must be before the run, when not ready at once (a
-        provisioner's, which scales its nodes as the rooms start, needs the hub to answer only)."""
+        provisioner's, which scales its nodes as the rooms start, needs the hub to answer only);
+        `leftovers()`: what the provisioner leaves if the run is stopped mid-teardown."""
         super().__init__(grid_url, page_address, token)
         if grid_check is not None:
             self.grid_check = grid_check
+        if leftovers is not None:
+            self.leftovers = leftovers
         self.sfu_address, self.node_cache, self.client_probes = sfu_address, node_cache, client_probes
         self.generators_url, self.generator_addresses = generators_url, generators
         self.extra_probes, self.extra_listeners = list(extra_probes), list(extra_listeners)

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -300,3 +303,51 @@ def test_a_run_folder_destroys_after_a_finished_run_a_killed_one_and_never_under
     finally:
         live.destroy()
     assert terraform.Hosts(env, {"run_id": "r3"}, tmp_path / "r3-cloud-local").lock()
+
+
+PARENT = """
+import os, signal, sys
+from pathlib import Path
+from sfubench.cloud import terraform
+from sfubench.cloud.reaper import Reaper
+env, work, end = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+hosts = terraform.Hosts(env, {"run_id": work.name}, work)
+hosts.apply()
+reaper = Reaper(env, work, None)
+print(reaper.pid, flush=True)
+sys.stdin.readline()
+if end == "killed":
+    os.kill(os.getpid(), signal.SIGKILL)
+hosts.destroy()
+reaper.release()
+"""
+
+
+@pytest.mark.parametrize("end", ["killed", "torn down"])
+def test_the_reaper_destroys_what_a_killed_run_made_and_nothing_else(tmp_path, end):
+    """A cloud run's reaper, with real Terraform: deaf to SIGTERM and SIGINT; when its run dies
+    with SIGKILL before its teardown it destroys the run's hosts; when the run tore down itself,
+    it does nothing."""
+    import psutil
+    env = tmp_path / "env"
+    env.mkdir()
+    (env / "main.tf").write_text(LOCAL_ENVIRONMENT)
+    work = tmp_path / "r8-cloud-local"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(env), str(work), end], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    reaper = psutil.Process(int(parent.stdout.readline()))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        reaper.send_signal(sig)
+    time.sleep(0.5)
+    assert reaper.is_running() and reaper.status() != psutil.STATUS_ZOMBIE
+    assert json.loads((work / "terraform.tfstate").read_text())["resources"]
+    parent.stdin.write("go\n")
+    parent.stdin.flush()
+    parent.wait(60)
+    reaper.wait(120)   # not our child: its status is the parent's to read, its log is ours
+    assert not (work / "terraform.tfstate").exists()
+    log = (work / "reaper.log").read_text()
+    if end == "killed":
+        assert parent.returncode == -signal.SIGKILL and "reaper: hosts of r8-cloud-local destroyed" in log, log
+    else:
+        assert parent.returncode == 0 and log == "", log

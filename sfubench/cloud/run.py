@@ -27,6 +27,7 @@ from ..sites import RemoteSite
 from . import terraform
 from .courier import Courier
 from .kube import SYNTH, KubeGrid, render
+from .reaper import Reaper
 
 
 # Shown by a dry run without SFUBENCH_OPERATOR_CIDR (a documentation address, RFC 5737).
@@ -188,12 +189,12 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
 
 
 def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, progress: Progress,
-           listeners=(), probes=(), generators=None, token: str = "") -> tuple[Path, str]:
+           listeners=(), probes=(), generators=None, token: str = "", leftovers=None) -> tuple[Path, str]:
     """The engine's own run against an SFU host that `sfubench serve` runs, the adapter's secrets
     handed to the host first; from the runner's host, inside the VPC. `listeners` and `probes` are
     the grid's (it scales with the rooms; its nodes' CPU); `generators()`: the addresses of the
     synthetic participants' generators (`sfubench generate`) the provisioner runs; `token`: the
-    run's, which they were given."""
+    run's, which they were given; `leftovers()`: what the provisioner leaves if stopped mid-teardown."""
     from .. import loadtest
     if courier:
         courier.deliver(address, say=progress.say)
@@ -203,7 +204,7 @@ def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, pr
                           f"http://{SYNTH}:{GENERATOR_PORT}/command" if generators else ""),
                       generators=generators, extra_probes=probes, extra_listeners=listeners, token=token,
                       # the grid starts without nodes: they come as the rooms start (the listeners')
-                      grid_check=check_answering if listeners else None)
+                      grid_check=check_answering if listeners else None, leftovers=leftovers)
     with secrets_in_environment(courier):
         return loadtest.run(cfg, progress, site=site)
 
@@ -211,10 +212,12 @@ def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, pr
 def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: Progress,
                    courier: Courier | None) -> tuple[Path, str]:
     work = Path(cfg.out) / f"{run_id}-cloud-{c.name}"   # what `cleanup` finds if this process is killed
-    hosts = terraform.Hosts(terraform.environment(c.name), tfvars, work)
+    env = terraform.environment(c.name)
+    hosts = terraform.Hosts(env, tfvars, work)
     token = secrets.token_urlsafe(24)   # the run's: in the grid's Secret and the engine's memory only
     grid = KubeGrid(_kube_api(), f"sfubench-{run_id}", overlay=c.overlay, sfu=cfg.sfu, token=token,
                     runner_cidr=os.environ.get("SFUBENCH_RUNNER_CIDR") or tfvars["vpc_cidr"])
+    reaper = Reaper(env, work, grid.namespace)   # before anything exists: it outlives this process
     try:
         progress.say(f"terraform: creating the {cfg.sfu} host (state in {work})")
         hosts.apply()
@@ -222,15 +225,22 @@ def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: P
         progress.say(f"kubernetes: deploying the grid into namespace {grid.namespace}")
         grid.deploy()
         return run_on(cfg, address, grid.url(), courier, progress, listeners=[grid.listener(cfg)],
-                      probes=[grid.probe()], generators=lambda: grid.addresses(SYNTH), token=token)
+                      probes=[grid.probe()], generators=lambda: grid.addresses(SYNTH), token=token,
+                      leftovers=lambda: [f"run {run_id}'s cloud hosts and grid: the reaper (pid {reaper.pid}) "
+                                         f"destroys them once this process ends; see {work / 'reaper.log'}"])
     finally:
-        started = time.monotonic()
+        started, failed = time.monotonic(), False
         for what, stop in (("grid", grid.teardown), ("terraform", hosts.destroy)):
             try:
                 stop()
             except Exception as e:   # the other still goes; what is left is said, never hidden
+                failed = True
                 progress.say(f"{what}: teardown failed, resources of run {run_id} may be left "
-                             f"(tagged sfubench:run={run_id}): {e}")
+                             f"(tagged sfubench:run={run_id}): {e}; the reaper (pid {reaper.pid}) tries again")
+        if failed:
+            reaper.take_over()
+        else:
+            reaper.release()
         progress.say(f"cloud: torn down in {time.monotonic() - started:.0f} s")
 
 

@@ -134,12 +134,14 @@ class Hosts:
     def destroy(self) -> None:
         """Destroys what the state holds; once it holds nothing, the state goes, so a later cleanup
         has nothing to do here."""
-        if self.state.exists():
-            self._init()
-            self._tf("destroy", "-auto-approve", "-input=false", f"-var-file={self.var_file}", what="destroy")
-            for f in (self.state, self.work / "terraform.tfstate.backup"):
-                f.unlink(missing_ok=True)
-        shutil.rmtree(self.data_dir, ignore_errors=True)
-        if self._lock is not None:
-            self._lock.close()
-            self._lock = None
+        try:
+            if self.state.exists():
+                self._init()
+                self._tf("destroy", "-auto-approve", "-input=false", f"-var-file={self.var_file}", what="destroy")
+                for f in (self.state, self.work / "terraform.tfstate.backup"):
+                    f.unlink(missing_ok=True)
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+        finally:   # whatever happened, another (the reaper, a cleanup) may try now
+            if self._lock is not None:
+                self._lock.close()
+                self._lock = None
