@@ -105,8 +105,10 @@ def test_node_count_follows_rooms_sessions_and_participants_per_browser():
     grid = kube.KubeGrid(None, "x", objects=kube.render("small"))
     assert grid.sessions_per_node == 2
     assert [grid.nodes_for(_cfg(), rooms) for rooms in (1, 2, 3)] == [3, 5, 8]   # 5, 10, 15 sessions
-    assert grid.nodes_for(_cfg(participants_per_browser=5), 3) == 2             # 3 sessions
-    assert grid.nodes_for(config.load(cli={"sfu": "janus"}, env={}, remote=True), 3) == 2   # the default: 3 tabs
+    # 0.65 core a node carries 2 participants: sessions alone would put 15 participants in 3 tabs on 2
+    assert grid.participants_per_node == 2
+    assert grid.nodes_for(_cfg(participants_per_browser=5), 3) == 8
+    assert grid.nodes_for(config.load(cli={"sfu": "janus"}, env={}, remote=True), 3) == 11  # 21 in 3 tabs
     assert grid.nodes_for(_cfg(real_per_room=2, real_rooms=1), 4) == 1          # 2 browsers at most
 
 

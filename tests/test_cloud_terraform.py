@@ -187,7 +187,7 @@ def test_cloud_loadtest_dry_run_prints_plan_and_cost(tmp_path, monkeypatch, caps
     assert f"cost estimate: 1 x c5.2xlarge at ${price:.3f}/h x 3 h = ${price * 3:.2f}" in text
     assert "allow udp 20000-20999 from 10.42.0.0/16 (media)" in text
     assert "sfubench:owner=nightly" in text
-    assert "up to 7 (4 sessions each" in text        # 28 browsers at peak, 4 sessions per node
+    assert "up to 7 (4 sessions and 5 participants each" in text   # 28 browsers at peak
     assert "a real run would also need: AWS credentials" in text
     assert "each powering off (and terminated) after 3 h whatever happens" in text
     assert "network: a VPC of the run's own (10.42.0.0/16); unless the cluster" in text

@@ -22,6 +22,9 @@ from .tools import tool
 MANIFESTS = ROOT / "k8s"
 HUB, NODES, SYNTH = "selenium-hub", "chrome-node", "synth"
 RUN_SECRET, POLICY = "sfubench-run", "runner-only"
+# What one browser participant costs a node, in cores, at the local profile's 320x180@15 (README,
+# "What a browser costs": 0.18-0.24 measured; the higher end, so a node keeps its headroom).
+CORES_PER_PARTICIPANT = 0.24
 FIELD_MANAGER = "sfubench"
 
 
@@ -79,6 +82,11 @@ def _named(objects: list[dict], kind: str, name: str) -> dict:
     raise KubeError(f"the manifests have no {kind} {name}")
 
 
+def _cores(quantity: str) -> float:
+    """A Kubernetes CPU quantity ("1250m", "2") in cores."""
+    return float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
 def _positive(objects: list[dict], deployment: str, name: str) -> int:
     e = _env(objects, deployment, name)
     if e is None or not str(e.get("value", "")).isdigit() or int(e["value"]) < 1:
@@ -99,6 +107,8 @@ class KubeGrid:
         self.namespace = namespace
         self.objects = in_namespace(objects if objects is not None else render(overlay), namespace)
         self.sessions_per_node = _positive(self.objects, NODES, "SE_NODE_MAX_SESSIONS")
+        node = _named(self.objects, "Deployment", NODES)["spec"]["template"]["spec"]["containers"][0]
+        self.participants_per_node = max(1, int(_cores(node["resources"]["limits"]["cpu"]) / CORES_PER_PARTICIPANT))
         self.streams_per_generator = _positive(self.objects, SYNTH, "SFUBENCH_SYNTH_STREAMS")
         if sfu:
             _env(self.objects, SYNTH, "SFUBENCH_SFU")["value"] = sfu
@@ -113,11 +123,12 @@ class KubeGrid:
 
     # -- sizing ----------------------------------------------------------------------------------
     def nodes_for(self, cfg, rooms: int) -> int:
-        """Chrome nodes for the browsers of the first `rooms` rooms: browser sessions (participants
-        per browser to a session) over sessions per node."""
+        """Chrome nodes for the browser participants of the first `rooms` rooms: as many as their
+        CPU needs (a participant costs the same in its own tab or in a shared one), and no fewer
+        than their sessions (participants per browser to a session) need slots."""
         browsers = min(rooms, cfg.real_rooms) * min(cfg.users_per_room, cfg.real_per_room)
         sessions = math.ceil(browsers / cfg.participants_per_browser)
-        return math.ceil(sessions / self.sessions_per_node)
+        return max(math.ceil(sessions / self.sessions_per_node), math.ceil(browsers / self.participants_per_node))
 
     def generators_for(self, cfg, rooms: int) -> int:
         """Generators for the synthetic participants of the first `rooms` rooms: the streams they

@@ -138,8 +138,8 @@ def describe_plan(c: Cloud, cfg: Config, plan: dict, grid: KubeGrid, needs: list
     node = next(o for o in grid.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "chrome-node")
     req = node["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
     lines.append(f"grid (k8s/overlays/{c.overlay}) in namespace {grid.namespace}: a hub, Chrome nodes scaled "
-                 f"with the rooms up to {peak} ({grid.sessions_per_node} sessions each, {req['cpu']} CPU "
-                 f"and {req['memory']} per node)")
+                 f"with the rooms up to {peak} ({grid.sessions_per_node} sessions and {grid.participants_per_node} "
+                 f"participants each, {req['cpu']} CPU and {req['memory']} per node)")
     generators = grid.generators_for(cfg, cfg.rooms_cap)
     if generators:
         synth = next(o for o in grid.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == SYNTH)
