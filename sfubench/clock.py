@@ -10,6 +10,10 @@ from __future__ import annotations
 import time
 
 STEP_TOLERANCE_S = 0.5
+# How far another host's clock may stray from the runner's before the run says so: pages stamp
+# samples and frames with their node's clock, windows open at the runner's time, and a delay is one
+# node's time minus another's (NTP keeps cloud hosts within a few ms of each other).
+OFFSET_TOLERANCE_MS = 20.0
 
 
 class ClockStepped(RuntimeError):

@@ -162,7 +162,11 @@ class RemoteProbe(Probe):
     `sfubench serve`, a grid node's agent). The hosts are the addresses the URL's host resolves to
     (a name may have one per node), or those `addresses()` lists (the Kubernetes provisioner's
     ready nodes): their rows are summed, and a host that went away keeps what it had counted, so
-    the cumulative figures never drop. A row that cannot be read whole is left out, not made up."""
+    the cumulative figures never drop. A row that cannot be read whole is left out, not made up.
+    Each read also compares the hosts' clocks with this one (a row's `t` against the middle of its
+    request): `clock_offset_ms` is the largest offset among them, `clock_error_ms` what the
+    request's round trip leaves uncertain; pages stamp samples and frames with their node's clock,
+    so windows and delays rely on these staying small."""
 
     def __init__(self, role: str, url: str, timeout: float = 3.0, addresses=None, token: str = ""):
         self.url, self.timeout, self.addresses = url, timeout, addresses
@@ -175,12 +179,17 @@ class RemoteProbe(Probe):
         self.role = role
         self.read()   # OSError when nothing answers: the caller decides
 
-    def _get(self, url: str) -> dict:
+    def _get(self, url: str) -> tuple[dict, float, float]:
+        """(the row, its host's clock minus ours in ms, half the request's round trip in ms)."""
+        sent = time.time()
         with self._opener.open(urllib.request.Request(url, headers=self.headers), timeout=self.timeout) as r:
-            return json.loads(r.read())
+            row = json.loads(r.read())
+        back = time.time()
+        return row, row["t"] - (sent + back) * 500, (back - sent) * 500
 
     def read(self):
-        rows = {address: self._get(url) for address, url in host_urls(self.url, self.addresses).items()}
+        got = {address: self._get(url) for address, url in host_urls(self.url, self.addresses).items()}
+        rows = {address: row for address, (row, _, _) in got.items()}
         for address in set(self.hosts) - set(rows):
             for key, value in self.hosts[address].items():
                 if key in CUMULATIVE:
@@ -198,6 +207,9 @@ class RemoteProbe(Probe):
         if processes:
             extra["processes"] = processes
         extra["hosts"] = len(rows)
+        if got:
+            _, offset, error = max(got.values(), key=lambda g: abs(g[1]))
+            extra.update(clock_offset_ms=round(offset, 1), clock_error_ms=round(error, 1))
         return total.get("cpu_s", 0.0), int(total.get("rss", 0)), extra
 
     def sample(self, **fields) -> dict | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import urllib3.exceptions
 from selenium.common.exceptions import WebDriverException
 
-from .clock import ClockStepped
+from .clock import OFFSET_TOLERANCE_MS, ClockStepped
 from .collector import Collector, Window
 from .grid import GridLost
 from .events import Bus
@@ -95,6 +95,7 @@ class Runner:
         self.probes = list(probes)
         self.watches = list(watches)   # callables that raise when the run cannot go on
         self.next_watch = 0.0
+        self.clocks_flagged: set[str] = set()   # roles whose hosts' clocks were found astray
         self.browsers: list[Browser] = []
         self.participants: list[Participant] = []
         self.status = Status()
@@ -446,8 +447,16 @@ class Runner:
             row = probe.sample(phase=phase, window=window, edge=edge, participants=self.status.participants)
             if row is None:   # a remote probe that did not answer: the window lacks its row
                 self.say(f"probe: {probe.role} did not answer ({probe.error})")
-            else:
-                self.bus.emit("server", row)
+                continue
+            self.bus.emit("server", row)
+            offset = row.get("clock_offset_ms")
+            if offset is not None and abs(offset) - row.get("clock_error_ms", 0) > OFFSET_TOLERANCE_MS \
+                    and probe.role not in self.clocks_flagged:
+                self.clocks_flagged.add(probe.role)
+                self.event("clock_offset", role=probe.role, ms=offset)
+                self.say(f"clocks: a {probe.role} host's clock is {offset:+.0f} ms from the runner's (beyond "
+                         f"{OFFSET_TOLERANCE_MS:g} ms): its delays and window edges are off by as much; sync "
+                         "them with NTP")
 
     def end_background(self) -> None:
         if self.background is not None:

@@ -97,6 +97,9 @@ def test_loadtest_through_a_remote_grid(mini, tmp_path):
     # the node's agent measured its container: the browsers' CPU against its limit, and throttling
     clients = [row for row in read(run_dir, "server") if row["role"] == "clients"]
     assert len(clients) == 4 and all(row["cores"] == NODE_CORES and row["hosts"] == 1 for row in clients), clients
+    # the node's clock compared with the runner's at every read: one machine's, so within the error
+    assert all(abs(row["clock_offset_ms"]) <= row["clock_error_ms"] + 5 for row in clients), clients
+    assert not [e for e in read(run_dir, "events") if e["event"] == "clock_offset"]
     assert all(row["cpu"] > 0.05 and "throttled_s" in row for row in clients if row["edge"] == "end"), clients
     assert "not measured" not in tables["clients"], tables["clients"]
 

@@ -119,3 +119,22 @@ def test_a_forged_probe_request_without_the_runs_token_is_refused(busy):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_remote_probe_measures_how_far_a_hosts_clock_is_from_the_runners(busy):
+    """A host whose clock runs 300 ms ahead (its probe's rows stamped so; the host's probe is
+    real, only its clock is shifted): each row says by how much, within the request's round trip."""
+    class Ahead(TreeProbe):
+        def sample(self, **fields):
+            row = super().sample(**fields)
+            row["t"] += 300
+            return row
+    server = serve_probe(Ahead("sfu", lambda: [busy.pid]), "127.0.0.1", 0)
+    try:
+        probe = RemoteProbe("sfu", f"http://127.0.0.1:{server.server_address[1]}/probe")
+        row = probe.sample(edge="end")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert abs(row["clock_offset_ms"] - 300) <= row["clock_error_ms"] + 2, row
+    assert 0 <= row["clock_error_ms"] < 100
