@@ -12,6 +12,7 @@ import hmac
 import json
 import os
 import socket
+import sys
 import threading
 import time
 import urllib.parse
@@ -180,9 +181,32 @@ class CgroupProbe:
         return row
 
 
-def serve_probe(probe, address: str, port: int = PROBE_PORT, token: str = "") -> ThreadingHTTPServer:
-    """Answers GET /probe with `probe.sample()`, from a thread, until the returned server's shutdown();
-    with a `token`, only to requests that carry it."""
+def machine_facts() -> dict:
+    """This host: CPU model and count, memory, kernel, and the cloud's instance type where
+    cloud-init recorded one (read from its file: no request to any metadata service)."""
+    cpu, mhz = "", None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not cpu:
+                cpu = value.strip()
+            elif key.strip() == "cpu MHz" and mhz is None:
+                mhz = float(value)
+    except (OSError, ValueError):
+        pass
+    try:
+        instance = json.loads(Path("/run/cloud-init/instance-data.json").read_text())["v1"].get("instance_type")
+    except (OSError, ValueError, KeyError, AttributeError):
+        instance = None
+    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "cpu_model": cpu, "cpu_mhz": mhz,
+            "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "kernel": os.uname().release,
+            "python": sys.version.split()[0], "instance_type": instance}
+
+
+def serve_probe(probe, address: str, port: int = PROBE_PORT, token: str = "", log=None) -> ThreadingHTTPServer:
+    """Answers GET /probe with `probe.sample()` and GET /facts with this host's machine_facts(), and
+    with `log` (a file) GET /log with its last 256 KB, from a thread, until the returned server's
+    shutdown(); with a `token`, only to requests that carry it."""
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -192,13 +216,18 @@ def serve_probe(probe, address: str, port: int = PROBE_PORT, token: str = "") ->
             if token and not token_carried(self.headers, token):
                 self.send_error(403)
                 return
-            if self.path != "/probe":
+            if self.path == "/facts":
+                body, kind = json.dumps(machine_facts()).encode(), "application/json"
+            elif self.path == "/log" and log is not None:
+                body, kind = _tail(log), "text/plain; charset=utf-8"
+            elif self.path == "/probe":
+                with lock:   # a probe may keep state between reads (processes that ended)
+                    body, kind = json.dumps(probe.sample()).encode(), "application/json"
+            else:
                 self.send_error(404)
                 return
-            with lock:   # a probe may keep state between reads (processes that ended)
-                body = json.dumps(probe.sample()).encode()
             self.send_response(200)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -209,6 +238,15 @@ def serve_probe(probe, address: str, port: int = PROBE_PORT, token: str = "") ->
     server = ThreadingHTTPServer((address, port), Handler)
     threading.Thread(target=server.serve_forever, name="probe", daemon=True).start()
     return server
+
+
+def _tail(path: Path, size: int = 256 << 10) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - size))
+            return f.read()
+    except OSError:
+        return b""
 
 
 def main() -> None:

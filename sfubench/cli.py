@@ -378,7 +378,7 @@ def _serve(args) -> int:
         return started[0].pids() if started else []
 
     probe = serve_probe(probes.TreeProbe("sfu", pids, lambda: next(iter(pids()), None), host.interface),
-                        args.address, args.probe_port, os.environ.get(TOKEN_ENV, ""))
+                        args.address, args.probe_port, os.environ.get(TOKEN_ENV, ""), log=args.out / "sfu.log")
     print(f"serve: probe at http://{args.address}:{args.probe_port}/probe", flush=True)
     try:
         started.append(adapter.start(host, args.out, cache))

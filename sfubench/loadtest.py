@@ -8,9 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +22,7 @@ from . import grid as grid_mod
 from . import media as media_mod
 from . import network
 from . import outputs, shapes, sites
+from .agent import machine_facts
 from .clock import ClockWatch
 from .collector import Collector
 from .config import ROOT, Config, ConfigError
@@ -41,22 +40,6 @@ def _git_sha() -> str | None:
     r = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=40"],
                        capture_output=True, text=True)
     return r.stdout.strip() or None
-
-
-def _machine() -> dict:
-    cpu, mhz = "", None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and not cpu:
-                cpu = value.strip()
-            elif key.strip() == "cpu MHz" and mhz is None:
-                mhz = float(value)
-    except (OSError, ValueError):
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "cpu_model": cpu, "cpu_mhz": mhz,
-            "memory_bytes": mem, "kernel": platform.release(), "python": platform.python_version()}
 
 
 class _Terminated(KeyboardInterrupt):
@@ -177,7 +160,7 @@ def _meta(cfg: Config, adapter: Adapter, installed: str | None, media, synth: di
         "network": net_plan.describe(),
         "cgroups": {role: g.describe() for role, g in site.groups.items()},
         "git_sha": _git_sha(),
-        "machine": _machine(),
+        "machine": machine_facts(),
         "started": time.time(),
         "status": "running",
     }

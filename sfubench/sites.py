@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import urllib.request
 from pathlib import Path
 
 from . import cgroups
@@ -15,7 +16,7 @@ from . import grid as grid_mod
 from . import network
 from . import synthetic
 from . import traffic
-from .agent import PROBE_PORT, TOKEN_ENV
+from .agent import PROBE_PORT, TOKEN_ENV, TOKEN_HEADER
 from .cgroups import CpuGroup
 from .config import Config, ConfigError
 from .gobuild import GoBuildError
@@ -270,6 +271,7 @@ class RemoteSite(Site):
         provisioner's, which scales its nodes as the rooms start, needs the hub to answer only);
         `leftovers()`: what the provisioner leaves if the run is stopped mid-teardown."""
         super().__init__(grid_url, page_address, token)
+        self.run_path: Path | None = None
         if grid_check is not None:
             self.grid_check = grid_check
         if leftovers is not None:
@@ -303,7 +305,26 @@ class RemoteSite(Site):
 
     def start_sfu(self, adapter, run_path: Path, cache: Path, progress):
         progress.say(f"sfu: waiting for {adapter.name} at {self.sfu_address} to answer its health check")
-        return adapter.attach(Host("", "", self.sfu_address), run_path, SFU_ATTACH_TIMEOUT_S)
+        server = adapter.attach(Host("", "", self.sfu_address), run_path, SFU_ATTACH_TIMEOUT_S)
+        self.run_path = run_path
+        self._fetch("facts", run_path / "sfu-host.json", progress.say)   # what the SFU ran on
+        return server
+
+    def down(self) -> dict:
+        if self.run_path is not None:   # the SFU's own log, from its host
+            self._fetch("log", self.run_path / "sfu-host.log", lambda line: None)
+        return {}
+
+    def _fetch(self, what: str, into: Path, say) -> None:
+        """The SFU host's GET /<what> (its `sfubench serve`) into the run folder; a host that cannot
+        answer is said, never fatal."""
+        request = urllib.request.Request(f"http://{self.sfu_address}:{PROBE_PORT}/{what}",
+                                         headers={TOKEN_HEADER: self.token})
+        try:
+            with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as r:
+                into.write_bytes(r.read())
+        except OSError as e:
+            say(f"sfu: its host's {what} could not be read ({e})")
 
     def generator(self, synth: dict, collect_url: str, failed, fps: int, run_path: Path):
         return synthetic.RemoteGenerators(self.generators_url, collect_url, failed, self.token,

@@ -67,6 +67,10 @@ def test_loadtest_through_a_remote_grid(mini, tmp_path):
     assert meta["status"] == "ok"
     assert meta["sfu"]["address"] == mini.address("sfu")
     assert meta["chrome"]["version"]
+    # what the SFU ran on and what it logged, from its host into the run folder
+    host = json.loads((run_dir / "sfu-host.json").read_text())
+    assert host["cpu_model"] and host["cpus"] >= 1 and host["memory_bytes"] > 0, host
+    assert "Janus" in (run_dir / "sfu-host.log").read_text(errors="replace")
     assert meta.get("report") and "failed" not in r.stdout, r.stdout
 
     # every participant's page saw every video of the room play, its own included: 3 x 3 checks
