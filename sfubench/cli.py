@@ -127,6 +127,9 @@ def _add_host_commands(sub) -> None:
     sv.add_argument("--sfu", required=True, choices=config_mod.available_sfus())
     sv.add_argument("--address", required=True, help="the address of this host the SFU listens on")
     sv.add_argument("--sfu-profile", default="defaults", metavar="NAME")
+    sv.add_argument("--page-origin", default="", metavar="HOST",
+                    help="the host the runs' pages are served from (the runner's --page-address), which an SFU "
+                    "that checks origins lets in; cloud-init passes it")
     sv.add_argument("--out", type=Path, default=Path("/var/lib/sfubench"),
                     help="folder for the SFU's rendered configuration and log")
     sv.add_argument("--cache", default=None, help="cache folder (default: ~/.cache/sfubench)")
@@ -381,7 +384,7 @@ def _serve(args) -> int:
                         args.address, args.probe_port, os.environ.get(TOKEN_ENV, ""), log=args.out / "sfu.log")
     print(f"serve: probe at http://{args.address}:{args.probe_port}/probe", flush=True)
     try:
-        started.append(adapter.start(host, args.out, cache))
+        started.append(adapter.start(host, args.out, cache, args.page_origin))
         print(f"serve: {adapter.name} healthy at {started[0].health} ({host.interface})", flush=True)
         while True:
             time.sleep(1)

@@ -182,10 +182,12 @@ class Adapter:
     def cache(self, root: Path) -> Path:
         return root / f"{self.name}-{self.version}"
 
-    def values(self, host, confdir: Path, cache_root: Path, logdir: Path) -> dict[str, str]:
+    def values(self, host, confdir: Path, cache_root: Path, logdir: Path, page_origin: str) -> dict[str, str]:
+        """What placeholders stand for; `page_origin`: the host the run's pages are served from (an
+        SFU that checks origins lets them in), empty where the server cannot know it."""
         v = {"address": host.address, "interface": host.interface, "confdir": str(confdir),
              "cache": str(self.cache(cache_root)), "logdir": str(logdir), "adapter": str(self.folder),
-             "cores": str(self.cores)}
+             "cores": str(self.cores), "page_origin": page_origin}
         v.update({f"port_{k}": str(p) for k, p in self.data.get("ports", {}).items()})
         v.update({f"opt_{k}": str(o) for k, o in self.options.items()})
         return v
@@ -273,22 +275,22 @@ class Adapter:
                 tcp.append(int(port))
         return tcp, udp
 
-    def attach(self, host, run_dir: Path, timeout: float) -> "Server":
+    def attach(self, host, run_dir: Path, timeout: float, page_origin: str) -> "Server":
         """The server someone else started on `host` (a cloud host's `sfubench serve`), known by
         its health check alone; waits up to `timeout` s for it, since a host may still be
         installing."""
-        values = self.values(host, run_dir / "sfu-conf", run_dir, run_dir)
+        values = self.values(host, run_dir / "sfu-conf", run_dir, run_dir, page_origin)
         server = Server(self, None, run_dir / "sfu.log", render(self.data["health"], values,
                                                                  f"{self.name} health"), values)
         server.wait_healthy(timeout)
         return server
 
-    def start(self, host, run_dir: Path, cache_root: Path, wrap=lambda argv: argv) -> "Server":
-        """Starts the server on `host`; `wrap` turns its argv into one that first joins the SFU's
-        cgroup."""
+    def start(self, host, run_dir: Path, cache_root: Path, page_origin: str, wrap=lambda argv: argv) -> "Server":
+        """Starts the server on `host`, for pages served from `page_origin`; `wrap` turns its argv
+        into one that first joins the SFU's cgroup."""
         confdir = run_dir / "sfu-conf"
         confdir.mkdir(parents=True, exist_ok=True)
-        values = self.values(host, confdir, cache_root, run_dir)
+        values = self.values(host, confdir, cache_root, run_dir, page_origin)
         for name in self.data.get("templates", []):
             text = (self.folder / name).read_text()
             (confdir / name).write_text(render(text, values, f"{self.name}/{name}"))

@@ -174,7 +174,7 @@ class LocalSite(Site):
 
     def start_sfu(self, adapter, run_path: Path, cache: Path, progress):
         progress.say(f"sfu: starting {adapter.name} at {self.lab.sfu.address} ({self.lab.sfu.netns})")
-        server = adapter.start(self.lab.sfu, run_path, cache, **self._wrap("sfu"))
+        server = adapter.start(self.lab.sfu, run_path, cache, self.page_host, **self._wrap("sfu"))
         if self.emulator is not None:   # its health is watched from its own side of the emulated link
             self.resident = server.watch_from = Resident(self.lab.sfu.netns)
         return server
@@ -305,7 +305,7 @@ class RemoteSite(Site):
 
     def start_sfu(self, adapter, run_path: Path, cache: Path, progress):
         progress.say(f"sfu: waiting for {adapter.name} at {self.sfu_address} to answer its health check")
-        server = adapter.attach(Host("", "", self.sfu_address), run_path, SFU_ATTACH_TIMEOUT_S)
+        server = adapter.attach(Host("", "", self.sfu_address), run_path, SFU_ATTACH_TIMEOUT_S, self.page_host)
         self.run_path = run_path
         self._fetch("facts", run_path / "sfu-host.json", progress.say)   # what the SFU ran on
         return server

@@ -37,7 +37,7 @@ def test_secrets_are_made_per_run_or_taken_from_the_environment(monkeypatch):
 
 def test_secrets_reach_the_environment_but_no_file_or_argument(tmp_path):
     a = Adapter.load("livekit")
-    values = a.values(HOST, tmp_path, tmp_path, tmp_path)
+    values = a.values(HOST, tmp_path, tmp_path, tmp_path, "127.0.0.1")
     assert not [v for v in values.values() if a.secrets["api_secret"] in v]
     env = a.environment(values)
     assert env["LIVEKIT_KEYS"] == f"{a.secrets['api_key']}: {a.secrets['api_secret']}"
@@ -47,7 +47,7 @@ def test_secrets_reach_the_environment_but_no_file_or_argument(tmp_path):
 
 def test_each_participant_gets_a_signed_token_naming_its_room_and_id(tmp_path):
     a = Adapter.load("livekit")
-    url = a.client_url("http://127.0.0.1:1", 3, "r3u2", a.values(HOST, tmp_path, tmp_path, tmp_path), "{}")
+    url = a.client_url("http://127.0.0.1:1", 3, "r3u2", a.values(HOST, tmp_path, tmp_path, tmp_path, "127.0.0.1"), "{}")
     token = parse_qs(urlsplit(url).query)["token"][0]
     head, body, sig = token.split(".")
     pad = lambda s: s + "=" * (-len(s) % 4)   # noqa: E731

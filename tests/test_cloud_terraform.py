@@ -232,11 +232,12 @@ def test_a_cloud_run_with_synthetic_participants_plans_its_generators(tmp_path, 
     assert code == cli.EXIT_USAGE and "jitsi has no driver for synthetic participants" in capsys.readouterr().err
 
 
-def test_the_hosts_go_into_the_clusters_subnet_and_admit_its_vpc(monkeypatch):
-    """SFUBENCH_SUBNET_ID (the nightly's SUBNET_ID) reaches Terraform, and the hosts admit clients
-    from SFUBENCH_VPC_CIDR, the cluster's VPC, not from a new VPC's range."""
+def test_the_hosts_go_into_the_clusters_subnet_and_admit_its_vpc_and_its_pages(monkeypatch):
+    """SFUBENCH_SUBNET_ID (the nightly's SUBNET_ID) reaches Terraform, the hosts admit clients
+    from SFUBENCH_VPC_CIDR, the cluster's VPC, not from a new VPC's range, and `sfubench serve`
+    learns where the pages come from."""
     from sfubench.cloud import run as cloud_run
-    cfg = config.load(cli={"sfu": "janus"}, env={}, remote=True)
+    cfg = config.load(cli={"sfu": "inhouse", "page_address": "172.31.4.5"}, env={}, remote=True)
     monkeypatch.delenv("SFUBENCH_SUBNET_ID", raising=False)
     monkeypatch.delenv("SFUBENCH_VPC_CIDR", raising=False)
     assert "subnet_id" not in cloud_run.variables(cfg, "r1", "ci", 1.0)   # a VPC of the run's own
@@ -245,7 +246,9 @@ def test_the_hosts_go_into_the_clusters_subnet_and_admit_its_vpc(monkeypatch):
     tfvars = cloud_run.variables(cfg, "r1", "ci", 1.0)
     assert tfvars["subnet_id"] == "subnet-0abc" and tfvars["vpc_cidr"] == "172.31.0.0/16"
     plan = terraform.plan_offline(tfvars, "aws")
-    assert {r["cidr"] for r in plan["hosts"]["janus"]["ingress"] if r["from"] != 22} == {"172.31.0.0/16"}
+    assert {r["cidr"] for r in plan["hosts"]["inhouse"]["ingress"] if r["from"] != 22} == {"172.31.0.0/16"}
+    # the pages' origin (the runner's address) reaches the host, whose in-house SFU checks origins
+    assert "serve --sfu inhouse --sfu-profile defaults --page-origin '172.31.4.5'" in plan["hosts"]["inhouse"]["user_data"]
     env_vars = (ROOT / "terraform" / "environments" / "aws" / "variables.tf").read_text()
     assert 'variable "subnet_id"' in env_vars
 

@@ -100,6 +100,7 @@ def variables(cfg: Config, run_id: str, owner: str, hours: float, courier: Couri
             "vpc_cidr": os.environ.get("SFUBENCH_VPC_CIDR") or VPC_CIDR,
             "operator_cidr": os.environ.get("SFUBENCH_OPERATOR_CIDR") or OPERATOR_PLACEHOLDER,
             "git_ref": sha or "0000000", "sfu_profile": cfg.sfu_profile, "hours": hours,
+            "page_origin": cfg.page_address,
             "probe_port": PROBE_PORT, "secrets_public_key": courier.public_key if courier else ""}
 
 

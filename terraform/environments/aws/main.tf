@@ -10,6 +10,7 @@ module "plan" {
   operator_cidr = var.operator_cidr
   repo_url      = var.repo_url
   git_ref       = var.git_ref
+  page_origin   = var.page_origin
   sfu_profile   = var.sfu_profile
 
   probe_port         = var.probe_port

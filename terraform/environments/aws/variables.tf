@@ -82,6 +82,12 @@ variable "git_ref" {
   type        = string
 }
 
+variable "page_origin" {
+  description = "The host the run's pages are served from (the runner's --page-address)."
+  type        = string
+  default     = ""
+}
+
 variable "repo_url" {
   description = "The sfubench repository the hosts clone."
   type        = string

@@ -25,6 +25,7 @@ locals {
         profile  = var.sfu_profile
         repo_url = var.repo_url
         git_ref  = var.git_ref
+        origin   = var.page_origin
         run_id   = var.run_id
         secrets  = sfu.secrets
         key      = var.secrets_public_key

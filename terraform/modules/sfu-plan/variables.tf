@@ -80,6 +80,16 @@ variable "git_ref" {
   }
 }
 
+variable "page_origin" {
+  description = "The host the run's pages are served from (the runner's --page-address): an SFU that checks the origin of its signalling lets them in."
+  type        = string
+  default     = ""
+  validation {
+    condition     = can(regex("^[A-Za-z0-9.:-]*$", var.page_origin))
+    error_message = "page_origin must be a host name or address."
+  }
+}
+
 variable "probe_port" {
   description = "The TCP port where each host's `sfubench serve` answers the runner's probe of its SFU (CPU, memory, UDP counters); the runner gives its own."
   type        = number
