@@ -3,7 +3,10 @@ its budget on a core of its own, the clients on the others) with the default bud
 it. An SFU whose cost grows with what it forwards should cope with about twice the participants: the
 knee at twice the budget is expected at 1.6-2.4x the knee at the default one.
 
-    .venv/bin/python bench/budget.py [--sfus janus,inhouse] [--json FILE]
+    .venv/bin/python bench/budget.py [--sfus janus,inhouse,janus-tuned] [--budget CORES] [--json FILE]
+
+An SFU named `ADAPTER-PROFILE` (`janus-tuned`) runs that adapter with that profile; `--budget` is
+the smaller of the two budgets (default: the study's).
 
 Where the generator cannot push the load twice the budget needs, the run ends client-bound: the
 bench says so and gives the load it did measure, below which the SFU coped (a lower bound of the
@@ -29,15 +32,17 @@ from sfubench.progress import Progress  # noqa: E402
 EXPECTED = (1.6, 2.4)
 
 
-def knee(sfu: str, cores: float, out: Path, prefix: str, subnet: str) -> dict:
-    """One default run of `sfu` with the budget `cores`: its knee, or where the clients stopped it."""
-    cfg = config.load(cli={"sfu": sfu, "sfu_cpus": cores, "out": str(out), "lab_prefix": prefix,
-                           "lab_subnet": subnet, "quality_frames": 0,
+def knee(name: str, cores: float, out: Path, prefix: str, subnet: str) -> dict:
+    """One default run of `name` (ADAPTER or ADAPTER-PROFILE) with the budget `cores`: its knee,
+    or where the clients stopped it."""
+    sfu, _, profile = name.partition("-")
+    cfg = config.load(cli={"sfu": sfu, "sfu_profile": profile or "defaults", "sfu_cpus": cores, "out": str(out),
+                           "lab_prefix": prefix, "lab_subnet": subnet, "quality_frames": 0,
                            "results_db": str(out / "results.sqlite")}, env={})
-    print(f"{sfu}: the study's run with {cores:g} core(s) of SFU", flush=True)
+    print(f"{name}: the study's run with {cores:g} core(s) of SFU", flush=True)
     run_dir, status = loadtest.run(cfg, Progress(open(os.devnull, "w")))
     if status != "ok":
-        raise RuntimeError(f"{sfu} at {cores:g} core(s): the run ended {status}; see {run_dir}")
+        raise RuntimeError(f"{name} at {cores:g} core(s): the run ended {status}; see {run_dir}")
     k = metrics.analyse(runfiles.load(run_dir)).knee
     return {"cores": cores, "knee": k.participants, "criterion": k.criterion, "detail": k.detail,
             "run": str(run_dir)}
@@ -48,13 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sfus", default="janus,inhouse", help="adapters, in order")
     p.add_argument("--lab-prefix", default="sfubb", help="lab names, so a loadtest can run beside")
     p.add_argument("--lab-subnet", default="127.0.11", help="the lab's /24 inside 127.0.0.0/8")
+    p.add_argument("--budget", type=float, help="the smaller budget, in cores (default: the study's)")
     p.add_argument("--json", type=Path, help="also write the results to this file")
     a = p.parse_args(argv)
     sfus = [s.strip() for s in a.sfus.split(",") if s.strip()]
     if not sfus or (os.cpu_count() or 1) < 2:
         print("budget: --sfus must name adapters, and the machine needs 2 cores", file=sys.stderr)
         return 2
-    base = config.load(env={}).sfu_cpus
+    base = a.budget or config.load(env={}).sfu_cpus
     out = Path(tempfile.mkdtemp(prefix="sfubench-bench-budget-"))
     results = {}
     try:
