@@ -101,6 +101,9 @@ def _add_host_commands(sub) -> None:
     md.add_argument("--media", choices=("local", "paper"), default=None,
                     help="profile (default: both)")
     md.add_argument("--cache", default=None, help="cache folder (default: ~/.cache/sfubench)")
+    md.add_argument("--expect-digest", default="", metavar="SHA256",
+                    help="with --media: fail unless the files built here are the runner's (its `media.digest`; "
+                    "a grid node's init container checks so); empty: no check")
     md.add_argument("--synthetic", action="store_true",
                     help="also encode the clip synthetic participants send (VP8 IVF, Opus Ogg), as on "
                     "a host whose sfubench-synth generators serve a remote run")
@@ -260,9 +263,15 @@ def _media(args) -> int:
     from . import media
     _require("ffmpeg")
     cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
+    if args.expect_digest and not args.media:
+        raise UsageError("--expect-digest needs --media: the profile whose files it names")
     for profile in [args.media] if args.media else list(media.PROFILES):
         m = media.build(profile, cache)
         print(f"{profile}: {m.y4m} {m.wav}")
+        if args.expect_digest and m.digest() != args.expect_digest:
+            raise media.MediaError(f"the {profile} media built here (sha256 {m.digest()}) are not the runner's "
+                                   f"({args.expect_digest}): another ffmpeg or source footage; frame codes and "
+                                   "full-reference quality would be judged against other pictures")
         if args.synthetic:
             e = media.encoded(m)
             print(f"{profile} encoded: {e.ivf} {e.ogg}")

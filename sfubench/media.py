@@ -76,6 +76,16 @@ class Media:
     def duration(self) -> float:
         return self.frames / self.fps
 
+    def digest(self) -> str:
+        """sha256 of the camera and microphone files: a host that built other bytes (another ffmpeg,
+        another source) would send frames whose codes and pixels the runner's copy does not match."""
+        h = hashlib.sha256()
+        for path in (self.y4m, self.wav):
+            with open(path, "rb") as f:
+                while block := f.read(1 << 20):
+                    h.update(block)
+        return h.hexdigest()
+
     def frame(self, number: int) -> np.ndarray:
         """Source frame `number` (loop position) as RGB, read back from the y4m."""
         return read_y4m_frame(self.y4m, number % self.frames)

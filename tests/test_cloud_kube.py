@@ -124,6 +124,18 @@ def test_generator_count_follows_the_streams_the_synthetic_participants_receive(
     assert env["SFUBENCH_SFU"] == "livekit"
 
 
+def test_pods_run_the_runners_commit_and_check_its_media():
+    """The sfubench image by the runner's commit (a tag that never moves), every other image as
+    pinned; each node's init container told the run's media profile and the runner's digest."""
+    grid = kube.KubeGrid(None, "x", objects=kube.render("aws"), commit="b940d9a", media=("paper", "d1g35t"))
+    images = {c["name"]: (c["image"], c.get("imagePullPolicy")) for c in grid._containers()}
+    assert images["media"] == images["synth"] == ("ghcr.io/sfubench/sfubench:b940d9a", "IfNotPresent")
+    assert images["chrome"][0] == "selenium/node-chrome:4.47.0"
+    init = next(c for c in grid._containers() if c["name"] == "media")
+    assert {e["name"]: e["value"] for e in init["env"]} == {"SFUBENCH_MEDIA": "paper", "SFUBENCH_MEDIA_DIGEST": "d1g35t"}
+    assert '--expect-digest "$SFUBENCH_MEDIA_DIGEST"' in init["command"][-1]
+
+
 def test_generators_scale_with_a_rooms_synthetic_participants(cluster):
     """A room of 5 with 1 browser: a Chrome node and a generator of the run's SFU, both ready before
     the room's participants join, and the generator reachable at its pod's address."""
@@ -309,8 +321,8 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
     monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
     cfg = _cfg(out=str(tmp_path), page_address="10.42.0.5")
     with pytest.raises(RuntimeError, match="stopped answering"):
-        cloud_run._apply_and_run(cloud_run.cloud("aws"), cfg, {"run_id": "r1", "vpc_cidr": "10.42.0.0/16"}, "r1",
-                                 _Quiet(), None)
+        cloud_run._apply_and_run(cloud_run.cloud("aws"), cfg, {"run_id": "r1", "vpc_cidr": "10.42.0.0/16",
+                                                               "git_ref": "b940d9a"}, "r1", _Quiet(), None)
     assert calls == [("init", "aws", "r1", "r1-cloud-aws"), ("apply",), ("destroy",)]
     assert seen == {"sfu": "10.42.0.9", "grid": "the hub pod", "answering is enough": True, "node_cache": "/media",
                     "listeners": [["events"]], "live": True, "probes": ["clients"],

@@ -105,3 +105,20 @@ def test_missing_ffmpeg_is_a_one_line_error(tmp_path, monkeypatch, capsys):
 def test_unknown_profile_is_refused(tmp_path):
     with pytest.raises(media.MediaError, match="paper"):
         media.build("huge", tmp_path)
+
+
+def test_a_host_checks_its_media_against_the_runners_digest(local_media):
+    """`sfubench media --expect-digest`, as a grid node's init container runs it: the same bytes
+    pass; others fail in one line, so the node never serves frames the runner would misjudge."""
+    cache = local_media.y4m.parent.parent
+
+    def media_cli(*args):
+        return subprocess.run([sys.executable, "-m", "sfubench.cli", "media", "--cache", str(cache), *args],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+    digest = local_media.digest()
+    assert len(digest) == 64 and digest == media.build("local", cache).digest()
+    assert media_cli("--media", "local", "--expect-digest", digest).returncode == 0
+    r = media_cli("--media", "local", "--expect-digest", "0" * 64)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "are not the runner's" in r.stderr, r.stderr
+    r = media_cli("--expect-digest", digest)
+    assert r.returncode == 2 and "--expect-digest needs --media" in r.stderr

@@ -22,6 +22,7 @@ from .tools import tool
 MANIFESTS = ROOT / "k8s"
 HUB, NODES, SYNTH = "selenium-hub", "chrome-node", "synth"
 RUN_SECRET, POLICY = "sfubench-run", "runner-only"
+IMAGE = "ghcr.io/sfubench/sfubench"   # the init container's and the generators': built per commit
 # What one browser participant costs a node, in cores, at the local profile's 320x180@15 (README,
 # "What a browser costs": 0.18-0.24 measured; the higher end, so a node keeps its headroom).
 CORES_PER_PARTICIPANT = 0.24
@@ -99,10 +100,13 @@ class KubeGrid:
     Deploy, scale and tear down use it; `scale` needs only the rights of the Role in k8s/base."""
 
     def __init__(self, api: k8s.ApiClient, namespace: str, overlay: str = "base", objects: list[dict] | None = None,
-                 sfu: str | None = None, token: str = "", runner_cidr: str = ""):
+                 sfu: str | None = None, token: str = "", runner_cidr: str = "", commit: str = "",
+                 media: tuple[str, str] | None = None):
         """`sfu`: the SFU whose signalling the generators speak (the run's); `token`: the run's,
         into the Secret the pods read; `runner_cidr`: the runner's address, the only one outside
-        the namespace the NetworkPolicy admits."""
+        the namespace the NetworkPolicy admits; `commit`: the runner's, whose image the pods run
+        (the nightly builds one per commit: a tag that never moves); `media`: (profile, digest)
+        of the runner's fake media, which each node's init container must reproduce."""
         self.api = api
         self.namespace = namespace
         self.objects = in_namespace(objects if objects is not None else render(overlay), namespace)
@@ -117,9 +121,23 @@ class KubeGrid:
             _named(self.objects, "Secret", RUN_SECRET)["stringData"]["token"] = token
         if runner_cidr:
             _named(self.objects, "NetworkPolicy", POLICY)["spec"]["ingress"][1]["from"][0]["ipBlock"]["cidr"] = runner_cidr
+        for container in self._containers():
+            if commit and container["image"].startswith(IMAGE + ":"):
+                container["image"] = f"{IMAGE}:{commit}"
+                container["imagePullPolicy"] = "IfNotPresent"   # a commit's image never changes
+        if media:
+            init = _named(self.objects, "Deployment", NODES)["spec"]["template"]["spec"]["initContainers"][0]
+            env = {e["name"]: e for e in init["env"]}
+            env["SFUBENCH_MEDIA"]["value"], env["SFUBENCH_MEDIA_DIGEST"]["value"] = media
         self.apps = k8s.AppsV1Api(api)
         self.core = k8s.CoreV1Api(api)
         self.nodes = self.generators = 0
+
+    def _containers(self):
+        for o in self.objects:
+            if o["kind"] == "Deployment":
+                spec = o["spec"]["template"]["spec"]
+                yield from spec.get("initContainers", []) + spec["containers"]
 
     # -- sizing ----------------------------------------------------------------------------------
     def nodes_for(self, cfg, rooms: int) -> int:

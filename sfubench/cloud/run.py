@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .. import media as media_mod
 from ..config import ROOT, Config, ConfigError
 from ..agent import PROBE_PORT
 from ..grid import check_answering
@@ -216,8 +217,10 @@ def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: P
     env = terraform.environment(c.name)
     hosts = terraform.Hosts(env, tfvars, work)
     token = secrets.token_urlsafe(24)   # the run's: in the grid's Secret and the engine's memory only
+    media = media_mod.build(cfg.media, cfg.cache_dir())   # the runner's copy, which the nodes must match
     grid = KubeGrid(_kube_api(), f"sfubench-{run_id}", overlay=c.overlay, sfu=cfg.sfu, token=token,
-                    runner_cidr=os.environ.get("SFUBENCH_RUNNER_CIDR") or tfvars["vpc_cidr"])
+                    runner_cidr=os.environ.get("SFUBENCH_RUNNER_CIDR") or tfvars["vpc_cidr"],
+                    commit=tfvars["git_ref"], media=(cfg.media, media.digest()))
     reaper = Reaper(env, work, grid.namespace)   # before anything exists: it outlives this process
     try:
         progress.say(f"terraform: creating the {cfg.sfu} host (state in {work})")
