@@ -1,9 +1,10 @@
 """Property-based tests (hypothesis) over what takes outside input: the settings loader, the page
-contract's collector, and the stats arithmetic that turns any getStats a browser may send — fields
+contract's collector and the page server's HTTP (bodies, routes, tokens), and the stats arithmetic that turns any getStats a browser may send — fields
 missing, null, NaN, counters going backwards after a reconnect — into figures."""
 import json
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -130,3 +131,45 @@ def test_the_page_server_refuses_non_json_numbers(local_media, tmp_path):
         except urllib.error.HTTPError as e:
             status = e.code
     assert status == 400
+
+
+@pytest.fixture(scope="module")
+def page_server(local_media, tmp_path_factory):
+    from sfubench.pages import PageServer
+    collector = Collector(Bus(), local_media, tmp_path_factory.mktemp("frames"))
+    collector.add_page("p1", 1, 1)
+    with PageServer("the-token", collector=collector) as pages:
+        yield pages.url()
+
+
+def _post(url: str, body: bytes, headers: dict) -> int:
+    import http.client
+    import urllib.error
+    import urllib.request
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(urllib.request.Request(url, data=body, method="POST", headers=headers), timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (http.client.RemoteDisconnected, ConnectionResetError):   # refused before its body was read
+        return 403
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(route=st.sampled_from(["/collect", "/frame?user=p1&peer=p2&phase=target&window=1&participants=2&i=0",
+                              "/elsewhere"]),
+       body=st.one_of(JSONISH.map(lambda v: json.dumps(v).encode()), st.binary(max_size=64)),
+       token=st.one_of(st.none(), st.text(max_size=12), st.just("the-token")))
+def test_any_post_over_http_is_answered_and_a_forged_one_refused(page_server, route, body, token):
+    """Whatever body reaches the page server, over real HTTP: 200, 400 or 404 with the run's token,
+    never a server error; without it (or with another), 403 whatever the body."""
+    headers = {} if token is None else {"X-Sfubench-Token": token}
+    try:
+        status = _post(page_server + route, body, headers)
+    except UnicodeEncodeError:   # a header no HTTP client can send
+        return
+    if token == "the-token":
+        assert status in (200, 400, 404), (route, body, status)
+    else:
+        assert status == 403, (route, body, token, status)
