@@ -190,6 +190,11 @@ def test_cloud_loadtest_dry_run_prints_plan_and_cost(tmp_path, monkeypatch, caps
     assert "up to 7 (4 sessions and 5 participants each" in text   # 28 browsers at peak
     assert "a real run would also need: AWS credentials" in text
     assert "each powering off (and terminated) after 3 h whatever happens" in text
+    # the whole cost: 7 nodes of 1.25 vCPU and the hub's 0.5 at $0.0425 a vCPU-hour; 28 participants
+    # sending 632 kbit/s each and receiving it from 6 others, 3 h, at $0.02 a GB across zones
+    assert "grid pods: 9.25 vCPU at the peak x 3 h x $0.0425/vCPU-h = $1.18" in text
+    assert "traffic: up to 167 GB between the clients and the SFU host, $3.34 if it crosses zones" in text
+    assert f"at most ${price * 3 + 1.18 + 3.34:.2f} in all (no load balancer is made)" in text
     assert "network: a VPC of the run's own (10.42.0.0/16); unless the cluster" in text
     assert not (tmp_path / "runs").exists()
 

@@ -148,6 +148,15 @@ class KubeGrid:
         sessions = math.ceil(browsers / cfg.participants_per_browser)
         return max(math.ceil(sessions / self.sessions_per_node), math.ceil(browsers / self.participants_per_node))
 
+    def peak_cores(self, cfg) -> float:
+        """The CPU the grid's pods reserve at the run's peak: the hub, its nodes, its generators."""
+        def requested(name):
+            spec = _named(self.objects, "Deployment", name)["spec"]["template"]["spec"]
+            return _cores(spec["containers"][0]["resources"]["requests"]["cpu"])
+        rooms = cfg.rooms_cap
+        return (requested(HUB) + self.nodes_for(cfg, rooms) * requested(NODES)
+                + self.generators_for(cfg, rooms) * requested(SYNTH))
+
     def generators_for(self, cfg, rooms: int) -> int:
         """Generators for the synthetic participants of the first `rooms` rooms: the streams they
         receive (everyone else's in their room) over what one generator carries."""

@@ -150,11 +150,22 @@ def describe_plan(c: Cloud, cfg: Config, plan: dict, grid: KubeGrid, needs: list
                      f"({grid.streams_per_generator} received streams each, {limits['cpu']} CPU and "
                      f"{limits['memory']} per generator)")
     cost = plan["cost"]
+    vcpu_hour, per_gb = terraform.rates(c.name)
+    pods = grid.peak_cores(cfg) * cost["hours"] * vcpu_hour
+    # every participant sends the clip and receives everyone else's in its room, through the SFU
+    participants = cfg.rooms_cap * cfg.users_per_room
+    kbps = (media_mod.ENCODE_KBPS[cfg.media] + media_mod.OPUS_KBPS) * participants * cfg.users_per_room
+    traffic_gb = kbps * 1000 / 8 * 3600 * cost["hours"] / 1e9
+    lines.append(f"grid pods: {grid.peak_cores(cfg):g} vCPU at the peak x {cost['hours']:g} h x ${vcpu_hour}/vCPU-h = "
+                 f"${pods:.2f} (an upper bound: the peak for the whole run, on the cluster's nodes)")
+    lines.append(f"traffic: up to {traffic_gb:.0f} GB between the clients and the SFU host, ${traffic_gb * per_gb:.2f} "
+                 "if it crosses zones (free within one)")
     if cost["total"] is None:
         lines.append(f"cost: no price for {cost['instance_type']} in terraform/environments/{c.name}/prices.json")
     else:
         lines.append(f"cost estimate: {cost['hosts']} x {cost['instance_type']} at ${cost['price_per_hour']:.3f}/h "
-                     f"x {cost['hours']:g} h = ${cost['total']:.2f} (SFU hosts; the cluster's nodes are billed as the cluster is)")
+                     f"x {cost['hours']:g} h = ${cost['total']:.2f} (SFU hosts); with the grid and the traffic "
+                     f"at most ${cost['total'] + pods + traffic_gb * per_gb:.2f} in all (no load balancer is made)")
     if needs:
         lines.append("a real run would also need: " + "; ".join(needs))
     return "\n".join(lines)

@@ -47,6 +47,12 @@ def prices(cloud: str) -> dict[str, float]:
     return json.loads((environment(cloud) / "prices.json").read_text())["prices"]
 
 
+def rates(cloud: str) -> tuple[float, float]:
+    """(per vCPU-hour of the cluster's nodes, per GB of traffic between zones), from the same file."""
+    d = json.loads((environment(cloud) / "prices.json").read_text())
+    return d["vcpu_hour"], d["traffic_gb"]
+
+
 def _env() -> dict[str, str]:
     # no update check (a call to HashiCorp) and no interactive prompt
     env = {**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1", "TF_INPUT": "0"}
