@@ -27,6 +27,7 @@ from .clock import ClockWatch
 from .collector import Collector
 from .config import ROOT, Config, ConfigError
 from .events import Bus
+from .memory import settle_allocator
 from .pages import PageServer
 from .probes import EngineProbe, MachineProbe
 from .progress import Progress
@@ -58,6 +59,7 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     SFU and the clients are (sites.py); by default the one the settings name."""
     progress = progress or Progress()
     signal.signal(signal.SIGTERM, _on_sigterm)
+    settle_allocator()   # before the page server's threads: runs last for hours
     site = site or sites.for_config(cfg)
     adapter = Adapter.load(cfg.sfu, cfg.sfu_option_map(), cfg.sfu_profile, cfg.sfu_cores())
     site.check(adapter)

@@ -1,0 +1,27 @@
+"""The engine's own heap, kept flat over hours. Its page-server threads take every page's posts and
+decode captured PNGs: with glibc's defaults each thread gets a malloc arena of its own, and after
+the first large buffer is freed the threshold above which buffers are mapped (and given back
+whole) rises to that size, so later image-sized buffers come from the arenas and what they free
+stays resident. `make soak` measured the engine's resident memory climbing in steps, 97 to 108 MB
+over an hour at 21 participants, while the Python objects it traced stayed flat (37 MB).
+Two arenas and a fixed threshold keep it so; the setting is this process's alone (the SFUs,
+browsers and generators it starts keep their defaults, which their own figures depend on)."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8   # mallopt's parameters (malloc.h)
+MMAP_THRESHOLD = 128 << 10               # glibc's default starting point, held there
+ARENAS = 2
+
+
+def settle_allocator() -> bool:
+    """Sets this process's malloc arenas and mmap threshold (before the threads start, so they
+    share the arenas); False where the C library has no mallopt (not glibc)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(M_ARENA_MAX, ARENAS)) and bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
