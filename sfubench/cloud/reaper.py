@@ -32,6 +32,7 @@ class Reaper:
 
     def __init__(self, env: Path, work: Path, namespace: str | None):
         read, self._write = os.pipe()   # both ends non-inheritable: no child of the run keeps it open
+        work.mkdir(parents=True, exist_ok=True)
         log = open(work / "reaper.log", "ab")
         try:
             self.proc = subprocess.Popen(
