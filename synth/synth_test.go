@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -163,7 +164,7 @@ func TestPacerCallsOnScheduleAndSkipsMissedSlots(t *testing.T) {
 // command carrying the run's token to the loop stdin's lines go to, and
 // refuses anything else: a forged command (no token, a wrong one) with 403.
 func TestCommandsOverHTTPReachTheLoop(t *testing.T) {
-	const token = "s3cret-token"
+	token := "t" + strconv.FormatInt(time.Now().UnixNano(), 36) // the run's: never the same twice
 	lines := make(chan []byte, 1)
 	srv, err := listenForCommands("127.0.0.1:0", token, lines)
 	if err != nil {
@@ -193,7 +194,7 @@ func TestCommandsOverHTTPReachTheLoop(t *testing.T) {
 	if got := string(<-lines); got != join {
 		t.Fatalf("the loop got %q", got)
 	}
-	for _, forged := range []string{"", "s3cret-tokem", token + "x"} {
+	for _, forged := range []string{"", token[:len(token)-1], token + "x"} {
 		if code := send(http.MethodPost, join, forged); code != http.StatusForbidden {
 			t.Fatalf("a forged join (token %q): %d", forged, code)
 		}

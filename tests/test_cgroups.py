@@ -1,6 +1,7 @@
 """CPU control groups for real (needs root, as runs do): a busy process confined by a quota uses what
 the quota allows and no more, its CPU is counted exactly, and removing the group ends it."""
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -82,14 +83,14 @@ def test_a_nodes_agent_reports_its_own_groups_quota_cpu_and_throttling(group, tm
     inside the node's group beside a busy browser stand-in, read by the engine's remote probe."""
     agent = tmp_path / "agent.py"
     shutil.copy(cgroups.__file__.replace("cgroups.py", "agent.py"), agent)
-    port = 19470
+    port, token = 19470, secrets.token_urlsafe(16)
     server = subprocess.Popen(group.wrap([sys.executable, "-I", "-S", str(agent), "--address", "127.0.0.1",
                                           "--port", str(port)]), stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, TOKEN_ENV: "node-token"})
+                              env={**os.environ, TOKEN_ENV: token})
     busy = subprocess.Popen(group.wrap(BUSY))
     try:
         assert "probe at" in server.stdout.readline()
-        probe = RemoteProbe("clients", f"http://127.0.0.1:{port}/probe", token="node-token")
+        probe = RemoteProbe("clients", f"http://127.0.0.1:{port}/probe", token=token)
         first = probe.sample(edge="start")
         time.sleep(3)
         second = probe.sample(edge="end")

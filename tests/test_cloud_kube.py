@@ -4,6 +4,7 @@ namespace, and the teardown. Every assertion reads the API server's own state.""
 from __future__ import annotations
 
 import base64
+import secrets
 import time
 
 import kubernetes_validate
@@ -18,6 +19,8 @@ from sfubench.cloud import kube
 from controlplane import NODE_LEASE_S, ControlPlane
 
 OVERLAYS = ["base"] + sorted(p.name for p in (kube.MANIFESTS / "overlays").iterdir())
+
+RUN_TOKEN = secrets.token_urlsafe(16)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -157,14 +160,14 @@ def test_generators_scale_with_a_rooms_synthetic_participants(cluster):
 
 def test_deploy_scale_with_rooms_and_teardown(cluster):
     api = cluster.api()
-    grid = kube.KubeGrid(api, "sfubench-t1", overlay="small", token="run-token-1", runner_cidr="10.20.0.5/32")
+    grid = kube.KubeGrid(api, "sfubench-t1", overlay="small", token=RUN_TOKEN, runner_cidr="10.20.0.5/32")
     apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
     try:
         grid.deploy(timeout=120)
         assert _ready_pods(core, "sfubench-t1", "selenium-hub") == 1
         # the run's token in the Secret the pods read, the runner alone admitted, Pod Security on
         secret = core.read_namespaced_secret("sfubench-run", "sfubench-t1")
-        assert base64.b64decode(secret.data["token"]) == b"run-token-1"
+        assert base64.b64decode(secret.data["token"]).decode() == RUN_TOKEN
         policy = k8s.NetworkingV1Api(api).read_namespaced_network_policy("runner-only", "sfubench-t1")
         assert policy.spec.ingress[1]._from[0].ip_block.cidr == "10.20.0.5/32"
         labels = core.read_namespace("sfubench-t1").metadata.labels

@@ -7,6 +7,7 @@ namespace or cgroup behind. The faults new with the reliability issue run with t
 to a CPU quota (QUOTA), as a study's are."""
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -360,7 +361,7 @@ def test_a_partition_shows_as_loss_then_recovery_not_as_a_knee(tmp_path):
     settled on and measured for one window), then the run's own network back: the report shows the
     link's loss and how long the videos took to play again, and names no knee. The run's token,
     given here, is nowhere in the run folder."""
-    token = "run-token-" + os.urandom(8).hex()
+    token = secrets.token_urlsafe(16)
     run = Run(tmp_path, "--users-per-room", "3", "--network", "lan", "--shape", "degrade", "--degrade", "partition",
               "--target-samples", "5", *QUOTA, env={"SFUBENCH_RUN_TOKEN": token})
     code, out, err = run.finish()

@@ -3,6 +3,7 @@ of the page contract (commands ride on the answer to a page's health record)."""
 import http.client
 import io
 import json
+import secrets
 import socket
 import time
 import urllib.error
@@ -17,7 +18,7 @@ from sfubench.events import Bus
 from sfubench.pages import PageServer
 
 direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-TOKEN = "the-runs-token"
+TOKEN = secrets.token_urlsafe(16)   # the run's, as random as a run's
 
 
 def request(url, body=None, token=TOKEN):

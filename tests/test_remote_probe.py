@@ -1,6 +1,7 @@
 """A host's probe of its SFU over HTTP (`sfubench serve`'s), read by the engine as a probe of its
 own: a real busy process measured through a real server on 127.0.0.1."""
 import json
+import secrets
 import os
 import socket
 import subprocess
@@ -14,6 +15,8 @@ import pytest
 
 from sfubench.agent import serve_probe
 from sfubench.probes import RemoteProbe, TreeProbe
+
+TOKEN = secrets.token_urlsafe(16)   # a run's
 
 
 @pytest.fixture
@@ -105,17 +108,17 @@ def test_a_name_of_many_nodes_is_their_sum_and_a_node_that_goes_keeps_its_count(
 def test_a_forged_probe_request_without_the_runs_token_is_refused(busy):
     """An agent given the run's token answers only requests that carry it: the runner's probe reads
     it, anyone else gets 403 and no figure."""
-    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid]), "127.0.0.1", 0, token="run-token")
+    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid]), "127.0.0.1", 0, token=TOKEN)
     url = f"http://127.0.0.1:{server.server_address[1]}/probe"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        assert RemoteProbe("sfu", url, token="run-token").sample(edge="end")["role"] == "sfu"
-        for forged in ({}, {"X-Sfubench-Token": "run-tokem"}):
+        assert RemoteProbe("sfu", url, token=TOKEN).sample(edge="end")["role"] == "sfu"
+        for forged in ({}, {"X-Sfubench-Token": TOKEN[:-1]}):
             with pytest.raises(urllib.error.HTTPError) as e:
                 opener.open(urllib.request.Request(url, headers=forged), timeout=5)
             assert e.value.code == 403 and b"cpu_s" not in e.value.read()
         with pytest.raises(urllib.error.HTTPError):
-            RemoteProbe("sfu", url, token="another-run")
+            RemoteProbe("sfu", url, token=TOKEN + "x")
     finally:
         server.shutdown()
         server.server_close()
