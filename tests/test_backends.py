@@ -4,6 +4,7 @@ real runs push their live samples to while a Prometheus scrapes it, queried thro
 as the Grafana dashboard queries it."""
 import json
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -120,11 +121,14 @@ def test_postgres_and_pushgateway_take_two_concurrent_loadtests_and_prometheus_s
             (run,) = [d for d in out.iterdir() if d.is_dir()]
             h = json.loads((run / "tables.json").read_text())["headline"]
             headlines.append((round(h["fps_p95"], 6), round(h["recv_bps"], 3)))
-        pushed = {}
-        for run in set(runs):
-            for s in prom.query(f'sfubench_result{{run="{run}",figure=~"fps|recv_bps"}}'):
-                pushed.setdefault(s["metric"]["instance"], {})[(s["metric"]["figure"], s["metric"]["stat"])] = \
-                    float(s["value"][1])
+        pushed, deadline = {}, time.monotonic() + 20
+        while len(pushed) < 2 and time.monotonic() < deadline:   # until Prometheus has scraped both
+            pushed = {}
+            for run in set(runs):
+                for s in prom.query(f'sfubench_result{{run="{run}",figure=~"fps|recv_bps"}}'):
+                    pushed.setdefault(s["metric"]["instance"], {})[(s["metric"]["figure"], s["metric"]["stat"])] = \
+                        float(s["value"][1])
+            time.sleep(0.5)
         assert sorted((round(v[("fps", "p95")], 6), round(v[("recv_bps", "mean")], 3))
                       for v in pushed.values()) == sorted(headlines), (pushed, headlines)
         dashboard = json.loads((ROOT / "reports" / "grafana-dashboard.json").read_text())
