@@ -4,8 +4,8 @@ real runs push their live samples to while a Prometheus scrapes it, queried thro
 as the Grafana dashboard queries it."""
 import json
 import subprocess
-import time
 import sys
+import time
 from pathlib import Path
 
 import psycopg
