@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from . import runfiles
-from .windows import MEASURED, number, stream_key
+from .windows import MEASURED, number, probe_edges, stream_key
 
 
 def cost_series(run: runfiles.Run) -> list[dict]:
@@ -48,10 +48,7 @@ def cost_series(run: runfiles.Run) -> list[dict]:
             fwd[window][0] += 1
             fwd[window][1] += (n1 - n0) * 1000.0 / (t1 - t0)
             fwd[window][2] += bps
-    edges: dict = defaultdict(dict)
-    for r in run.server:
-        if (r.get("role") or "sfu") == "sfu" and r.get("edge") in ("start", "end") and r.get("window") is not None:
-            edges[r["window"]][r["edge"]] = r
+    edges = {window: roles["sfu"] for window, roles in probe_edges(run.server).items() if "sfu" in roles}
     # p -> Σ dt, Σ cores·dt, Σ pps·dt, Σ streams·dt, Σ published·dt, and Δ of each interface counter
     acc: dict = defaultdict(lambda: defaultdict(float))
     for window, (streams, pps, recv_bps, sent_bps) in fwd.items():

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from . import clientbound, runfiles
 from .clientbound import ClientRule
 from .stats import playback_stats, quality_stats, stream_stats
-from .windows import MEASURED, Totals, sample_time
+from .windows import MEASURED, Totals, probe_edges, sample_time
 
 
 def stream_series(obs: list[dict]) -> list[dict]:
@@ -171,10 +171,7 @@ def server_series(server: list[dict], tl: list[tuple[float, int]]) -> list[dict]
 def window_health(run: runfiles.Run, obs: list[dict], rule: ClientRule = ClientRule()) -> list[dict]:
     """Per ramp-up, target and network window (windows.jsonl), whether its clients were the limit
     and why: a figure measured under a degraded network is no truer of the SFU for it."""
-    edges: dict = defaultdict(lambda: defaultdict(dict))
-    for r in run.server:
-        if r.get("edge") in ("start", "end") and r.get("window") is not None:
-            edges[r["window"]][r.get("role") or "sfu"][r["edge"]] = r
+    edges = probe_edges(run.server)
     fps: dict = defaultdict(list)
     for o in obs:
         if o["direction"] == "send" and o["fps"] is not None and o.get("limit") != "bandwidth":

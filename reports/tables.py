@@ -9,7 +9,7 @@ from . import catalog
 from .series import room_participants
 from .stats import describe, playback_stats, stream_stats
 from .table import Table, rounded, scaled
-from .windows import MEASURED
+from .windows import MEASURED, probe_edges
 
 
 KINDS = ("browser", "synthetic")
@@ -96,13 +96,10 @@ def network_table(obs: list[dict], playback: list[dict], events: list[dict], bas
 
 def _link_loss(server: list[dict]) -> dict[int, float]:
     """Per window: the share of packets the emulated link dropped between its edges (%)."""
-    edges: dict[int, dict[str, dict]] = defaultdict(dict)
-    for r in server:
-        if r.get("role") == "sfu" and "link_packets" in r and r.get("edge") in ("start", "end"):
-            edges[r["window"]][r["edge"]] = r
     out = {}
-    for window, e in edges.items():
-        if "start" in e and "end" in e:
+    for window, roles in probe_edges(server).items():
+        e = roles.get("sfu", {})
+        if "link_packets" in e.get("start", {}) and "link_packets" in e.get("end", {}):
             packets = e["end"]["link_packets"] - e["start"]["link_packets"]
             if packets > 0:
                 out[window] = 100 * (e["end"]["link_lost"] - e["start"]["link_lost"]) / packets

@@ -10,6 +10,16 @@ from collections.abc import Iterable, Iterator
 MEASURED = ("ramp", "target")
 
 
+def probe_edges(server: Iterable[dict]) -> dict[int, dict[str, dict[str, dict]]]:
+    """server.jsonl's rows at measurement edges: window -> role -> "start"/"end" -> row (a row
+    without a role is the SFU's, as the oldest runs wrote it)."""
+    edges: dict = defaultdict(lambda: defaultdict(dict))
+    for r in server:
+        if r.get("edge") in ("start", "end") and r.get("window") is not None:
+            edges[r["window"]][r.get("role") or "sfu"][r["edge"]] = r
+    return edges
+
+
 def stream_key(s: dict) -> tuple:
     return s.get("user"), s.get("peer"), s.get("direction"), s.get("kind"), s.get("ssrc")
 
