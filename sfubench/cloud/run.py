@@ -202,12 +202,14 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
 
 
 def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, progress: Progress,
-           listeners=(), probes=(), generators=None, token: str = "", leftovers=None) -> tuple[Path, str]:
+           listeners=(), probes=(), generators=None, token: str = "", leftovers=None,
+           grid_check=None) -> tuple[Path, str]:
     """The engine's own run against an SFU host that `sfubench serve` runs, the adapter's secrets
     handed to the host first; from the runner's host, inside the VPC. `listeners` and `probes` are
     the grid's (it scales with the rooms; its nodes' CPU); `generators()`: the addresses of the
     synthetic participants' generators (`sfubench generate`) the provisioner runs; `token`: the
-    run's, which they were given; `leftovers()`: what the provisioner leaves if stopped mid-teardown."""
+    run's, which they were given; `leftovers()`: what the provisioner leaves if stopped mid-teardown;
+    `grid_check`: what the grid must be before the first room (sites.RemoteSite's)."""
     from .. import loadtest
     if courier:
         courier.deliver(address, say=progress.say)
@@ -216,8 +218,7 @@ def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, pr
                       generators_url=cfg.synthetic_generators or (
                           f"http://{SYNTH}:{GENERATOR_PORT}/command" if generators else ""),
                       generators=generators, extra_probes=probes, extra_listeners=listeners, token=token,
-                      # the grid starts without nodes: they come as the rooms start (the listeners')
-                      grid_check=check_answering if listeners else None, leftovers=leftovers)
+                      grid_check=grid_check, leftovers=leftovers)
     with secrets_in_environment(courier):
         return loadtest.run(cfg, progress, site=site)
 
@@ -242,7 +243,9 @@ def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: P
         return run_on(cfg, address, grid.url(), courier, progress, listeners=[grid.listener(cfg)],
                       probes=[grid.probe()], generators=lambda: grid.addresses(SYNTH), token=token,
                       leftovers=lambda: [f"run {run_id}'s cloud hosts and grid: the reaper (pid {reaper.pid}) "
-                                         f"destroys them once this process ends; see {work / 'reaper.log'}"])
+                                         f"destroys them once this process ends; see {work / 'reaper.log'}"],
+                      # its grid starts without nodes, which come as the rooms start: a hub that answers will do
+                      grid_check=check_answering)
     finally:
         started, failed = time.monotonic(), False
         for what, stop in (("grid", grid.teardown), ("terraform", hosts.destroy)):
