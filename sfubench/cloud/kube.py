@@ -24,7 +24,7 @@ HUB, NODES, SYNTH = "selenium-hub", "chrome-node", "synth"
 RUN_SECRET, POLICY = "sfubench-run", "runner-only"
 IMAGE = "ghcr.io/sfubench/sfubench"   # the init container's and the generators': built per commit
 # What one browser participant costs a node, in cores, at the local profile's 320x180@15 (README,
-# "What a browser costs": 0.18-0.24 measured; the higher end, so a node keeps its headroom).
+# "The browser room": a room of 5 took 0.9-1.2 cores; the higher end, so a node keeps its headroom).
 CORES_PER_PARTICIPANT = 0.24
 FIELD_MANAGER = "sfubench"
 
