@@ -151,7 +151,9 @@ def test_synthetic_participants_get_a_network_of_their_own(tmp_path):
     synthetic = [r for o in target if o["client"] == "synthetic" for r in o["rtt"]]
     browser = [r for o in target if o["client"] == "browser" for r in o["rtt"]]
     assert synthetic and browser
-    assert abs(sum(synthetic) / len(synthetic) - 80) <= 8, synthetic
+    # The delay is emulated, and the reports read, by user-space processes on a busy two-core
+    # machine: queueing adds to the 80 ms (up to ~10 ms seen under the full suite), never takes from it.
+    assert 76 <= sum(synthetic) / len(synthetic) <= 100, synthetic
     assert sum(browser) / len(browser) < 20, browser
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["network"]["name"] == "plain" and meta["network"]["synthetic"]["up"]["delay_ms"] == 40

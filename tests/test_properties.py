@@ -156,20 +156,22 @@ def _post(url: str, body: bytes, headers: dict) -> int:
         return 403
 
 
+# What a client can put in a header value (RFC 9110 field-vchar and inner spaces); control characters
+# never leave the client, so they are not the server's concern.
+HEADER_VALUE_CHARS = st.characters(min_codepoint=0x20, max_codepoint=0xff, blacklist_characters="\x7f")
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(route=st.sampled_from(["/collect", "/frame?user=p1&peer=p2&phase=target&window=1&participants=2&i=0",
                               "/elsewhere"]),
        body=st.one_of(JSONISH.map(lambda v: json.dumps(v).encode()), st.binary(max_size=64)),
-       token=st.one_of(st.none(), st.text(max_size=12), st.just("the-token")))
+       token=st.one_of(st.none(), st.text(HEADER_VALUE_CHARS, max_size=12), st.just("the-token")))
 def test_any_post_over_http_is_answered_and_a_forged_one_refused(page_server, route, body, token):
     """Whatever body reaches the page server, over real HTTP: 200, 400 or 404 with the run's token,
     never a server error; without it (or with another), 403 whatever the body."""
     headers = {} if token is None else {"X-Sfubench-Token": token}
-    try:
-        status = _post(page_server + route, body, headers)
-    except UnicodeEncodeError:   # a header no HTTP client can send
-        return
-    if token == "the-token":
+    status = _post(page_server + route, body, headers)
+    if token is not None and token.strip(" \t") == "the-token":   # HTTP drops the spaces around a value
         assert status in (200, 400, 404), (route, body, status)
     else:
         assert status == 403, (route, body, token, status)
