@@ -25,6 +25,7 @@ from .clock import OFFSET_TOLERANCE_MS, ClockStepped
 from .collector import Collector, Window
 from .grid import GridLost
 from .events import Bus
+from .memory import give_back
 from .sfu import SfuFailed
 from .shapes import LoadShape, Status
 
@@ -387,6 +388,7 @@ class Runner:
         it took, samples missing, getStats times, main-thread lag) goes to windows.jsonl. Frames for
         the after-run scores are captured after the window, so encoding them is not measured."""
         self.end_background()
+        give_back()   # what the last window's frames and captures freed: runs go on for hours
         self.note_failures()
         self.follow(True)   # from now: the window's first frames may show codes captured before it
         w = self.schedule(phase, n)
