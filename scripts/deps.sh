@@ -19,6 +19,7 @@ APT_PACKAGES=(
   openssh-server  # the suite's miniature cloud host takes them as a real one does (never started as a service)
   postgresql-15 libpq5  # a results database runners share (psycopg uses libpq); the suite starts its own server
   prometheus prometheus-pushgateway  # live samples and the dashboard's queries; the suite starts its own
+  debootstrap systemd-container  # the cloud rehearsal's bare Debian host, booted with systemd
 )
 # Services that packages above would start on their default ports, kept off: runs start their own.
 declare -A SERVICES=([janus]=janus.service [openssh-server]=ssh.service [postgresql-15]=postgresql.service
