@@ -84,6 +84,7 @@ class BareHost:
         self.address, self.router = f"{subnet}.10", f"{subnet}.1"
         self.root = work / "root"
         self.proc: subprocess.Popen | None = None
+        self.forwarding: str | None = None   # this machine's ip_forward before the host's router
 
     # -- the network: a host, its router, and only web and DNS out ------------------------------
     def _network(self) -> None:
@@ -112,9 +113,13 @@ class BareHost:
             }}
         }}"""
         _run(["nft", "-f", "-"], input=rules)
+        self.forwarding = Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()
         _run(["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
 
     def _unnetwork(self) -> None:
+        if self.forwarding is not None:   # as this machine had it
+            _run(["sysctl", "-q", "-w", f"net.ipv4.ip_forward={self.forwarding}"])
+            self.forwarding = None
         subprocess.run(["nft", "delete", "table", "ip", self.name], capture_output=True)
         subprocess.run(["ip", "link", "del", f"{self.name}0"], capture_output=True)
         if Path("/run/netns", self.name).exists():
