@@ -275,7 +275,8 @@ def _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scen
                 return metrics.analyse(runfiles.load(run_dir.path)).knee
 
             runner = Runner(cfg, shapes.from_config(cfg, knee, [o.halt for o in outs]), bus, collector,
-                            _browser_opener(cfg, site, media, pages.url(), grid_url, run_dir, meta),
+                            _browser_opener(cfg, site, media, pages.url(), grid_url, run_dir, meta,
+                                            adapter.browser_flags()),
                             _client_url(cfg, adapter, server, media, pages.url(), site.token),
                             probes=probes, watches=[server.check, run_dir.check, ClockWatch()], synthetic=generator,
                             client_params=lambda room, user: adapter.client_params(room, user, server.values),
@@ -291,9 +292,12 @@ def _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scen
                 grid.stop()
 
 
-def _browser_opener(cfg, site: sites.Site, media, page_url: str, grid_url: str, run_dir: RunDir, meta: dict):
-    """A function opening one Chromium session of the grid on the participants' host page."""
+def _browser_opener(cfg, site: sites.Site, media, page_url: str, grid_url: str, run_dir: RunDir, meta: dict,
+                    flags: list[str]):
+    """A function opening one Chromium session of the grid on the participants' host page, with
+    the SFU's own `flags` beside the site's."""
     video, audio, options_kw = site.browser_media(media, page_url, cfg.cache_dir())
+    options_kw = {**options_kw, "extra": [*options_kw.get("extra", ()), *flags]}
 
     def open_browser():
         options = grid_mod.chrome_options(video, audio, **options_kw)

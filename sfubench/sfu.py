@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import tomllib
@@ -48,6 +49,10 @@ HEALTH_FAILURES = 10
 
 # The lab's addresses never go through a proxy, whatever http_proxy says.
 _direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# An SFU host that makes its own certificate (`certificate = "self-signed"`): its health check takes
+# it, as the run's browsers are told to; the check asks whether the SFU answers, not who it is.
+_self_signed = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                           urllib.request.HTTPSHandler(context=ssl._create_unverified_context()))
 
 
 def describe_exit(code: int) -> str:
@@ -173,6 +178,15 @@ class Adapter:
     @property
     def version(self) -> str:
         return self.data["version"]
+
+    @property
+    def self_signed(self) -> bool:
+        """Whether its host serves HTTPS with a certificate it made itself."""
+        return self.data.get("certificate") == "self-signed"
+
+    def browser_flags(self) -> list[str]:
+        """What the run's Chromium needs beyond the usual flags to use this SFU."""
+        return ["--ignore-certificate-errors"] if self.self_signed else []
 
     @property
     def where(self) -> list[str]:
@@ -337,7 +351,8 @@ class Server:
                 host, port = self.health[6:].rsplit(":", 1)
                 with socket.create_connection((host, int(port)), timeout=1):
                     return True
-            with _direct.open(self.health, timeout=1) as r:
+            opener = _self_signed if self.adapter.self_signed else _direct
+            with opener.open(self.health, timeout=1) as r:
                 return r.status < 500
         except OSError:
             return False

@@ -72,3 +72,71 @@ def test_list_sfus_shows_versions_profiles_and_where():
     for line in ("janus      1.1.2", "jitsi", "the cloud only", "livekit    1.13.5", "mediasoup  3.8.4",
                  "profile tuned"):
         assert line in r.stdout, r.stdout
+
+
+@pytest.fixture
+def self_signed_https(tmp_path):
+    """A real HTTPS server on 127.0.0.1 with a certificate it made itself, as Jitsi's install makes."""
+    import http.server
+    import ssl
+    import threading
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"https://127.0.0.1:{httpd.server_address[1]}/about/health"
+    httpd.shutdown()
+
+
+def test_a_host_that_makes_its_own_certificate_is_checked_and_browsed_despite_it(self_signed_https, tmp_path):
+    """Jitsi's install makes a self-signed certificate: its health check takes it and its browsers
+    are told to; an SFU that says nothing of the kind keeps the verification."""
+    from sfubench.sfu import Server
+    jitsi, janus = Adapter.load("jitsi"), Adapter.load("janus")
+    assert Server(jitsi, None, tmp_path / "log", self_signed_https, {})._probe()
+    assert not Server(janus, None, tmp_path / "log", self_signed_https, {})._probe()
+    assert jitsi.browser_flags() == ["--ignore-certificate-errors"] and janus.browser_flags() == []
+
+
+def test_jitsis_server_process_stays_while_its_services_run_and_stops_them(tmp_path):
+    """sfu-configs/jitsi/run.sh against a stand-in `systemctl` (Jitsi's packages cannot be had
+    here): in the foreground while the services are active, exit 1 once one stops, and SIGTERM
+    stops them and exits 0."""
+    import os
+    import signal
+    import time
+    state, calls = tmp_path / "active", tmp_path / "calls"
+    fake = tmp_path / "bin" / "systemctl"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$*" >>{calls}\ncase "$1" in\n  is-active) [ -e {state} ] ;;\n  *) exit 0 ;;\nesac\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    script = ROOT / "sfu-configs" / "jitsi" / "run.sh"
+
+    state.touch()
+    p = subprocess.Popen([str(script)], env=env, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    assert p.poll() is None
+    state.unlink()
+    assert p.wait(10) == 1 and "a service stopped" in p.stderr.read()
+
+    state.touch()
+    p = subprocess.Popen([str(script)], env=env, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(10) == 0
+    assert calls.read_text().splitlines()[-1] == "stop prosody jicofo jitsi-videobridge2"
+    assert calls.read_text().splitlines()[0] == "restart prosody jicofo jitsi-videobridge2"

@@ -1,10 +1,12 @@
 #!/bin/sh
 # Installs Jitsi Meet (the bridge, jicofo, prosody and the web app) from Jitsi's Debian repository,
 # pinned, on a Debian 12 VM: the cloud-init script of terraform/ for SFU=jitsi. Idempotent.
-#   install.sh CACHE_DIR   with JITSI_HOSTNAME set to the VM's public name or address.
+#   install.sh CACHE_DIR   JITSI_HOSTNAME: the name or address clients reach the VM at (default:
+#   its private address, where the run's clients are).
 set -eu
 version=2.0.10184
-host=${JITSI_HOSTNAME:?set JITSI_HOSTNAME to the name or address clients reach the VM at}
+host=${JITSI_HOSTNAME:-$(ip -4 -o route get 1.1.1.1 | sed -n 's/.* src \([0-9.]*\).*/\1/p')}
+[ -n "$host" ] || { echo "jitsi: set JITSI_HOSTNAME: this VM has no private IPv4 address" >&2; exit 1; }
 have=$(dpkg-query -W -f='${Version}' jitsi-meet 2>/dev/null || true)
 case "$have" in "$version"*) exit 0 ;; esac
 export DEBIAN_FRONTEND=noninteractive
