@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import secrets
+import threading
 import time
 
 import kubernetes_validate
@@ -332,6 +333,63 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
                     "generators": ("http://synth:9480/command", []), "token": True, "admitted": "10.42.0.0/16"}
     names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
     assert "sfubench-r1" not in names
+
+
+def test_nodes_that_join_late_and_a_node_lost_mid_run(cluster):
+    """A cloud's autoscaler adds machines minutes after pods ask for them, and may lose one: the
+    room's scaling waits for the late machine (its pods Pending, then Running there); once a node
+    is lost, the clients' probe reads only the pods still there, and the next room's scaling waits
+    for the nodes the rooms need again, or says in one line why they did not come."""
+    api = cluster.api()
+    core = k8s.CoreV1Api(api)
+    grid = kube.KubeGrid(api, "sfubench-t3", overlay="small", token=RUN_TOKEN)
+    handler, _ = grid.listener(_cfg(), timeout=150)
+
+    def room(n, on=handler):
+        on("events", {"event": "room_started", "room": n})
+
+    try:
+        grid.deploy(timeout=120)
+        room(1)
+        room(2)   # 5 nodes: the two machines are full
+        # room 3 needs 8: its scaling waits until a machine joins late
+        done = {}
+        waiting = threading.Thread(target=lambda: done.update(room3=_raised(room, 3)))
+        waiting.start()
+        time.sleep(5)
+        assert waiting.is_alive(), done
+        cluster.add_node("fake-late", cpu="2", memory="4Gi")
+        waiting.join(160)
+        assert done == {"room3": None} and _ready_pods(core, "sfubench-t3", "chrome-node") == 8
+        pods = core.list_namespaced_pod("sfubench-t3", label_selector="app.kubernetes.io/name=chrome-node").items
+        lost = sum(p.spec.node_name == "fake-late" for p in pods)
+        assert lost == 3
+
+        core.delete_node("fake-late")   # the machine is gone, and its pods with it
+        deadline = time.monotonic() + 120
+        while len(grid.addresses("chrome-node")) > 8 - lost and time.monotonic() < deadline:
+            time.sleep(1)
+        assert len(grid.addresses("chrome-node")) == 8 - lost
+        # the rooms need no more nodes than before, but the lost ones are waited for again: no
+        # machine comes here, and the reason is one line
+        short, _ = grid.listener(_cfg(), timeout=10)
+        with pytest.raises(kube.KubeError, match=r"^timed out after 10 s waiting for 8 Chrome node\(s\) to be ready "
+                                                 r"\(pods: [^\n]*Unschedulable"):
+            room(3, on=short)
+    finally:
+        grid.teardown(timeout=120)
+        try:
+            core.delete_node("fake-late")
+        except ApiException:
+            pass
+
+
+def _raised(fn, *args):
+    try:
+        fn(*args)
+    except Exception as e:   # reported to the test's thread
+        return e
+    return None
 
 
 def test_no_node_was_taken_for_dead_while_the_module_ran(cluster):

@@ -227,14 +227,14 @@ class KubeGrid:
     def listener(self, cfg, timeout: float = 600):
         """(handler, streams) for the run's bus: before a room's participants join, the nodes and
         generators for every room so far are ready (the runner waits; a room's join time does not
-        include it)."""
+        include it), those of a node the cluster lost since included."""
         def on_event(stream, record):
             if record.get("event") == "room_started":
-                want = self.nodes_for(cfg, record["room"])
-                if want > self.nodes:
+                want = max(self.nodes, self.nodes_for(cfg, record["room"]))
+                if want > self.nodes or self._ready(NODES) < want:
                     self.scale(want, timeout)
-                want = self.generators_for(cfg, record["room"])
-                if want > self.generators:
+                want = max(self.generators, self.generators_for(cfg, record["room"]))
+                if want > self.generators or self._ready(SYNTH) < want:
                     self.scale_generators(want, timeout)
         return on_event, ["events"]
 
