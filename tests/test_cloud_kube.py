@@ -4,6 +4,7 @@ namespace, and the teardown. Every assertion reads the API server's own state.""
 from __future__ import annotations
 
 import base64
+import json
 import secrets
 import threading
 import time
@@ -218,6 +219,36 @@ def test_deploy_scale_with_rooms_and_teardown(cluster):
         grid.teardown(timeout=120)
     names = [n.metadata.name for n in core.list_namespace().items]
     assert "sfubench-t1" not in names
+
+
+def test_private_images_are_pulled_with_the_registrys_credentials(cluster, tmp_path, monkeypatch):
+    """SFUBENCH_PULL_SECRET_FILE (a Docker config.json) becomes the namespace's pull Secret, which
+    every pod of the grid pulls with; a file that is not one is named among what the run lacks."""
+    from sfubench.cloud import run as cloud_run
+    docker_config = json.dumps({"auths": {"registry.example": {"auth": base64.b64encode(b"ci:x").decode()}}})
+    api = cluster.api()
+    core = k8s.CoreV1Api(api)
+    grid = kube.KubeGrid(api, "sfubench-t4", overlay="small", token=RUN_TOKEN, pull_secret=docker_config)
+    try:
+        grid.deploy(timeout=120)
+        secret = core.read_namespaced_secret(kube.PULL_SECRET, "sfubench-t4")
+        assert secret.type == "kubernetes.io/dockerconfigjson"
+        assert base64.b64decode(secret.data[".dockerconfigjson"]).decode() == docker_config
+        (hub,) = core.list_namespaced_pod("sfubench-t4", label_selector="app.kubernetes.io/name=selenium-hub").items
+        assert [s.name for s in hub.spec.image_pull_secrets] == [kube.PULL_SECRET]
+        deployments = k8s.AppsV1Api(api).list_namespaced_deployment("sfubench-t4").items
+        assert deployments and all([s.name for s in d.spec.template.spec.image_pull_secrets] == [kube.PULL_SECRET]
+                                   for d in deployments)
+    finally:
+        grid.teardown(timeout=120)
+    assert not any(o["kind"] == "Secret" and o["metadata"]["name"] == kube.PULL_SECRET
+                   for o in kube.KubeGrid(api, "sfubench-t5", overlay="small").objects)
+
+    bad = tmp_path / "config.json"
+    bad.write_text("{}")
+    monkeypatch.setenv("SFUBENCH_PULL_SECRET_FILE", str(bad))
+    lacking = cloud_run.missing(cloud_run.CLOUDS["aws"], _cfg())
+    assert any(line.startswith(f"SFUBENCH_PULL_SECRET_FILE ({bad}): a Docker config.json") for line in lacking)
 
 
 def test_runner_role_is_confined_to_its_namespace(cluster):

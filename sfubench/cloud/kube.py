@@ -21,7 +21,7 @@ from .tools import tool
 
 MANIFESTS = ROOT / "k8s"
 HUB, NODES, SYNTH = "selenium-hub", "chrome-node", "synth"
-RUN_SECRET, POLICY = "sfubench-run", "runner-only"
+RUN_SECRET, POLICY, PULL_SECRET = "sfubench-run", "runner-only", "sfubench-pull"
 IMAGE = "ghcr.io/sfubench/sfubench"   # the init container's and the generators': built per commit
 # What one browser participant costs a node, in cores, at the local profile's 320x180@15 (README,
 # "The browser room": a room of 5 took 0.9-1.2 cores; the higher end, so a node keeps its headroom).
@@ -101,12 +101,14 @@ class KubeGrid:
 
     def __init__(self, api: k8s.ApiClient, namespace: str, overlay: str = "base", objects: list[dict] | None = None,
                  sfu: str | None = None, token: str = "", runner_cidr: str = "", commit: str = "",
-                 media: tuple[str, str] | None = None):
+                 media: tuple[str, str] | None = None, pull_secret: str = ""):
         """`sfu`: the SFU whose signalling the generators speak (the run's); `token`: the run's,
         into the Secret the pods read; `runner_cidr`: the runner's address, the only one outside
         the namespace the NetworkPolicy admits; `commit`: the runner's, whose image the pods run
         (the nightly builds one per commit: a tag that never moves); `media`: (profile, digest)
-        of the runner's fake media, which each node's init container must reproduce."""
+        of the runner's fake media, which each node's init container must reproduce;
+        `pull_secret`: a registry's credentials (a Docker config.json's text) where the images are
+        private, applied with the grid as Secret `sfubench-pull` that every pod pulls with."""
         self.api = api
         self.namespace = namespace
         self.objects = in_namespace(objects if objects is not None else render(overlay), namespace)
@@ -125,6 +127,8 @@ class KubeGrid:
             if commit and container["image"].startswith(IMAGE + ":"):
                 container["image"] = f"{IMAGE}:{commit}"
                 container["imagePullPolicy"] = "IfNotPresent"   # a commit's image never changes
+        if pull_secret:
+            self._pull_with(pull_secret)
         if media:
             init = _named(self.objects, "Deployment", NODES)["spec"]["template"]["spec"]["initContainers"][0]
             env = {e["name"]: e for e in init["env"]}
@@ -132,6 +136,14 @@ class KubeGrid:
         self.apps = k8s.AppsV1Api(api)
         self.core = k8s.CoreV1Api(api)
         self.nodes = self.generators = 0
+
+    def _pull_with(self, docker_config: str) -> None:
+        self.objects.append({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+                             "metadata": {"name": PULL_SECRET, "namespace": self.namespace},
+                             "stringData": {".dockerconfigjson": docker_config}})
+        for o in self.objects:
+            if o["kind"] == "Deployment":
+                o["spec"]["template"]["spec"]["imagePullSecrets"] = [{"name": PULL_SECRET}]
 
     def _containers(self):
         for o in self.objects:

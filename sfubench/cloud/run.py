@@ -80,7 +80,27 @@ def missing(c: Cloud, cfg: Config) -> list[str]:
         out.append("--page-address (this runner's address that the grid's nodes reach, inside the VPC)")
     if Adapter.load(cfg.sfu).secrets and not (shutil.which("ssh") and shutil.which("ssh-keygen")):
         out.append(f"the OpenSSH client (ssh, ssh-keygen): {cfg.sfu}'s secrets go to its host over SSH")
+    try:
+        _pull_secret()
+    except ValueError as e:
+        out.append(str(e))
     return out
+
+
+def _pull_secret() -> str:
+    """The registry credentials the nodes pull the images with, where they are private: the Docker
+    config.json named by SFUBENCH_PULL_SECRET_FILE (as `docker login` writes it), or none."""
+    path = os.environ.get("SFUBENCH_PULL_SECRET_FILE")
+    if not path:
+        return ""
+    try:
+        text = Path(path).expanduser().read_text()
+        if not isinstance(json.loads(text).get("auths"), dict):
+            raise ValueError
+    except (OSError, ValueError, AttributeError):
+        raise ValueError(f"SFUBENCH_PULL_SECRET_FILE ({path}): a Docker config.json with registry "
+                         "credentials under \"auths\", readable here") from None
+    return text
 
 
 def _git_ref() -> tuple[str, bool]:
@@ -232,7 +252,7 @@ def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: P
     media = media_mod.build(cfg.media, cfg.cache_dir())   # the runner's copy, which the nodes must match
     grid = KubeGrid(_kube_api(), f"sfubench-{run_id}", overlay=c.overlay, sfu=cfg.sfu, token=token,
                     runner_cidr=os.environ.get("SFUBENCH_RUNNER_CIDR") or tfvars["vpc_cidr"],
-                    commit=tfvars["git_ref"], media=(cfg.media, media.digest()))
+                    commit=tfvars["git_ref"], media=(cfg.media, media.digest()), pull_secret=_pull_secret())
     reaper = Reaper(env, work, grid.namespace)   # before anything exists: it outlives this process
     try:
         progress.say(f"terraform: creating the {cfg.sfu} host (state in {work})")
