@@ -6,7 +6,8 @@ stays resident. `make soak` measured the engine's resident memory climbing in st
 over an hour at 21 participants, while the Python objects it traced stayed flat (37 MB). With
 two arenas and a fixed threshold the same soak grew half as fast (91 to 93 MB in 17 minutes), and
 what a window's work freed inside the arenas still stayed resident: the runner gives it back after
-each window (`give_back`, glibc's malloc_trim). Both are this process's alone (the SFUs, browsers
+each window (`give_back`, glibc's malloc_trim): with both, the next hour held at 89.3 to 89.4 MB.
+Both are this process's alone (the SFUs, browsers
 and generators it starts keep their defaults, which their own figures depend on)."""
 from __future__ import annotations
 

@@ -41,6 +41,10 @@ WATCH_S = 1.0         # how often the SFU and the run folder are checked
 QUIT_S = 10.0         # how long closing the browser sessions may take
 NETWORK_SETTLE_S = 5.0  # after the network changes: congestion control and jitter buffers adapt
 RECOVERY_MAX_S = 30.0   # after a profile is lifted, how long videos have to play again
+# Joined pages talk to the engine over HTTP, not WebDriver, and a grid ends a session idle for its
+# session timeout (Selenium's default 300 s; the local grid's an hour): each live browser gets a
+# WebDriver call at least this often.
+KEEP_S = 60.0
 
 
 class ClientFailure(RuntimeError):
@@ -96,6 +100,7 @@ class Runner:
         self.probes = list(probes)
         self.watches = list(watches)   # callables that raise when the run cannot go on
         self.next_watch = 0.0
+        self.next_keep = 0.0
         self.clocks_flagged: set[str] = set()   # roles whose hosts' clocks were found astray
         self.browsers: list[Browser] = []
         self.participants: list[Participant] = []
@@ -389,6 +394,7 @@ class Runner:
         the after-run scores are captured after the window, so encoding them is not measured."""
         self.end_background()
         give_back()   # what the last window's frames and captures freed: runs go on for hours
+        self.keep_sessions()
         self.note_failures()
         self.follow(True)   # from now: the window's first frames may show codes captured before it
         w = self.schedule(phase, n)
@@ -412,6 +418,16 @@ class Runner:
         if self.cfg.quality_frames:
             self.capture(phase, w.id)
         self.note_failures()
+
+    def keep_sessions(self) -> None:
+        """A cheap WebDriver call to each live browser, at most every KEEP_S: runs hold for hours."""
+        now = time.monotonic()
+        if now < self.next_keep:
+            return
+        self.next_keep = now + KEEP_S
+        for browser in self.browsers:
+            if browser.driver is not None:
+                self.attempt(browser, "keep its session", lambda d=browser.driver: d.title)
 
     def follow(self, on: bool) -> None:
         """Frame codes are read (checks, playback, delay) only while followed: between times the

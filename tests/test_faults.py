@@ -397,3 +397,29 @@ def test_a_second_run_on_a_busy_lab_is_refused_and_leaves_the_first_alone(tmp_pa
     code, out, err = first.finish()
     assert code == 0, out + err
     assert_nothing_left(first)
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_browser_sessions_outlive_the_grids_idle_timeout(tmp_path, monkeypatch, kept):
+    """A grid ends a session no WebDriver call has touched for its session timeout, while joined
+    pages talk to the engine over HTTP only: an hour's soak lost its browser so. Here the grid's
+    timeout is 20 s (Selenium checks every 30 s) and the hold lasts 100 s: with the runner's
+    keepalive (every 5 s here) the browsers stay; without it (the control) they are cut."""
+    import functools
+    from sfubench import config, grid, loadtest, runner, sites
+    from sfubench.progress import Progress
+    monkeypatch.setattr(sites.grid_mod, "LocalGrid", functools.partial(grid.LocalGrid, session_timeout=20))
+    monkeypatch.setattr(runner, "KEEP_S", 5.0 if kept else 1e9)
+    cfg = config.load(cli={"sfu": "janus", "preset": "browsers", "out": str(tmp_path), "lab_prefix": PREFIX,
+                           "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"), "quality_frames": 0,
+                           "users_per_room": 2, "shape": "steady", "rooms": 1, "steady_minutes": 100 / 60,
+                           "client_cpus": 1.2}, env={})
+    run_dir, status = loadtest.run(cfg, Progress(open(os.devnull, "w")))
+    assert status == "ok"
+    assert "session-timeout = 20" in (run_dir / "grid" / "grid.toml").read_text()
+    failed = [e for e in read(run_dir, "events") if e["event"] == "participant_failed"]
+    cut = "session timed out due to inactivity" in (run_dir / "grid" / "grid.log").read_text()
+    if kept:
+        assert not failed and not cut, failed
+    else:
+        assert cut and failed and all("stopped reporting" in e["reason"] for e in failed), failed
