@@ -4,23 +4,21 @@ For each step of the load shape: start a room's participants, verify every video
 playing (or let its check time out), take a ramp-up measurement, go on. At target load take the
 target measurement. Background samples run through everything else.
 
-WebDriver only opens browsers and adds participants to them; everything the pages measure reaches
+WebDriver only opens browsers, adds participants to them and keeps their sessions alive
+(sfubench/browsers.py); everything the pages measure reaches
 the engine through the collector, and every command (measure, capture) goes to the pages through it.
 A measurement is scheduled a moment ahead, so that every page has picked the command up and all
 start at the same instant: the window lasts what the settings say however many browsers there are.
 
-(Over 400 lines: the Runner's steps share the live participants, their browsers and the windows'
-schedule; split into modules, that state would be passed between them at every step.)
+(Still over 400 lines: the Runner's steps share the live participants and the windows' schedule;
+split further, that state would be passed between them at every step.)
 """
 from __future__ import annotations
 
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import urllib3.exceptions
-from selenium.common.exceptions import WebDriverException
-
+from .browsers import Browser, Browsers
 from .clock import OFFSET_TOLERANCE_MS, ClockStepped
 from .collector import Collector, Window
 from .grid import GridLost
@@ -29,7 +27,6 @@ from .memory import give_back
 from .sfu import SfuFailed
 from .shapes import LoadShape, Status
 
-LOST_AFTER = 3        # consecutive failed WebDriver calls after which a browser is given up
 SILENT_S = 15.0       # a page that posted nothing (not even its 1-s health record) for this long is lost
 LOAD_S = 60.0         # a page that never reported this long after being added did not load
 SAMPLE_GRACE_S = 3.0  # how long after a window's last sample is due its samples may still arrive
@@ -38,13 +35,8 @@ FRAME_FLUSH_S = 0.6   # pages post frame codes every 0.5 s: wait this long for a
 CAPTURE_GAP_S = 0.5   # between two captured frames of one video
 POLL_S = 0.25
 WATCH_S = 1.0         # how often the SFU and the run folder are checked
-QUIT_S = 10.0         # how long closing the browser sessions may take
 NETWORK_SETTLE_S = 5.0  # after the network changes: congestion control and jitter buffers adapt
 RECOVERY_MAX_S = 30.0   # after a profile is lifted, how long videos have to play again
-# Joined pages talk to the engine over HTTP, not WebDriver, and a grid ends a session idle for its
-# session timeout (Selenium's default 300 s; the local grid's an hour): each live browser gets a
-# WebDriver call at least this often.
-KEEP_S = 60.0
 
 
 class ClientFailure(RuntimeError):
@@ -65,18 +57,6 @@ class Participant:
         return "synthetic" if self.browser is None else "browser"
 
 
-@dataclass(eq=False)
-class Browser:
-    index: int
-    driver: object
-    participants: list[Participant] = field(default_factory=list)
-    failures: int = 0
-
-    @property
-    def lost(self) -> bool:
-        return self.failures >= LOST_AFTER
-
-
 class Runner:
     """Runs one scenario. `open_browser()` returns a WebDriver already showing the host page;
     `client_url(room, user)` gives a participant's page; `synthetic` (sfubench.synthetic.Generator)
@@ -91,7 +71,6 @@ class Runner:
         self.shape = shape
         self.bus = bus
         self.collector = collector
-        self.open_browser = open_browser
         self.client_url = client_url
         self.synthetic = synthetic
         self.client_params = client_params
@@ -100,9 +79,8 @@ class Runner:
         self.probes = list(probes)
         self.watches = list(watches)   # callables that raise when the run cannot go on
         self.next_watch = 0.0
-        self.next_keep = 0.0
         self.clocks_flagged: set[str] = set()   # roles whose hosts' clocks were found astray
-        self.browsers: list[Browser] = []
+        self.browsers = Browsers(open_browser, self.event, self.say, self.fail)
         self.participants: list[Participant] = []
         self.status = Status()
         self.window = 0
@@ -193,10 +171,7 @@ class Runner:
         if not self.cfg.real(room, index):
             self._start_synthetic(p_id, room)
             return
-        browser = next((b for b in reversed(self.browsers) if not b.lost
-                        and len(b.participants) < self.cfg.participants_per_browser), None)
-        if browser is None:
-            browser = self._open()
+        browser = self.browsers.with_room(self.cfg.participants_per_browser) or self._open()
         p = Participant(p_id, room, browser, time.monotonic())
         browser.participants.append(p)
         self.participants.append(p)
@@ -221,8 +196,8 @@ class Runner:
 
     def _load(self, p: Participant) -> None:
         url = self.client_url(p.room, p.id)
-        if self.attempt(p.browser, "add", p.browser.driver.execute_script,
-                        "sfubenchHost.add(arguments[0], arguments[1])", p.id, url) is None:
+        if self.browsers.attempt(p.browser, "add", p.browser.driver.execute_script,
+                                 "sfubenchHost.add(arguments[0], arguments[1])", p.id, url) is None:
             self.fail(p, f"browser {p.browser.index} did not take the participant")
 
     def leave(self, p_id: str) -> None:
@@ -231,8 +206,8 @@ class Runner:
         if p.browser is None:
             self.synthetic.leave(p_id)
         else:
-            self.attempt(p.browser, "remove", p.browser.driver.execute_script,
-                         "return sfubenchHost.remove(arguments[0])", p_id)
+            self.browsers.attempt(p.browser, "remove", p.browser.driver.execute_script,
+                                  "return sfubenchHost.remove(arguments[0])", p_id)
         p.failed = "left"   # no longer measured or checked
         self.event("participant_left", room=p.room, user=p_id)
         self.say(f"room {p.room}: {p_id} left")
@@ -250,45 +225,13 @@ class Runner:
             self._load(p)
 
     def _open(self) -> Browser:
-        index = len(self.browsers) + 1
-        self.say(f"browser {index}: opening a session")
         try:
-            driver = self.open_browser()
+            return self.browsers.open()
         except GridLost as e:   # every browser went with it
             for p in self.participants:
                 if p.browser is not None and not p.failed:
                     self.fail(p, str(e))
             raise
-        except Exception as e:   # GridError, WebDriverException: a result of the run, not a crash
-            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            self.event("browser_error", browser=index, call="open", reason=reason)
-            self.say(f"browser {index}: could not be opened: {reason}")
-            driver = None
-        browser = Browser(index, driver, failures=LOST_AFTER if driver is None else 0)
-        self.browsers.append(browser)
-        return browser
-
-    def attempt(self, browser: Browser, what: str, fn, *args):
-        """One WebDriver call. An overloaded or dead browser is a result of the run (the events say
-        which calls failed), not a reason to stop measuring the others; after LOST_AFTER failures in
-        a row it is given up."""
-        if browser.lost:
-            return None
-        try:
-            result = fn(*args)
-        # the browser's own error, or its grid's connection gone (the node lost with its browsers)
-        except (WebDriverException, urllib3.exceptions.HTTPError, OSError) as e:
-            browser.failures += 1
-            reason = (getattr(e, "msg", None) or str(e) or type(e).__name__).strip().splitlines()[0]
-            self.event("browser_error", browser=browser.index, call=what, reason=reason)
-            self.say(f"browser {browser.index}: {what} failed: {reason}")
-            if browser.lost:
-                for p in browser.participants:
-                    self.fail(p, f"browser {browser.index} stopped answering ({LOST_AFTER} calls "
-                                 f"failed in a row)")
-            return None
-        browser.failures = 0
-        return True if result is None else result
 
     def fail(self, p: Participant, reason: str) -> None:
         if p.failed:
@@ -394,7 +337,7 @@ class Runner:
         the after-run scores are captured after the window, so encoding them is not measured."""
         self.end_background()
         give_back()   # what the last window's frames and captures freed: runs go on for hours
-        self.keep_sessions()
+        self.browsers.keep()
         self.note_failures()
         self.follow(True)   # from now: the window's first frames may show codes captured before it
         w = self.schedule(phase, n)
@@ -418,16 +361,6 @@ class Runner:
         if self.cfg.quality_frames:
             self.capture(phase, w.id)
         self.note_failures()
-
-    def keep_sessions(self) -> None:
-        """A cheap WebDriver call to each live browser, at most every KEEP_S: runs hold for hours."""
-        now = time.monotonic()
-        if now < self.next_keep:
-            return
-        self.next_keep = now + KEEP_S
-        for browser in self.browsers:
-            if browser.driver is not None:
-                self.attempt(browser, "keep its session", lambda d=browser.driver: d.title)
 
     def follow(self, on: bool) -> None:
         """Frame codes are read (checks, playback, delay) only while followed: between times the
@@ -499,19 +432,4 @@ class Runner:
             time.sleep(max(0.0, min(until - now, POLL_S)))
 
     def close(self) -> None:
-        """Quits every browser session, all at once, waiting QUIT_S at most: a frozen browser cannot
-        answer, and the grid's and the lab's teardown end whatever is left."""
-        drivers = [b.driver for b in self.browsers if b.driver is not None]
-        self.browsers.clear()
-
-        def quit(driver):
-            try:
-                driver.quit()
-            except Exception:  # a dead session must not stop the others from closing
-                pass
-        threads = [threading.Thread(target=quit, args=(d,), daemon=True) for d in drivers]
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + QUIT_S
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
+        self.browsers.close()

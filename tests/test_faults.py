@@ -406,10 +406,10 @@ def test_browser_sessions_outlive_the_grids_idle_timeout(tmp_path, monkeypatch, 
     timeout is 20 s (Selenium checks every 30 s) and the hold lasts 100 s: with the runner's
     keepalive (every 5 s here) the browsers stay; without it (the control) they are cut."""
     import functools
-    from sfubench import config, grid, loadtest, runner, sites
+    from sfubench import browsers, config, grid, loadtest, sites
     from sfubench.progress import Progress
     monkeypatch.setattr(sites.grid_mod, "LocalGrid", functools.partial(grid.LocalGrid, session_timeout=20))
-    monkeypatch.setattr(runner, "KEEP_S", 5.0 if kept else 1e9)
+    monkeypatch.setattr(browsers, "KEEP_S", 5.0 if kept else 1e9)
     cfg = config.load(cli={"sfu": "janus", "preset": "browsers", "out": str(tmp_path), "lab_prefix": PREFIX,
                            "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"), "quality_frames": 0,
                            "users_per_room": 2, "shape": "steady", "rooms": 1, "steady_minutes": 100 / 60,
