@@ -5,10 +5,10 @@ whole) rises to that size, so later image-sized buffers come from the arenas and
 stays resident. `make soak` measured the engine's resident memory climbing in steps, 97 to 108 MB
 over an hour at 21 participants, while the Python objects it traced stayed flat (37 MB). With
 two arenas and a fixed threshold the same soak grew half as fast (91 to 93 MB in 17 minutes), and
-what a window's work freed inside the arenas still stayed resident: the runner gives it back after
-each window (`give_back`, glibc's malloc_trim): with both, the next hour held at 89.3 to 89.4 MB.
-Both are this process's alone (the SFUs, browsers
-and generators it starts keep their defaults, which their own figures depend on)."""
+what a window's work freed inside the arenas still stayed resident, so the runner gives it back
+after each window (`give_back`, glibc's malloc_trim). With both, the next hour held at 89.3 to
+89.4 MB. Both settings are this process's alone (the SFUs, browsers and generators it starts keep
+their defaults, which their own figures depend on)."""
 from __future__ import annotations
 
 import ctypes

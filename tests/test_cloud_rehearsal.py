@@ -48,8 +48,8 @@ def rehearse(sfu: str, image: Path, repo: tuple[Path, str], work: Path) -> dict:
         "page_origin": host.router, "hours": 1, "probe_port": PROBE_PORT}, "aws")
     pip_cache = Path.home() / ".cache" / "pip"
     pip_cache.mkdir(parents=True, exist_ok=True)
-    host.boot(image, plan["hosts"][sfu]["user_data"], binds={bare: HOST_REPO, pip_cache: "/root/.cache/pip"})
-    try:
+    try:   # from the boot on: whatever fails, the namespace, the router's rules and the root go
+        host.boot(image, plan["hosts"][sfu]["user_data"], binds={bare: HOST_REPO, pip_cache: "/root/.cache/pip"})
         host.wait_for(f"http://{host.address}:{PROBE_PORT}/facts", INSTALL_TIMEOUT_S)
         # the SFU's own health check, as a run attaches to it
         Adapter.load(sfu).attach(Host("", "", host.address), work, INSTALL_TIMEOUT_S, host.router)
