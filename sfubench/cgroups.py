@@ -19,6 +19,10 @@ ROOT = agent.CGROUP_ROOT
 PARENT = "sfubench"
 PERIOD_US = 100_000   # the kernel's own default CFS period
 MIN_QUOTA_US = 1000   # the smallest quota the kernel takes
+# Of each real-time period, what the parent group lends its children's real-time threads: under
+# the root's 95 %, and room for two labs' clients side by side (REALTIME_SHARE each).
+PARENT_REALTIME_SHARE = 0.9
+REALTIME_SHARE = 0.4
 
 
 class CgroupError(RuntimeError):
@@ -44,13 +48,18 @@ def _write(path: Path, value: str) -> None:
 
 class CpuGroup:
     """One role's group. `cores` > 0 caps it at that many cores' worth of CPU time in every CFS
-    period of `period_us`; `cpus` (a list such as "0" or "0-1") pins it."""
+    period of `period_us`; `cpus` (a list such as "0" or "0-1") pins it. `realtime` > 0 lets its
+    threads run real-time (SCHED_FIFO) for up to that share of each CPU's time, where the kernel
+    schedules real-time threads by group (cgroup v1 with RT_GROUP_SCHED: a group's share starts at
+    none); elsewhere the kernel's own rules apply."""
 
-    def __init__(self, name: str, cores: float = 0.0, cpus: str = "", period_us: int = PERIOD_US):
+    def __init__(self, name: str, cores: float = 0.0, cpus: str = "", period_us: int = PERIOD_US,
+                 realtime: float = 0.0):
         self.name = name
         self.cores = cores
         self.cpus = cpus
         self.period_us = period_us
+        self.realtime = realtime
         self.version = version()
         if self.version is None:
             raise CgroupError("no cgroup cpu controller on this host (neither v2 nor v1 is mounted)")
@@ -97,7 +106,23 @@ class CpuGroup:
             else:   # a new group's quota is unlimited: any period goes first
                 _write(dirs["cpu"] / "cpu.cfs_period_us", str(period))
                 _write(dirs["cpu"] / "cpu.cfs_quota_us", str(quota))
+        if self.realtime > 0:
+            self._lend_realtime(dirs["cpu"])
         return self
+
+    def _lend_realtime(self, d: Path) -> None:
+        """Gives the group its real-time share, its parent first (a child's share must fit in the
+        parent's). Best effort: without it the threads that ask for real-time run as normal ones,
+        and what that costs them shows where it is measured (the generator's pacing)."""
+        if not (d / "cpu.rt_runtime_us").exists():
+            return
+        try:
+            for level, share in ((d.parent, PARENT_REALTIME_SHARE), (d, self.realtime)):
+                period = int((level / "cpu.rt_period_us").read_text())
+                if int((level / "cpu.rt_runtime_us").read_text()) < share * period:
+                    (level / "cpu.rt_runtime_us").write_text(str(round(share * period)))
+        except (OSError, ValueError):
+            pass
 
     def effective_period_us(self) -> int:
         """The period asked for, lengthened where the quota in it would fall under the kernel's

@@ -130,8 +130,8 @@ func (b *batch) drain(c *fastConn) {
 	}
 }
 
-// read is one recvmmsg that never waits: 0 when nothing is there (the
-// poller comes back) or the socket is closed.
+// read is one recvmmsg that never waits (hence a raw system call): 0 when
+// nothing is there (the poller comes back) or the socket is closed.
 func (b *batch) read(s *socket) (int, error) {
 	for i := range b.hdrs {
 		b.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
@@ -140,7 +140,7 @@ func (b *batch) read(s *socket) (int, error) {
 	var n uintptr
 	var errno unix.Errno
 	s.use(func(fd int) {
-		n, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[0])),
+		n, _, errno = unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[0])),
 			uintptr(len(b.hdrs)), unix.MSG_DONTWAIT, 0, 0)
 	})
 	switch errno {

@@ -89,9 +89,12 @@ func (s *socket) sendTo(b []byte, to netip.AddrPort) (int, error) {
 	port[0], port[1] = byte(to.Port()>>8), byte(to.Port())
 	var n uintptr
 	var errno unix.Errno
+	// A send never waits (MSG_DONTWAIT: a full buffer drops the datagram,
+	// as a full queue on the way would), so it is a raw system call: the
+	// runtime never hands the pacer's P away mid-frame for it to win back.
 	if !s.use(func(fd int) {
-		n, _, errno = unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))),
-			uintptr(len(b)), 0, uintptr(unsafe.Pointer(&sa)), unix.SizeofSockaddrInet4)
+		n, _, errno = unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))),
+			uintptr(len(b)), unix.MSG_DONTWAIT, uintptr(unsafe.Pointer(&sa)), unix.SizeofSockaddrInet4)
 	}) {
 		return 0, net.ErrClosed
 	}

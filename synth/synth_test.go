@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/pion/rtp"
 	"github.com/pion/rtp/codecs"
+	"golang.org/x/sys/unix"
 )
 
 // testClip encodes a second of test pattern and tone with the real ffmpeg,
@@ -157,6 +159,36 @@ func TestPacerCallsOnScheduleAndSkipsMissedSlots(t *testing.T) {
 	time.Sleep(30 * time.Millisecond)
 	if len(calls) > n-2+1 { // a send under way as it stopped may still land
 		t.Fatalf("a stopped slot kept sending")
+	}
+}
+
+// TestSendsRunOnARealTimeThreadWherePermitted: a stream's sends come from a
+// SCHED_FIFO thread wherever this process may make one, else from a normal
+// one, never from whatever thread the Go scheduler hands them.
+func TestSendsRunOnARealTimeThreadWherePermitted(t *testing.T) {
+	want := uint32(unix.SCHED_NORMAL)
+	permitted := make(chan bool)
+	go func() {
+		runtime.LockOSThread() // and never unlocked: the thread ends with the goroutine
+		permitted <- unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}, 0) == nil
+	}()
+	if <-permitted {
+		want = unix.SCHED_FIFO
+	}
+	policies := make(chan uint32, 10)
+	s := schedule(10*time.Millisecond, 0, func(int) {
+		if a, err := unix.SchedGetAttr(0, 0); err == nil {
+			policies <- a.Policy
+		}
+	})
+	defer s.stopped.Store(true)
+	select {
+	case got := <-policies:
+		if got != want {
+			t.Fatalf("sends ran under scheduling policy %d, want %d", got, want)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("no send within a second")
 	}
 }
 

@@ -130,6 +130,26 @@ def test_a_pinned_group_runs_on_its_cpus_only():
         g.remove()
 
 
+REALTIME = ["python3", "-c", "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1)); print('fifo')"]
+
+
+@pytest.mark.parametrize("share", [0.0, cgroups.REALTIME_SHARE])
+def test_a_group_lent_a_realtime_share_lets_its_threads_run_realtime(share):
+    """The generator's pacers ask for SCHED_FIFO; where the kernel schedules real-time threads by
+    group (v1 with RT_GROUP_SCHED), a group runs none until it is lent a share."""
+    g = CpuGroup("sfubench-test-rt", realtime=share).create()
+    try:
+        by_group = (cgroups.ROOT / "cpu" / cgroups.PARENT / g.name / "cpu.rt_runtime_us").exists()
+        proc = subprocess.run(g.wrap(REALTIME), capture_output=True, text=True, timeout=10)
+        assert (proc.stdout.strip() == "fifo") == (share > 0 or not by_group), proc.stderr
+        if by_group and share:
+            d = cgroups.ROOT / "cpu" / cgroups.PARENT
+            assert int((d / g.name / "cpu.rt_runtime_us").read_text()) == round(share * 1_000_000)
+            assert int((d / "cpu.rt_runtime_us").read_text()) >= round(share * 1_000_000)
+    finally:
+        g.remove()
+
+
 def test_the_machine_probe_counts_every_core():
     probe = MachineProbe()
     probe.sample()   # the first row: the next one's `cpu` is since this
