@@ -6,7 +6,7 @@ PY := .venv/bin/python
 
 CLOUD ?= aws
 
-.PHONY: deps media loadtest study cloud-loadtest report compare trend test test-sfus bench soak list-sfus help
+.PHONY: deps media loadtest study cloud-loadtest report compare trend test test-sfus test-cloud bench soak list-sfus help
 
 help:
 	@echo "make loadtest [SFU=janus] [ARGS='--preset browsers ...']        the study in miniature against one SFU: runs/<stamp>-<sfu>/"
@@ -55,6 +55,12 @@ test: deps
 # take about half an hour each on two cores, once (cached by version), so `make test` leaves them out.
 test-sfus: deps
 	@SFUBENCH_CONFORMANCE=all $(PY) -m pytest -ra tests/test_conformance.py tests/test_synthetic.py $(ARGS)
+
+# The cloud path rehearsed on bare Debian hosts for every local SFU (tests/test_cloud_rehearsal.py);
+# `make test` rehearses janus, inhouse and livekit.
+test-cloud: deps
+	@scripts/deps.sh cloud
+	@SFUBENCH_REHEARSAL=all $(PY) -m pytest -ra -k rehearsal tests/test_cloud_rehearsal.py $(ARGS)
 
 list-sfus: deps
 	@$(PY) -m sfubench.cli list-sfus

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what sfubench needs on a Debian 12 machine; safe to rerun (each step skips when already done).
 #   scripts/deps.sh                 the steps a load test needs: apt, python, grid
-#   scripts/deps.sh apt|python|grid|cloud ...   only those steps (cloud: the cloud path's tools and
-#                                   the suite's control plane, built from the Go module proxy)
+#   scripts/deps.sh apt|python|grid|cloud|go|node ...   only those steps (cloud: the cloud path's tools
+#                                   and the suite's control plane, built from the Go module proxy;
+#                                   go, node: toolchains an SFU's install needs on a bare cloud host)
 # One line per step on stdout; on failure one line on stderr naming the step and its log, exit status 1.
 # Environment: PYTHON (the interpreter for a new .venv, default python3), SFUBENCH_CACHE (see grid/install.sh).
 set -euo pipefail
@@ -88,6 +89,50 @@ step_grid() {
   if [[ $out == *": cached in "* ]]; then detail=cached; else detail=${out#grid }; fi
 }
 
+# Go for the SFUs built from Go sources (an adapter's `toolchains`), on a bare Debian 12 host
+# (cloud-init's first steps): Debian 12's own Go is too old to build them or to fetch a newer
+# toolchain, its backports' Go can fetch one, and the Go module proxy serves it (golang.org/toolchain,
+# checked against the checksum database as any module); that one becomes the system's Go.
+GO_MIN=1.26 GO_TOOLCHAIN=go1.27.3 GO_BOOTSTRAP=golang-1.23-go
+step_go() {
+  local log=$logs/go.log have gopath
+  have=$(go env GOVERSION 2>/dev/null || true)
+  if [[ -n $have ]] && printf '%s\n' "go$GO_MIN" "$have" | sort -C -V; then
+    detail=cached
+    return
+  fi
+  ((EUID == 0)) || fail "needs root to install Go $GO_MIN or later"
+  : >"$log"
+  export DEBIAN_FRONTEND=noninteractive
+  echo "deb http://deb.debian.org/debian bookworm-backports main" >/etc/apt/sources.list.d/sfubench-backports.list
+  apt-get update -q >>"$log" 2>&1 || fail "apt-get update (log: $log)"
+  apt-get install -y -q --no-install-recommends -t bookworm-backports "$GO_BOOTSTRAP" ca-certificates >>"$log" 2>&1 ||
+    fail "apt-get install $GO_BOOTSTRAP (log: $log)"
+  gopath=$(mktemp -d)
+  GOPATH=$gopath GOCACHE=$gopath/cache GOTOOLCHAIN=$GO_TOOLCHAIN /usr/lib/go-1.23/bin/go version >>"$log" 2>&1 ||
+    fail "fetching $GO_TOOLCHAIN from the Go module proxy (log: $log)"
+  rm -rf "/usr/local/lib/$GO_TOOLCHAIN"
+  cp -a "$gopath"/pkg/mod/golang.org/toolchain@v0.0.1-"$GO_TOOLCHAIN".linux-*/ "/usr/local/lib/$GO_TOOLCHAIN"
+  chmod -R u+w "$gopath" && rm -rf "$gopath"
+  ln -sf "/usr/local/lib/$GO_TOOLCHAIN/bin/go" /usr/local/bin/go
+  detail="installed $(go env GOVERSION)"
+}
+
+# Node.js with npm, and what npm's native modules compile with, from Debian.
+step_node() {
+  local log=$logs/node.log
+  if command -v node >/dev/null && command -v npm >/dev/null && [[ -d /usr/include/node ]]; then
+    detail=cached
+    return
+  fi
+  ((EUID == 0)) || fail "needs root to install Node.js"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >"$log" 2>&1 || fail "apt-get update (log: $log)"
+  apt-get install -y -q --no-install-recommends nodejs npm libnode-dev g++ make python3 >>"$log" 2>&1 ||
+    fail "apt-get install nodejs npm (log: $log)"
+  detail="installed node $(node --version)"
+}
+
 # ~15 min on a fresh machine of 2 cores (kube-apiserver 4.5, terraform 4, tflint 2), then cached by version.
 step_cloud() {
   local out
@@ -104,7 +149,7 @@ step_cloud() {
 steps=("$@")
 ((${#steps[@]})) || steps=(apt python grid)
 for step in "${steps[@]}"; do
-  [[ $step == @(apt|python|grid|cloud) ]] || { echo "usage: scripts/deps.sh [apt|python|grid|cloud]..." >&2; exit 2; }
+  [[ $step == @(apt|python|grid|cloud|go|node) ]] || { echo "usage: scripts/deps.sh [apt|python|grid|cloud|go|node]..." >&2; exit 2; }
 done
 mkdir -p "$logs"
 for step in "${steps[@]}"; do

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import os
 import shutil
 import signal
@@ -25,7 +26,7 @@ from pathlib import Path
 
 SUITE, MIRROR = "bookworm", "http://deb.debian.org/debian"
 # Beyond debootstrap's minbase, what every Debian 12 cloud image boots with.
-IMAGE_PACKAGES = ("systemd-sysv", "dbus", "ca-certificates", "iproute2", "python3")
+IMAGE_PACKAGES = ("systemd-sysv", "dbus", "ca-certificates", "iproute2", "python3", "openssh-server")
 MAX_AGE_DAYS = 7
 USER_DATA = "var/lib/cloud/instance/scripts/part-001"
 OUTPUT_LOG = "var/log/cloud-init-output.log"
@@ -56,20 +57,24 @@ def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
 
 
 def debian_root(cache: Path, log=print) -> Path:
-    """The newest image root in `cache` younger than MAX_AGE_DAYS, else a new one (49 s here)."""
+    """The newest image root in `cache` of these IMAGE_PACKAGES younger than MAX_AGE_DAYS, else a
+    new one (~1 min)."""
     today = datetime.date.today()
+    kind = "debian-12-" + hashlib.sha256(" ".join(IMAGE_PACKAGES).encode()).hexdigest()[:8]
     roots = sorted(cache.glob("debian-12-*/.complete"), reverse=True)
     for done in roots:
-        built = datetime.date.fromisoformat(done.parent.name.removeprefix("debian-12-"))
+        if not done.parent.name.startswith(kind + "-"):
+            continue
+        built = datetime.date.fromisoformat(done.parent.name.removeprefix(kind + "-"))
         if (today - built).days < MAX_AGE_DAYS:
             return done.parent
-    root = cache / f"debian-12-{today.isoformat()}"
+    root = cache / f"{kind}-{today.isoformat()}"
     shutil.rmtree(root, ignore_errors=True)
     log(f"rehearsal: debootstrap {SUITE} into {root} (once a week)")
     _run(["debootstrap", "--variant=minbase", f"--include={','.join(IMAGE_PACKAGES)}", SUITE, str(root), MIRROR],
          timeout=1800)
     (root / ".complete").touch()
-    for done in roots:   # older images
+    for done in roots:   # older images, and those of other packages
         shutil.rmtree(done.parent, ignore_errors=True)
     return root
 

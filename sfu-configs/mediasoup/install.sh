@@ -2,23 +2,16 @@
 # Installs mediasoup (pinned) with its C++ worker built here, the ws package for the adapter's
 # server, and bundles mediasoup-client into the adapter's cache ($1). mediasoup 3.9 and later fetch
 # their build dependencies from outside the registries at build time; 3.8.4 bundles them. Its abseil
-# needs one line fixed for current glibc, and its gyp needs a Python <= 3.9. Idempotent; used by the
-# local lab and by cloud-init alike.
+# needs one line fixed for current glibc, and its bundled gyp predates Python 3.10: gyp-next (the gyp
+# Node keeps, from PyPI) reads the same files, so the build needs no old Python. Idempotent; used by
+# the local lab and by cloud-init alike.
 set -eu
 version=3.8.4
 client_version=3.6.103
+gyp_version=0.22.4
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${1:?usage: install.sh CACHE_DIR}
 mkdir -p "$cache"
-
-python39() {
-  for p in "$(pyenv root 2>/dev/null)/versions/3.9.18/bin/python3.9" /root/.pyenv/versions/3.9.18/bin/python3.9 \
-           "$(command -v python3.9 2>/dev/null || true)"; do
-    [ -x "$p" ] && { echo "$p"; return; }
-  done
-  echo "mediasoup: building its worker needs Python 3.9 (pyenv install 3.9.18)" >&2
-  exit 1
-}
 
 if [ "$(cat "$cache/.server" 2>/dev/null)" != "$version" ]; then
   command -v npm >/dev/null || { echo "mediasoup: npm is needed" >&2; exit 1; }
@@ -28,8 +21,10 @@ if [ "$(cat "$cache/.server" 2>/dev/null)" != "$version" ]; then
   worker="$work/node_modules/mediasoup/worker"
   sed -i 's/std::max(SIGSTKSZ, 65536)/std::max<size_t>(SIGSTKSZ, 65536)/' \
     "$worker/deps/libwebrtc/deps/abseil-cpp/abseil-cpp/absl/debugging/failure_signal_handler.cc"
-  py=$(python39)
-  (cd "$worker" && PYTHON="$py" make -j"$(nproc)" >"$cache/worker-build.log" 2>&1) ||
+  python3 -m venv "$cache/gyp" && "$cache/gyp/bin/pip" install -q --disable-pip-version-check "gyp-next==$gyp_version"
+  rm -rf "$worker/deps/gyp/pylib/gyp"
+  ln -s "$("$cache/gyp/bin/python" -c 'import gyp, os; print(os.path.dirname(gyp.__file__))')" "$worker/deps/gyp/pylib/gyp"
+  (cd "$worker" && PYTHON="$cache/gyp/bin/python" make -j"$(nproc)" >"$cache/worker-build.log" 2>&1) ||
     { echo "mediasoup: the worker build failed (log: $cache/worker-build.log)" >&2; exit 1; }
   test -x "$worker/out/Release/mediasoup-worker"
   echo "$version" >"$cache/.server"

@@ -21,6 +21,7 @@ variable "sfus" {
     tcp_ports  = list(number)
     udp_ranges = list(object({ from = number, to = number }))
     secrets    = optional(bool, false)
+    toolchains = optional(list(string), [])
   }))
 }
 

@@ -28,6 +28,7 @@ locals {
         origin   = var.page_origin
         run_id   = var.run_id
         secrets  = sfu.secrets
+        tools    = sfu.toolchains
         key      = var.secrets_public_key
         # the host powers off (and, as the provider module asks, terminates) once the run's budgeted
         # hours are over, whatever became of the runner and of Terraform's state

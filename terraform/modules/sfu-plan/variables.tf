@@ -17,12 +17,13 @@ variable "owner" {
 }
 
 variable "sfus" {
-  description = "The SFUs under test, by adapter name, as the runner reads them from sfu-configs/<name>/sfu.toml: version, TCP ports, UDP port ranges, and whether it has secrets (delivered over SSH, never in cloud-init)."
+  description = "The SFUs under test, by adapter name, as the runner reads them from sfu-configs/<name>/sfu.toml: version, TCP ports, UDP port ranges, whether it has secrets (delivered over SSH, never in cloud-init), and the toolchains its install needs on a bare host (steps of scripts/deps.sh)."
   type = map(object({
     version    = string
     tcp_ports  = list(number)
     udp_ranges = list(object({ from = number, to = number }))
     secrets    = optional(bool, false)
+    toolchains = optional(list(string), [])
   }))
   validation {
     condition     = length(var.sfus) > 0
