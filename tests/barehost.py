@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -88,8 +89,9 @@ class BareHost:
         self.work, self.name, self.subnet = work, name, subnet
         self.address, self.router = f"{subnet}.10", f"{subnet}.1"
         self.root = work / "root"
-        self.proc: subprocess.Popen | None = None
-        self.forwarding: str | None = None   # this machine's ip_forward before the host's router
+        # kept in `work`, so that another process (a Terraform provisioner's) can take the host down
+        self.pid = work / "nspawn.pid"
+        self.forwarding = work / "ip_forward"   # this machine's, before the host's router
 
     # -- the network: a host, its router, and only web and DNS out ------------------------------
     def _network(self) -> None:
@@ -118,13 +120,13 @@ class BareHost:
             }}
         }}"""
         _run(["nft", "-f", "-"], input=rules)
-        self.forwarding = Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()
+        self.forwarding.write_text(Path("/proc/sys/net/ipv4/ip_forward").read_text())
         _run(["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
 
     def _unnetwork(self) -> None:
-        if self.forwarding is not None:   # as this machine had it
-            _run(["sysctl", "-q", "-w", f"net.ipv4.ip_forward={self.forwarding}"])
-            self.forwarding = None
+        if self.forwarding.exists():   # as this machine had it
+            _run(["sysctl", "-q", "-w", f"net.ipv4.ip_forward={self.forwarding.read_text().strip()}"])
+            self.forwarding.unlink()
         subprocess.run(["nft", "delete", "table", "ip", self.name], capture_output=True)
         subprocess.run(["ip", "link", "del", f"{self.name}0"], capture_output=True)
         if Path("/run/netns", self.name).exists():
@@ -149,12 +151,27 @@ class BareHost:
         self._trust()
         self._network()
         log = open(self.work / "console.log", "wb")
-        self.proc = subprocess.Popen(
+        proc = subprocess.Popen(
             ["systemd-nspawn", "--quiet", "--boot", "--register=no", "--keep-unit", f"--machine={self.name}",
              f"--directory={self.root}", f"--network-namespace-path=/run/netns/{self.name}",
              "--resolv-conf=copy-host", *(f"--bind={src}:{dst}" for src, dst in binds.items())],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pid.write_text(str(proc.pid))
         return self
+
+    def running(self) -> bool:
+        try:
+            pid = int(self.pid.read_text())
+        except (OSError, ValueError):
+            return False
+        with contextlib.suppress(ChildProcessError):   # ours to reap where this process booted it
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return False
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True
 
     def _trust(self) -> None:
         cas = sorted(LOCAL_CAS.glob("*.crt"))
@@ -186,23 +203,45 @@ class BareHost:
             with contextlib.suppress(OSError):
                 with opener.open(url, timeout=3):
                     return
-            if self.proc.poll() is not None or self.failed():
+            if not self.running() or self.failed():
                 break
             time.sleep(2)
         tail = "\n".join(self.output().splitlines()[-15:])
-        why = ("the user_data failed" if self.failed() else "the host stopped" if self.proc.poll() is not None
+        why = ("the user_data failed" if self.failed() else "the host stopped" if not self.running()
                else f"nothing answered within {timeout:.0f} s")
         raise AssertionError(f"{url}: {why}; the user_data's output ends:\n{tail}")
 
     def down(self) -> None:
         """Powers the host off, takes its network down, and removes its root (a gigabyte once it
         has installed an SFU; what it printed is in output() until then)."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)   # nspawn powers the host off
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        if self.running():
+            group = int(self.pid.read_text())
+            os.killpg(group, signal.SIGTERM)   # nspawn powers the host off
+            deadline = time.monotonic() + 60
+            while self.running() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+        self.pid.unlink(missing_ok=True)
         self._unnetwork()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def main(argv: list[str]) -> int:
+    """`barehost.py up WORK IMAGE USER_DATA_FILE [SRC=DST ...]` boots a host and returns;
+    `barehost.py down WORK` takes it down: the two halves of a host's life as a Terraform
+    provisioner runs them."""
+    if argv[:1] == ["up"] and len(argv) >= 4:
+        binds = dict(b.split("=", 1) for b in argv[4:])
+        BareHost(Path(argv[1])).boot(Path(argv[2]), Path(argv[3]).read_text(),
+                                     {Path(src): dst for src, dst in binds.items()})
+        return 0
+    if argv[:1] == ["down"] and len(argv) == 2:
+        BareHost(Path(argv[1])).down()
+        return 0
+    print("usage: barehost.py up WORK IMAGE USER_DATA_FILE [SRC=DST ...] | down WORK", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -6,23 +6,29 @@ runner reaches it, with nothing on the host beforehand but what a cloud image ha
 (SFUBENCH_REHEARSAL=all) every local SFU, mediasoup's and Medooze's native builds included."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sfubench import config
 from sfubench.agent import PROBE_PORT
+from sfubench.cloud import run as cloud_run
 from sfubench.cloud import terraform
 from sfubench.cloud.courier import Courier
 from sfubench.config import ROOT, cache_root
 from sfubench.lab import Host
 from sfubench.sfu import Adapter
 
+from awsapi import moto_server
 from barehost import BareHost, debian_root
+from controlplane import ControlPlane
 
 SUITE = ("janus", "inhouse", "livekit")
 LOCAL = tuple(name for name in config.available_sfus() if "local" in Adapter.load(name).where)
@@ -58,6 +64,26 @@ def caches() -> dict[Path, str]:
     return binds
 
 
+def user_data(sfu: str, host: BareHost, commit: str, courier: Courier | None) -> str:
+    """The user_data Terraform renders for `sfu`'s host of a run whose VPC is the host's subnet."""
+    plan = terraform.plan_offline({
+        "run_id": "rh1", "owner": "ci", "sfus": terraform.sfus_variable([sfu]), "vpc_cidr": f"{host.subnet}.0/24",
+        "operator_cidr": f"{host.router}/32", "repo_url": f"file://{HOST_REPO}", "git_ref": commit,
+        "page_origin": host.router, "hours": 1, "probe_port": PROBE_PORT,
+        "secrets_public_key": courier.public_key if courier else ""}, "aws")
+    return plan["hosts"][sfu]["user_data"]
+
+
+def healthy(adapter: Adapter, host: BareHost, work: Path) -> dict:
+    """Waits for the host's probe, then for its SFU's own health check as a run attaches to it;
+    returns the host's facts."""
+    host.wait_for(f"http://{host.address}:{PROBE_PORT}/facts", INSTALL_TIMEOUT_S)
+    adapter.attach(Host("", "", host.address), work, INSTALL_TIMEOUT_S, host.router)
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+            f"http://{host.address}:{PROBE_PORT}/facts", timeout=10) as r:
+        return json.loads(r.read())
+
+
 def rehearse(sfu: str, image: Path, repo: tuple[Path, str], work: Path) -> dict:
     """Boots a bare host on `sfu`'s user_data (its secrets delivered over SSH as a run delivers
     them) and waits until its SFU is healthy; returns its facts."""
@@ -65,21 +91,12 @@ def rehearse(sfu: str, image: Path, repo: tuple[Path, str], work: Path) -> dict:
     host = BareHost(work)
     adapter = Adapter.load(sfu)
     courier = Courier(adapter) if adapter.secrets else None
-    plan = terraform.plan_offline({
-        "run_id": "rh1", "owner": "ci", "sfus": terraform.sfus_variable([sfu]), "vpc_cidr": f"{host.subnet}.0/24",
-        "operator_cidr": f"{host.router}/32", "repo_url": f"file://{HOST_REPO}", "git_ref": commit,
-        "page_origin": host.router, "hours": 1, "probe_port": PROBE_PORT,
-        "secrets_public_key": courier.public_key if courier else ""}, "aws")
+    data = user_data(sfu, host, commit, courier)
     try:   # from the boot on: whatever fails, the namespace, the router's rules and the root go
-        host.boot(image, plan["hosts"][sfu]["user_data"], binds={bare: HOST_REPO, **caches()})
+        host.boot(image, data, binds={bare: HOST_REPO, **caches()})
         if courier:
             courier.deliver(host.address, INSTALL_TIMEOUT_S)
-        host.wait_for(f"http://{host.address}:{PROBE_PORT}/facts", INSTALL_TIMEOUT_S)
-        # the SFU's own health check, as a run attaches to it
-        adapter.attach(Host("", "", host.address), work, INSTALL_TIMEOUT_S, host.router)
-        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
-                f"http://{host.address}:{PROBE_PORT}/facts", timeout=10) as r:
-            return json.loads(r.read())
+        return healthy(adapter, host, work)
     finally:
         (work / "cloud-init-output.log").write_text(host.output())
         host.down()
@@ -91,3 +108,75 @@ def rehearse(sfu: str, image: Path, repo: tuple[Path, str], work: Path) -> dict:
 def test_rehearsal_a_bare_host_brings_its_sfu_up_from_the_rendered_user_data(sfu, image, repo, tmp_path):
     facts = rehearse(sfu, image, repo, tmp_path)
     assert facts["hostname"] == BareHost.NAME and facts["cpus"] >= 1, facts   # the bare host's, not ours
+
+
+# A stand-in for environments/aws, whose provider cannot be had here: the same state from apply to
+# destroy in the run's folder, its one host a bare one, booted and halted by provisioners.
+HOST_ENVIRONMENT = """
+terraform {
+  backend "local" {}
+}
+variable "run_id" { type = string }
+variable "address" { type = string }
+variable "boot" { type = string }
+variable "halt" { type = string }
+resource "terraform_data" "janus" {
+  input = var.halt
+  provisioner "local-exec" { command = var.boot }
+  provisioner "local-exec" {
+    when    = destroy
+    command = self.input
+  }
+}
+output "sfus" { value = { janus = { address = var.address } } }
+"""
+
+
+def nightly_cleanup() -> list[str]:
+    """The commands of the nightly's step that destroys, whatever happened, what its runs left."""
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "nightly.yml").read_text())
+    for job in workflow["jobs"].values():
+        for step in job.get("steps", []):
+            if step.get("name") == "destroy what is left":
+                return [line for line in step["run"].splitlines() if line.strip()]
+    raise AssertionError("the nightly has no step named 'destroy what is left'")
+
+
+def test_rehearsal_the_nightlys_cleanup_passes_after_a_clean_run(image, repo, tmp_path):
+    """A nightly run that went well: its host made through Terraform from the run's folder, its
+    SFU healthy, then destroyed by the run's teardown. The nightly's cleanup step, its own
+    commands in the runner's checkout, against the cluster's API (a real control plane) and AWS's
+    (moto's server: a stand-in), must then pass with nothing left to destroy."""
+    bare, commit = repo
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / ".venv").symlink_to(ROOT / ".venv")
+    run_id = cloud_run.run_id_for()
+    host = BareHost(tmp_path / "host")
+    host.work.mkdir()
+    (tmp_path / "user-data").write_text(user_data("janus", host, commit, None))
+    (tmp_path / "environment").mkdir()
+    (tmp_path / "environment" / "main.tf").write_text(HOST_ENVIRONMENT)
+    script = Path(__file__).with_name("barehost.py")
+    binds = " ".join(f"{src}={dst}" for src, dst in {bare: HOST_REPO, **caches()}.items())
+    hosts = terraform.Hosts(tmp_path / "environment", {
+        "run_id": run_id, "address": host.address,
+        "boot": f"{sys.executable} {script} up {host.work} {image} {tmp_path / 'user-data'} {binds}",
+        "halt": f"{sys.executable} {script} down {host.work}"}, workspace / "runs" / "nightly" / f"{run_id}-cloud-aws")
+    try:
+        hosts.apply()
+        assert hosts.outputs()["sfus"]["janus"]["address"] == host.address
+        healthy(Adapter.load("janus"), host, tmp_path)
+        hosts.destroy()   # the run's teardown
+        assert not host.running() and not Path("/run/netns", host.name).exists()
+    finally:
+        host.down()   # nothing to do unless the teardown failed
+
+    with moto_server() as aws, contextlib.ExitStack() as stack:
+        cluster = ControlPlane(tmp_path / "controlplane").start()
+        stack.callback(cluster.stop)
+        env = {**os.environ, **aws, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(ROOT)}
+        for command in nightly_cleanup():
+            r = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=workspace, env=env,
+                               capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0, f"{command}\n{r.stdout}{r.stderr}"

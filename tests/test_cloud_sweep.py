@@ -3,41 +3,23 @@ moto's server: a stand-in for AWS's API, which no test here can reach. Two runs'
 as Terraform makes them (a VPC, its subnet, route table and internet gateway, a security group and
 an instance, each tagged sfubench:run); the sweep deletes the old run's and leaves the young one's."""
 import os
-import socket
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import boto3
 import pytest
 
-from sfubench.grid import free_port
+from awsapi import moto_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def aws():
-    """moto's server on 127.0.0.1, and the environment that points boto3 (and sfubench) at it."""
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, "moto's server did not start"
-            time.sleep(0.2)
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "eu-west-1",
-           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_CONFIG_FILE": "/dev/null",
-           "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}
-    yield env
-    server.kill()
-    server.wait()
+    with moto_server() as env:
+        yield env
 
 
 def make_run(ec2, run_id: str) -> dict:
