@@ -7,7 +7,7 @@ measurement does not make a knee.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median
 
 
@@ -46,6 +46,17 @@ class Knee:
     def client_bound(self) -> bool:
         """The load generator, not the SFU, stopped the measuring here."""
         return self.criterion == "client"
+
+
+def as_stopped(knee: Knee, events: list[dict]) -> Knee:
+    """A run stops on the knee its figures showed at that step; the windows after it (the target's)
+    may take it back. The knee stays the whole run's, and says that the run stopped on one."""
+    why = next((e["reason"] for e in events if e.get("event") == "target_reached"
+                and str(e.get("reason", "")).startswith("knee at ")), None)
+    if knee.participants is not None or why is None:
+        return knee
+    return replace(knee, detail=f"{knee.detail}; the run stopped on a knee its figures showed then ({why}), "
+                                "which its last windows do not confirm")
 
 
 def _points(series: list[dict], key: str) -> list[tuple[int, float]]:

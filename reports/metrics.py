@@ -11,7 +11,7 @@ from .clientbound import ClientRule
 from .cost import cost_series
 from .knee import Knee
 from .knee import KneeRule
-from .knee import find_knee
+from .knee import as_stopped, find_knee
 from .series import background_series, check_series, freeze_series, health_series, merge_series, playback_series, quality_series, room_checks, server_series, stream_series, timeline, window_health, window_series
 from .stats import describe, playback_stats, quality_stats, stream_stats
 from .table import Table
@@ -120,7 +120,7 @@ def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientR
         server=server,
         rooms=room_checks(run.checks),
         tables=study_tables(obs),
-        knee=find_knee(series, rule),
+        knee=as_stopped(find_knee(series, rule), run.events),
         rule=rule,
         health=health,
         client_rule=client_rule,

@@ -1,6 +1,6 @@
 import pytest
 
-from reports.knee import Knee, KneeRule, find_knee, plateaus
+from reports.knee import Knee, KneeRule, as_stopped, find_knee, plateaus
 
 MBPS = 1e6
 
@@ -96,3 +96,20 @@ def test_rule_text_states_the_thresholds():
     text = KneeRule(bitrate_fraction=0.7, rtt_ms=150, freezes_per_min=2, min_pass_rate=0.95).text()
     for part in ("70%", "150 ms", "2 per stream-minute", "95%", "next one measured"):
         assert part in text
+
+
+def test_a_knee_the_last_windows_take_back_is_named_where_the_run_stopped_on_it():
+    """Janus at 1 core: the ramp stopped on a knee at 56 (1.19 freezes per stream-minute, 63 bad
+    too); its target window at 63 pooled in, the whole run's figures show none. The knee stays the
+    figures', and says why the run stopped where it did."""
+    stopped = [{"event": "target_reached", "reason": "knee at 56 participants: 1.19 freezes per stream-minute, above 1"}]
+    series = [{"participants": n, "freezes_per_min": f} for n, f in ((42, 0.0), (49, 0.18), (56, 1.19), (63, 0.86))]
+    knee = as_stopped(find_knee(series), stopped)
+    assert knee.participants is None
+    assert knee.detail == ("the SFU coped with every load measured; the run stopped on a knee its figures showed "
+                           "then (knee at 56 participants: 1.19 freezes per stream-minute, above 1), which its "
+                           "last windows do not confirm")
+    confirmed = [*series[:3], {"participants": 63, "freezes_per_min": 1.4}]
+    assert as_stopped(find_knee(confirmed), stopped) == find_knee(confirmed)
+    assert as_stopped(find_knee(series), [{"event": "target_reached", "reason": "no knee up to --max-rooms 9"}]) \
+        == find_knee(series)
