@@ -1,29 +1,17 @@
-"""The sfubench command line. Errors the user can fix are one line and a non-zero exit, never a
-traceback.
-
-(Over 400 lines: every subcommand's flags and its handler, each short, side by side; the handlers
-only call the modules that do the work.)"""
+"""The sfubench command line: every subcommand's flags and its handler, each short, side by side
+(a host's own commands, serve and generate, in hostcli.py); the handlers only call the modules that
+do the work. Errors the user can fix are one line and a non-zero exit, never a traceback."""
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
 from . import config as config_mod
-from .agent import PROBE_PORT
-from .synthetic import GENERATOR_PORT
-
-# Exit codes: 0 done, 1 the run failed, 2 bad input or missing dependency, 3 the run ran but a
-# threshold (--assert) failed, 130 interrupted.
-EXIT_FAILED, EXIT_USAGE, EXIT_THRESHOLDS, EXIT_INTERRUPTED = 1, 2, 3, 130
-
-
-class UsageError(Exception):
-    pass
-
+from . import hostcli
+from .cliutil import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_THRESHOLDS, EXIT_USAGE, UsageError, one_line, require
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sfubench", description="Load-test WebRTC SFUs with real "
@@ -122,51 +110,12 @@ def _add_host_commands(sub) -> None:
     cc.add_argument("--older-than", default="6h", metavar="DURATION",
                     help="with --tags: delete only runs started longer ago than this (6h, 90m, 2d; "
                     "default 6h): a run still going is younger")
-
-    sv = sub.add_parser("serve", help="install and run one SFU on this host until stopped (a cloud "
-                        "host's service)", description="Install an SFU adapter and run it on this "
-                        "host's ADDRESS as a load test would, until SIGTERM; exits 1 when the SFU "
-                        "fails. Cloud hosts run this from cloud-init (terraform/).")
-    sv.add_argument("--sfu", required=True, choices=config_mod.available_sfus())
-    sv.add_argument("--address", required=True, help="the address of this host the SFU listens on")
-    sv.add_argument("--sfu-profile", default="defaults", metavar="NAME")
-    sv.add_argument("--page-origin", default="", metavar="HOST",
-                    help="the host the runs' pages are served from (the runner's --page-address), which an SFU "
-                    "that checks origins lets in; cloud-init passes it")
-    sv.add_argument("--out", type=Path, default=Path("/var/lib/sfubench"),
-                    help="folder for the SFU's rendered configuration and log")
-    sv.add_argument("--cache", default=None, help="cache folder (default: ~/.cache/sfubench)")
-    sv.add_argument("--probe-port", type=int, default=PROBE_PORT, metavar="PORT",
-                    help="port of this host's probe of its SFU (GET /probe: CPU, memory, UDP and "
-                    "interface counters), which a remote run reads")
-    sv.add_argument("--secrets", type=Path, default=None, metavar="FILE",
-                    help="for an SFU with secrets: wait, after installing, for FILE (KEY=VALUE lines "
-                    "the runner delivers over SSH) and start the SFU with them")
-
-    ge = sub.add_parser("generate", help="run a generator of synthetic participants on this host for "
-                        "remote runs (a cloud's synth pod)", description="Encode the clip (cached) and "
-                        "run sfubench-synth on this host's ADDRESS, taking a remote run's joins and "
-                        "leaves over HTTP (POST /command) until SIGTERM; the run's engine finds it with "
-                        "--synthetic-generators.")
-    ge.add_argument("--sfu", required=True, choices=config_mod.available_sfus(),
-                    help="the SFU whose signalling the participants speak")
-    ge.add_argument("--address", required=True, help="this host's address, the participants' own too")
-    ge.add_argument("--port", type=int, default=GENERATOR_PORT, metavar="PORT")
-    ge.add_argument("--media", choices=("local", "paper"), default="local")
-    ge.add_argument("--cache", default=None, help="cache folder (default: ~/.cache/sfubench)")
-    ge.add_argument("--binary", type=Path, default=None,
-                    help="sfubench-synth (default: built from synth/ into the cache, which needs Go)")
+    hostcli.add_commands(sub)
 
 
 def _settings(args, remote: bool | None = None) -> config_mod.Config:
     cli = {name: getattr(args, name) for name in config_mod.FIELDS}
     return config_mod.load(cli=cli, file=args.config, remote=remote)
-
-
-def _require(*commands: str) -> None:
-    missing = [c for c in commands if shutil.which(c) is None]
-    if missing:
-        raise UsageError(f"missing {', '.join(missing)}: run `make deps` (scripts/deps.sh) first")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,13 +144,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"sfubench: error: {e}", file=sys.stderr)
             return EXIT_USAGE
         if isinstance(e, (GridError, LabError, MediaError, AdapterError, RunDirError, ClientFailure, ClockStepped)):
-            print(f"sfubench: error: {_one_line(e)}", file=sys.stderr)
+            print(f"sfubench: error: {one_line(e)}", file=sys.stderr)
             return EXIT_FAILED
         raise
-
-
-def _one_line(e: Exception) -> str:
-    return " | ".join(line.strip() for line in str(e).strip().splitlines() if line.strip()) or type(e).__name__
 
 
 def _dispatch(args) -> int:
@@ -240,7 +185,7 @@ def _cloud_loadtest(args) -> int:
     try:
         run_dir, status = cloud_run.cloud_loadtest(cfg, args.cloud, args.dry_run, owner, args.hours)
     except (TerraformError, KubeError, ToolError) as e:
-        print(f"sfubench: error: {_one_line(e)}", file=sys.stderr)
+        print(f"sfubench: error: {one_line(e)}", file=sys.stderr)
         return EXIT_FAILED
     if run_dir is not None:
         _print_summary(run_dir)
@@ -261,7 +206,7 @@ def _cloud_cleanup(args) -> int:
 
 def _media(args) -> int:
     from . import media
-    _require("ffmpeg")
+    require("ffmpeg")
     cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
     if args.expect_digest and not args.media:
         raise UsageError("--expect-digest needs --media: the profile whose files it names")
@@ -342,13 +287,13 @@ def _study(args) -> int:
     out = Path(args.out or "runs/study")
     args.out = None
     cfg = _settings(args)
-    _require("ip", "ffmpeg", "java", "chromium", "chromedriver")
+    require("ip", "ffmpeg", "java", "chromium", "chromedriver")
     return study.Study(cfg, sfus, args.repeat, out, retry_failed=args.retry_failed).run()
 
 
 def _loadtest(args) -> int:
     cfg = _settings(args)
-    _require("ip", "ffmpeg", "java", "chromium", "chromedriver")
+    require("ip", "ffmpeg", "java", "chromium", "chromedriver")
     from . import loadtest
     run_dir, status = loadtest.run(cfg)
     _print_summary(run_dir)
@@ -356,98 +301,6 @@ def _loadtest(args) -> int:
         return EXIT_FAILED
     meta = json.loads((run_dir / "meta.json").read_text())
     return EXIT_THRESHOLDS if (meta.get("thresholds") or {}).get("failed") else 0
-
-
-def _serve(args) -> int:
-    """The SFU as a service: started as the engine starts it, watched as the engine watches it."""
-    import signal
-    import time
-    from . import probes
-    from .agent import TOKEN_ENV, serve_probe
-    from .lab import host_of
-    from .sfu import Adapter, SfuFailed
-    host = host_of(args.address)
-    cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
-    adapter = Adapter.load(args.sfu, profile=args.sfu_profile)
-    if adapter.secrets and args.secrets is None:
-        raise UsageError(f"{adapter.name} has secrets: give --secrets FILE, where the runner delivers them")
-    print(f"serve: installing {adapter.name} {adapter.version} (skipped when installed)", flush=True)
-    adapter.install(cache)
-    if adapter.secrets:
-        adapter.use_secrets(_await_secrets(args.secrets, adapter.name))
-    args.out.mkdir(parents=True, exist_ok=True)
-
-    def stop(signum, frame):   # systemd stops the service with SIGTERM: a clean stop, exit 0
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
-    # the host's own probe of its SFU, which a remote run reads as a local run reads its lab's; it
-    # answers before the SFU's health check does, so a runner that saw the SFU finds the probe; to
-    # the run's token only where the host was given one
-    started = []
-
-    def pids() -> list[int]:
-        return started[0].pids() if started else []
-
-    probe = serve_probe(probes.TreeProbe("sfu", pids, lambda: next(iter(pids()), None), host.interface),
-                        args.address, args.probe_port, os.environ.get(TOKEN_ENV, ""), log=args.out / "sfu.log")
-    print(f"serve: probe at http://{args.address}:{args.probe_port}/probe", flush=True)
-    try:
-        started.append(adapter.start(host, args.out, cache, args.page_origin))
-        print(f"serve: {adapter.name} healthy at {started[0].health} ({host.interface})", flush=True)
-        while True:
-            time.sleep(1)
-            started[0].check()
-    except KeyboardInterrupt:
-        return 0
-    except SfuFailed as e:
-        print(f"sfubench: error: {_one_line(e)}", file=sys.stderr)
-        return EXIT_FAILED
-    finally:
-        probe.shutdown()
-        probe.server_close()
-        if started:
-            started[0].stop()
-
-
-def _generate(args) -> int:
-    """A synthetic participants' generator as a service: the clip and the binary as a local run
-    gets them, then sfubench-synth in its place, listening."""
-    from . import media, synthetic
-    from .agent import TOKEN_ENV
-    from .sfu import Adapter
-    if not os.environ.get(TOKEN_ENV):
-        raise UsageError(f"{TOKEN_ENV} must hold the run's token (the runner's Secret): commands without it "
-                         "are refused")
-    driver = Adapter.load(args.sfu).synthetic_driver
-    if not driver:
-        raise UsageError(f"{args.sfu} has no driver for synthetic participants")
-    _require("ffmpeg")
-    cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
-    m = media.build(args.media, cache)
-    clip = media.encoded(m)
-    binary = args.binary or synthetic.build(cache)
-    argv = [str(binary), "-listen", f"{args.address}:{args.port}", "-driver", driver, "-video", str(clip.ivf),
-            "-audio", str(clip.ogg), "-fps", str(m.fps), "-client-ip", args.address, "-id", f"synth-{args.address}"]
-    print(f"generate: {args.sfu} participants from {args.address}:{args.port}", flush=True)
-    os.execv(argv[0], argv)
-
-
-def _await_secrets(path: Path, sfu: str) -> dict[str, str]:
-    """The secrets file the runner delivers (scripts/receive-secrets.sh writes it whole, by rename):
-    its secrets must be the runner's, which signs the participants' tokens with them."""
-    import time
-    if not path.exists():
-        print(f"serve: waiting for {sfu}'s secrets at {path} (the runner delivers them over SSH)", flush=True)
-    while not path.exists():
-        time.sleep(1)
-    env = {}
-    for line in path.read_text().splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            env[key] = value
-    print(f"serve: secrets received ({', '.join(sorted(env))})", flush=True)
-    return env
 
 
 def _score_if_needed(run_dir: Path) -> None:
@@ -518,7 +371,7 @@ def _print_summary(run_dir: Path) -> None:
 
 # one function per subcommand, found by its name
 COMMANDS = {"config": _config, "list-sfus": _list_sfus, "cloud-loadtest": _cloud_loadtest,
-            "cloud-cleanup": _cloud_cleanup, "serve": _serve, "generate": _generate, "media": _media,
+            "cloud-cleanup": _cloud_cleanup, "serve": hostcli.serve, "generate": hostcli.generate, "media": _media,
             "compare": _compare, "trend": _trend, "report": _report, "study": _study, "loadtest": _loadtest}
 
 
