@@ -82,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         elif two["criterion"] == "client":
             ratio = two["knee"] / one["knee"]
             verdict = (f"the generator could not reach it: client-bound at {two['knee']}, the SFU coping below "
-                       f"it, so the ratio is above {ratio:.2f}x")
+                       f"it, so the ratio is at least {ratio:.2f}x")
         elif two["knee"] is None:
-            ratio, verdict = None, f"no knee up to the most rooms: {two['detail']}"
+            ratio, verdict = None, f"no knee with {2 * base:g} core(s), as far as the run went: {two['detail']}"
         else:
             ratio = two["knee"] / one["knee"]
             verdict = "as expected" if EXPECTED[0] <= ratio <= EXPECTED[1] else "OUTSIDE the expected range"
