@@ -51,7 +51,9 @@ class CpuGroup:
     period of `period_us`; `cpus` (a list such as "0" or "0-1") pins it. `realtime` > 0 lets its
     threads run real-time (SCHED_FIFO) for up to that share of each CPU's time, where the kernel
     schedules real-time threads by group (cgroup v1 with RT_GROUP_SCHED: a group's share starts at
-    none); elsewhere the kernel's own rules apply."""
+    none); elsewhere the kernel's own rules apply. A capped group gets no real-time share: the CFS
+    quota does not hold real-time threads, which would run beyond the cap (a real-time busy loop
+    used 0.29 core under a 0.1-core quota here)."""
 
     def __init__(self, name: str, cores: float = 0.0, cpus: str = "", period_us: int = PERIOD_US,
                  realtime: float = 0.0):
@@ -106,7 +108,7 @@ class CpuGroup:
             else:   # a new group's quota is unlimited: any period goes first
                 _write(dirs["cpu"] / "cpu.cfs_period_us", str(period))
                 _write(dirs["cpu"] / "cpu.cfs_quota_us", str(quota))
-        if self.realtime > 0:
+        if self.realtime > 0 and not self.cores:
             self._lend_realtime(dirs["cpu"])
         return self
 

@@ -371,7 +371,8 @@ def _groups(cfg: Config) -> dict[str, CpuGroup]:
     out = {"sfu": CpuGroup(f"{cfg.lab_prefix}-sfu", cfg.sfu_cpus, cfg.sfu_cpuset, period)}
     if not cfg.grid_url:
         # real-time for the synthetic generator's pacers: a participant's sends do not wait for
-        # whatever else the clients' CPU runs (the engine's own work held them up to 5 ms)
+        # whatever else the clients' CPU runs (the engine's own work held them up to 5 ms); a
+        # capped group is lent none (CpuGroup)
         out["clients"] = CpuGroup(f"{cfg.lab_prefix}-clients", cfg.client_cpus, cfg.client_cpuset, period,
                                   realtime=cgroups.REALTIME_SHARE)
     return out

@@ -25,7 +25,8 @@ const (
 	// tasks on its CPU: the engine's own work held woken pacers for up to
 	// 5 ms, pacing p99 1.5-2.7 ms from 42 participants on (0.1-0.2 ms
 	// real-time). Where real-time is refused (no privilege, a cgroup without
-	// a real-time share), the favoured normal thread it is.
+	// a real-time share, as a CPU-capped one has), the favoured normal thread
+	// it is.
 	pacerPriority = 1
 	pacerNice     = -10
 	pacerSlice    = 100 * time.Microsecond

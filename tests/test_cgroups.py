@@ -150,6 +150,18 @@ def test_a_group_lent_a_realtime_share_lets_its_threads_run_realtime(share):
         g.remove()
 
 
+def test_a_capped_group_is_lent_no_realtime_share():
+    """A CFS quota holds normal threads only: real-time ones in a capped group would run past the
+    cap (clients capped to stand for a slower machine would not be)."""
+    g = CpuGroup("sfubench-test-rtcap", cores=0.5, realtime=cgroups.REALTIME_SHARE).create()
+    try:
+        by_group = (cgroups.ROOT / "cpu" / cgroups.PARENT / g.name / "cpu.rt_runtime_us").exists()
+        proc = subprocess.run(g.wrap(REALTIME), capture_output=True, text=True, timeout=10)
+        assert (proc.stdout.strip() == "fifo") == (not by_group), proc.stderr
+    finally:
+        g.remove()
+
+
 def test_the_machine_probe_counts_every_core():
     probe = MachineProbe()
     probe.sample()   # the first row: the next one's `cpu` is since this
