@@ -48,11 +48,19 @@ class Knee:
         return self.criterion == "client"
 
 
+STOPPED_ON_KNEE = "knee at "
+
+
+def stop_reason(knee: Knee) -> str:
+    """Why a run stopped on `knee`, as its target_reached event says (read back by as_stopped)."""
+    return knee.detail if knee.client_bound else f"{STOPPED_ON_KNEE}{knee.participants} participants: {knee.detail}"
+
+
 def as_stopped(knee: Knee, events: list[dict]) -> Knee:
     """A run stops on the knee its figures showed at that step; the windows after it (the target's)
     may take it back. The knee stays the whole run's, and says that the run stopped on one."""
     why = next((e["reason"] for e in events if e.get("event") == "target_reached"
-                and str(e.get("reason", "")).startswith("knee at ")), None)
+                and str(e.get("reason", "")).startswith(STOPPED_ON_KNEE)), None)
     if knee.participants is not None or why is None:
         return knee
     return replace(knee, detail=f"{knee.detail}; the run stopped on a knee its figures showed then ({why}), "

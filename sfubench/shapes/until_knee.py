@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from reports.knee import stop_reason
+
 from ..settings import opt
 from . import LoadShape, Status, Step
 
@@ -32,8 +34,7 @@ class UntilKnee(LoadShape):
             found = self.knee()
             # The rule also fires on the last count measured, with nothing after it to confirm it.
             if found.participants is not None and (found.client_bound or found.participants < status.participants):
-                self.done = (f"knee at {found.participants} participants: {found.detail}"
-                             if not found.client_bound else found.detail)
+                self.done = stop_reason(found)
                 return None
         if status.rooms >= self.max_rooms:
             self.done = f"no knee up to --max-rooms {self.max_rooms}"
