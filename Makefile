@@ -14,6 +14,7 @@ help:
 	@echo "make cloud-loadtest SFU=janus CLOUD=aws [ARGS='--dry-run ...']    the same on a cloud host and a Kubernetes grid"
 	@echo "make test                                                         the test suite (what CI runs)"
 	@echo "make test-sfus                                                    the adapter conformance suite and synthetic drivers, every local SFU"
+	@echo "make test-cloud                                                   the cloud path rehearsed on bare Debian 12 hosts, every local SFU"
 	@echo "make list-sfus                                                    the SFU adapters, their versions and profiles"
 	@echo "make bench                                                        speed and memory benchmarks"
 	@echo "make soak [ARGS='--minutes 60 --rooms 3']                          the study's scenario held an hour: the engine must stay flat"
