@@ -223,10 +223,11 @@ type receiver struct {
 }
 
 type fastStream struct {
-	reg    *registration
-	reader interceptor.RTPReader
-	info   *interceptor.StreamInfo
-	cur    []byte
+	reg       *registration
+	reader    interceptor.RTPReader
+	info      *interceptor.StreamInfo
+	cur       []byte
+	decrypted bool // a packet of it has: its rollover counter is known
 }
 
 func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTransport) (*receiver, error) {
@@ -347,19 +348,22 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, now time.Time) bool {
 		}
 		s = rx.bind(reg, h.SSRC)
 	}
-	var out []byte
-	var err error
-	for i, ctx := range rx.srtp {
-		if out, err = ctx.DecryptRTP(rx.plain[:0], b, h); err == nil {
-			if len(rx.srtp) > 1 {
-				rx.srtp = rx.srtp[i : i+1] // this is the SFU's
-			}
-			break
+	out, err := rx.decrypt(b, h)
+	if err != nil && !s.decrypted {
+		// The stream's first packets went through pion, whose SRTP context
+		// followed their sequence numbers; this one takes a stream's first
+		// packet for rollover 0. If the numbers wrapped in between (they start
+		// anywhere), every packet would fail: a stream stalled after its first
+		// frame. Pion's share is a few packets, so the rollover is 0 or 1.
+		rx.setROC(h.SSRC, 1)
+		if out, err = rx.decrypt(b, h); err != nil {
+			rx.setROC(h.SSRC, 0)
 		}
 	}
 	if err != nil {
 		return true // as pion's SRTP session does: not authentic, dropped
 	}
+	s.decrypted = true
 	s.cur = out
 	clear(rx.attrs)
 	rx.attrs[rtpHeaderKey] = h // SRTP leaves the header as it was: parsed once, here
@@ -371,6 +375,28 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, now time.Time) bool {
 		s.reg.in.packet(&rx.pkt, now)
 	}
 	return true
+}
+
+// decrypt opens an SRTP packet with the SFU's context; until one packet
+// has said which context that is, with either.
+func (rx *receiver) decrypt(b []byte, h *rtp.Header) ([]byte, error) {
+	var out []byte
+	var err error
+	for i, ctx := range rx.srtp {
+		if out, err = ctx.DecryptRTP(rx.plain[:0], b, h); err == nil {
+			if len(rx.srtp) > 1 {
+				rx.srtp = rx.srtp[i : i+1] // this is the SFU's
+			}
+			return out, nil
+		}
+	}
+	return nil, err
+}
+
+func (rx *receiver) setROC(ssrc, roc uint32) {
+	for _, ctx := range rx.srtp {
+		ctx.SetROC(ssrc, roc)
+	}
 }
 
 // rtpHeaderKey is the key under which interceptors cache a packet's parsed
