@@ -15,14 +15,21 @@ received streams of a window whose pacing p99 stayed under 1 ms, per core) and `
 there; each SFU's `us_per_forwarded_packet` at the knee load (`--knee-load`: Janus's knee in the
 default study on the project's 2-core machine, the least of the local SFUs') and
 `us_per_forwarded_packet_2x` at twice it, null where the run did not reach the load with the
-clients' headroom; and the in-house SFU's ratios to the others at both loads. Not a test: figures depend on the machine and its load, printed beside them. Exit codes: 0 ok,
-1 a run failed, 2 bad input, 130 interrupted.
+clients' headroom; and the in-house SFU's ratios to the others at both loads.
+
+`--repeat R` runs every SFU R times, in rounds (A B C, A B C: drift in the machine falls on all).
+Each ratio is taken within a round; the summary gives the median over the rounds, and beside each
+figure its `_runs` (one value per round) and `_spread` ((max - min) / median). `summary.runs` is R;
+`cost` and `generator` are the first round's, `rounds` every round's. Not a test: figures depend on
+the machine and its load, printed beside them. Exit codes: 0 ok, 1 a run failed, 2 bad input, 130
+interrupted.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -107,6 +114,31 @@ def summary(cost: dict[str, dict], generator: dict[str, list[dict]], knee_load: 
     return {"generator": gen, "sfus": sfus, "ratios": ratios, "runs": 1}
 
 
+def combined(rounds: list[dict]) -> dict:
+    """One summary of several rounds' (`summary`): each figure the median of the rounds that have
+    it, with its values (`KEY_runs`) and their spread ((max - min) / median)."""
+    def merge(parts: list[dict]) -> dict:
+        out = {}
+        for key, first in parts[0].items():
+            values = [p.get(key) for p in parts]
+            if isinstance(first, dict):
+                out[key] = merge([v or {} for v in values])
+            elif key == "runs":
+                continue
+            elif key == "participants":
+                out[key] = first
+            else:
+                known = [v for v in values if v is not None]
+                mid = statistics.median(known) if known else None
+                out[key] = mid
+                out[f"{key}_runs"] = values
+                out[f"{key}_spread"] = (max(known) - min(known)) / mid if mid else None
+        return out
+    out = merge(rounds)
+    out["runs"] = len(rounds)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sfus", default=SFUS, help="adapters to compare, in order (ADAPTER-PROFILE for a profile)")
@@ -116,32 +148,39 @@ def main(argv: list[str] | None = None) -> int:
                    help="participants at which the summary compares SFUs (and twice it)")
     p.add_argument("--lab-prefix", default="sfubf", help="lab names, so a loadtest can run beside")
     p.add_argument("--lab-subnet", default="127.0.6", help="the lab's /24 inside 127.0.0.0/8")
+    p.add_argument("--repeat", type=int, default=1, help="rounds: every SFU this many times, interleaved")
     p.add_argument("--json", type=Path, help="also write the results to this file")
     a = p.parse_args(argv)
     sfus = [s.strip() for s in a.sfus.split(",") if s.strip()]
-    if not sfus or a.rooms < 1 or a.users_per_room < 2 or a.knee_load < 1:
-        print("forwarding: --sfus must name adapters, --rooms >= 1, --users-per-room >= 2, --knee-load >= 1",
-              file=sys.stderr)
+    if not sfus or a.rooms < 1 or a.users_per_room < 2 or a.knee_load < 1 or a.repeat < 1:
+        print("forwarding: --sfus must name adapters, --rooms >= 1, --users-per-room >= 2, --knee-load >= 1, "
+              "--repeat >= 1", file=sys.stderr)
         return 2
     if (os.cpu_count() or 1) < 2:
         print("forwarding: the SFU and the generator each need a core of their own", file=sys.stderr)
         return 2
     out = Path(tempfile.mkdtemp(prefix="sfubench-bench-forwarding-"))
-    cost, generator = {}, {}
+    rounds = []
     try:
-        for sfu in sfus:
-            run_dir = measure(sfu, a.rooms, a.users_per_room, out, a.lab_prefix, a.lab_subnet)
-            cost[sfu] = sfu_cost(metrics.analyse(runfiles.load(run_dir)))
-            generator[sfu] = generator_rows(run_dir)
+        for i in range(a.repeat):
+            cost, generator = {}, {}
+            for sfu in sfus:
+                if a.repeat > 1:
+                    print(f"round {i + 1} of {a.repeat}: ", end="", flush=True)
+                run_dir = measure(sfu, a.rooms, a.users_per_room, out, a.lab_prefix, a.lab_subnet)
+                cost[sfu] = sfu_cost(metrics.analyse(runfiles.load(run_dir)))
+                generator[sfu] = generator_rows(run_dir)
+            rounds.append({"cost": cost, "generator": generator, "summary": summary(cost, generator, a.knee_load)})
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except (config.ConfigError, RuntimeError, OSError) as e:
         print(f"forwarding: {e}", file=sys.stderr)
         return 1
+    cost, generator = rounds[0]["cost"], rounds[0]["generator"]
 
     print(f"\nSFU cost, all-synthetic rooms of {a.users_per_room} (SFU on CPU 0, generator on CPU 1; "
-          f"{' / '.join(sfus)} in each cell):")
+          f"{' / '.join(sfus)} in each cell{'; the first round' if a.repeat > 1 else ''}):")
     ratio = "inhouse" in cost and "janus" in cost
     print("| participants | forwarded packets/s | SFU cores | µs per packet | MHz per forwarded stream |"
           + (" inhouse / janus per packet |" if ratio else ""))
@@ -164,32 +203,41 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             print(f"| {sfu} | {r['participants']} ({r['phase']}) | {r['received_streams']} | {r['cores']:.3f} | "
                   f"{r['streams_per_core'] or 0:.0f} | {r['pacing_ms_p99']} |")
-    result = summary(cost, generator, a.knee_load)
+    result = combined([r["summary"] for r in rounds])
     print_summary(result, a.knee_load)
     if a.json:
-        a.json.write_text(json.dumps({"cost": cost, "generator": generator, "summary": result}, indent=1,
-                                     default=str))
+        a.json.write_text(json.dumps({"cost": cost, "generator": generator, "summary": result, "rounds": rounds},
+                                     indent=1, default=str))
     return 0
 
 
 def print_summary(result: dict, knee_load: int) -> None:
+    runs = result["runs"]
     gen = result["generator"]
     if gen["streams_per_core"]:
-        print(f"\nsustained with pacing p99 < {PACING_MS:g} ms: up to {gen['received_streams']} received streams "
-              f"at {gen['streams_per_core']:.0f} streams per core (pacing p99 {gen['pacing_p99_ms']} ms)")
+        print(f"\nsustained with pacing p99 < {PACING_MS:g} ms: up to {gen['received_streams']:.0f} received streams "
+              f"at {gen['streams_per_core']:.0f} streams per core (pacing p99 {gen['pacing_p99_ms']} ms)"
+              + (f", the median of {runs} rounds{spread(gen, 'streams_per_core')}" if runs > 1 else ""))
     else:
         print(f"\nno step kept the pacing p99 under {PACING_MS:g} ms")
 
-    def num(v, fmt):
-        return "-" if v is None else format(v, fmt)
+    def num(part, key, fmt):
+        v = part.get(key)
+        return ("-" if v is None else format(v, fmt)) + (spread(part, key) if runs > 1 and v is not None else "")
     print(f"\nCPU per forwarded packet at {knee_load} participants and at {2 * knee_load} (µs; '-': not reached "
-          "with the clients' headroom), one run:")
+          f"with the clients' headroom), " + (f"the median of {runs} rounds (its spread):" if runs > 1 else "one run:"))
     print(f"| SFU | at {knee_load} | at {2 * knee_load} | inhouse / SFU at {knee_load} | inhouse / SFU at {2 * knee_load} |")
     print("|---|---|---|---|---|")
     for sfu, v in result["sfus"].items():
         r = result["ratios"].get(f"inhouse/{sfu}", {})
-        print(f"| {sfu} | {num(v['us_per_forwarded_packet'], '.1f')} | {num(v['us_per_forwarded_packet_2x'], '.1f')} | "
-              f"{num(r.get('us_per_forwarded_packet'), '.2f')} | {num(r.get('us_per_forwarded_packet_2x'), '.2f')} |")
+        print(f"| {sfu} | {num(v, 'us_per_forwarded_packet', '.1f')} | {num(v, 'us_per_forwarded_packet_2x', '.1f')} | "
+              f"{num(r, 'us_per_forwarded_packet', '.2f')} | {num(r, 'us_per_forwarded_packet_2x', '.2f')} |")
+
+
+def spread(part: dict, key: str) -> str:
+    """` (±N %)`: half the spread of `key`'s rounds, as a share of their median."""
+    s = part.get(f"{key}_spread")
+    return "" if s is None else f" (±{s * 50:.0f} %)"
 
 
 if __name__ == "__main__":

@@ -44,3 +44,22 @@ def test_both_sfus_forward_a_synthetic_room_and_their_cost_is_compared(tmp_path)
     else:
         assert "no step kept the pacing p99 under" in r.stdout, r.stdout
     assert "inhouse / SFU at 5" in r.stdout, r.stdout
+
+
+def test_rounds_are_summed_up_as_medians_with_their_spread():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import forwarding
+
+    def one(janus_us, ratio, per_core):
+        return {"generator": {"streams_per_core": per_core, "pacing_p99_ms": 0.2, "received_streams": 500},
+                "sfus": {"janus": {"participants": 42, "us_per_forwarded_packet": janus_us,
+                                   "us_per_forwarded_packet_2x": None}},
+                "ratios": {"inhouse/janus": {"us_per_forwarded_packet": ratio}}, "runs": 1}
+    s = forwarding.combined([one(18.0, 0.5, 2000), one(20.0, 0.4, 2600), one(22.0, 0.45, 2200)])
+    assert s["runs"] == 3
+    janus = s["sfus"]["janus"]
+    assert janus["us_per_forwarded_packet"] == 20.0 and janus["us_per_forwarded_packet_runs"] == [18.0, 20.0, 22.0]
+    assert janus["us_per_forwarded_packet_spread"] == 0.2 and janus["participants"] == 42
+    assert janus["us_per_forwarded_packet_2x"] is None and janus["us_per_forwarded_packet_2x_spread"] is None
+    assert s["ratios"]["inhouse/janus"]["us_per_forwarded_packet"] == 0.45
+    assert s["generator"]["streams_per_core"] == 2200
