@@ -56,6 +56,10 @@ def describe(config: dict) -> str:
     parts = [mix(config), windows(config)]
     sfu = budget(config)
     parts.append(f"SFU budget {sfu}" if sfu else "SFU unconfined")
+    profile = config.get("sfu_profile")
+    if profile:
+        parts.append("SFU profile auto (tuned where the adapter has one)" if profile == "auto"
+                     else f"SFU profile {profile}")
     if config.get("client_cpuset"):
         parts.append(f"clients on CPU {config['client_cpuset']}")
     if config.get("shape"):

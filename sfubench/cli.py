@@ -163,13 +163,16 @@ def _config(args) -> int:
 
 
 def _list_sfus(args) -> int:
-    from .sfu import Adapter, profiles_of
+    from .sfu import Adapter
     for name in config_mod.available_sfus():
         a = Adapter.load(name)
         where = " and ".join(a.where) if a.where != ["cloud"] else "the cloud only"
         print(f"{name:10} {a.version:10} runs in {where}")
-        for profile, spec in profiles_of(a.data).items():
-            print(f"{'':21} profile {profile}: {spec.get('description', '')}")
+        profiles = config_mod.profiles_of(a.data)
+        study = config_mod.resolve_profile(config_mod.AUTO, profiles)
+        for profile, spec in profiles.items():
+            print(f"{'':21} profile {profile}: {spec.get('description', '')}"
+                  + (" (the study's: auto)" if profile == study else ""))
     return 0
 
 

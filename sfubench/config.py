@@ -35,6 +35,21 @@ def available_sfus() -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "sfu.toml").is_file())
 
 
+def profiles_of(data: dict) -> dict[str, dict]:
+    """An adapter's profiles: `defaults` (what the package does out of the box) and whatever its
+    sfu.toml adds, e.g. `tuned` (what its makers advise for production on the machine)."""
+    return {"defaults": {"description": "as the package ships"}, **data.get("profiles", {})}
+
+
+def resolve_profile(profile: str, profiles: dict) -> str:
+    """`auto` is `tuned` where the adapter has one, else `defaults`: on a CPU budget an SFU runs
+    the thread count a deployment of that size would (Janus's thread per handle is no such
+    deployment: with one core it reached 1.3-1.5x its half-core knee, one event loop 2.0x)."""
+    if profile == AUTO:
+        return "tuned" if "tuned" in profiles else "defaults"
+    return profile
+
+
 # What the "auto" settings stand for in the local lab (resolve_auto), in one place. Measured on a
 # 2-core AMD EPYC with a 10-ms CFS period: at 0.5 core Janus's knee is near 28 participants and the
 # in-house SFU's near 49, within what one core of clients pushes (README, "The study"); a browser
@@ -147,9 +162,10 @@ class Settings:
     synthetic_network: str = opt("", "network profile for the synthetic participants alone (as --network; "
                                  "they get an address of their own on the clients' side); empty: the "
                                  "same link as the browsers", metavar="NAME|FILE")
-    sfu_profile: str = opt("defaults", "the adapter's profile: defaults (as the package ships) or "
+    sfu_profile: str = opt(AUTO, "the adapter's profile: defaults (as the package ships) or "
                            "tuned (as its makers advise for production on this machine); "
-                           "`sfubench list-sfus` lists each adapter's", metavar="NAME")
+                           "`sfubench list-sfus` lists each adapter's. auto: tuned where the adapter "
+                           "has one (its threads set for the SFU's cores), else defaults", metavar="NAME")
     sfu_options: str = opt("", "adapter options as key=value[,key=value], e.g. bitrate=5000000 "
                            "(recorded in the run's metadata)", metavar="K=V,...", scenario=False)
     out: str = opt("runs", "folder that receives one run folder per run", metavar="DIR", scenario=False)

@@ -20,7 +20,7 @@ from pathlib import Path
 from secrets import token_urlsafe
 from urllib.parse import urlencode
 
-from .config import ROOT, ConfigError
+from .config import ROOT, ConfigError, profiles_of, resolve_profile
 
 PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 
@@ -73,12 +73,6 @@ def render(text: str, values: dict[str, str], where: str) -> str:
             raise AdapterError(f"{where}: unknown placeholder {{{m.group(1)}}}")
         return str(values[m.group(1)])
     return PLACEHOLDER.sub(sub, text)
-
-
-def profiles_of(data: dict) -> dict[str, dict]:
-    """An adapter's profiles: `defaults` (what the package does out of the box) and whatever its
-    sfu.toml adds, e.g. `tuned` (what its makers advise for production on the machine)."""
-    return {"defaults": {"description": "as the package ships"}, **data.get("profiles", {})}
 
 
 def _option(sfu: str, key: str, value: str, default):
@@ -145,6 +139,7 @@ class Adapter:
             if key not in data:
                 raise AdapterError(f"{folder}/sfu.toml lacks {key!r}")
         profiles = profiles_of(data)
+        profile = resolve_profile(profile, profiles)
         if profile not in profiles:
             raise ConfigError(f"--sfu-profile: {name} has no profile {profile!r}; it has: "
                               f"{', '.join(profiles)}")

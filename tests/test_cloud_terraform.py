@@ -253,7 +253,7 @@ def test_the_hosts_go_into_the_clusters_subnet_and_admit_its_vpc_and_its_pages(m
     plan = terraform.plan_offline(tfvars, "aws")
     assert {r["cidr"] for r in plan["hosts"]["inhouse"]["ingress"] if r["from"] != 22} == {"172.31.0.0/16"}
     # the pages' origin (the runner's address) reaches the host, whose in-house SFU checks origins
-    assert "serve --sfu inhouse --sfu-profile defaults --page-origin '172.31.4.5'" in plan["hosts"]["inhouse"]["user_data"]
+    assert "serve --sfu inhouse --sfu-profile auto --page-origin '172.31.4.5'" in plan["hosts"]["inhouse"]["user_data"]
     env_vars = (ROOT / "terraform" / "environments" / "aws" / "variables.tf").read_text()
     assert 'variable "subnet_id"' in env_vars
 

@@ -7,6 +7,7 @@ import pytest
 
 from sfubench import config
 from sfubench.config import ConfigError, load
+from sfubench.sfu import Adapter
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,8 +26,15 @@ def test_the_defaults_are_the_study_in_miniature():
     client_cores = max(1, cpus - 1) if cpus >= 2 else cpus
     assert c.real_per_room == max(1, min(7, int(client_cores * config.BROWSER_SHARE / config.BROWSER_CORES)))
     assert c.browser_participants == c.real_per_room < c.participants
-    # what a run records: the resolved values, never "auto"
-    assert "auto" not in c.scenario().values() and c.scenario()["sfu_cpuset"] == c.sfu_cpuset
+    # what a run records: the machine's values resolved, never "auto"; the profile stays the rule
+    # "auto" (each SFU's tuned one where it has one), so runs of two SFUs share a scenario, and the
+    # one each ran is in its metadata (sfu.profile)
+    machine = {k: v for k, v in c.scenario().items() if k != "sfu_profile"}
+    assert "auto" not in machine.values() and c.scenario()["sfu_cpuset"] == c.sfu_cpuset
+    assert c.sfu_profile == "auto"
+    tuned = Adapter.load("janus", profile=c.sfu_profile, cores=c.sfu_cores())
+    assert tuned.profile == "tuned" and tuned.options["event_loops"] == c.sfu_cores()
+    assert Adapter.load("inhouse", profile=c.sfu_profile).profile == "defaults"
 
 
 def test_the_browsers_preset_is_the_plain_browser_room():

@@ -96,9 +96,9 @@ variable "repo_url" {
 }
 
 variable "sfu_profile" {
-  description = "defaults or tuned, on every host."
+  description = "auto (each adapter's tuned profile where it has one, else defaults), defaults or tuned, on every host."
   type        = string
-  default     = "defaults"
+  default     = "auto"
 }
 
 variable "hours" {

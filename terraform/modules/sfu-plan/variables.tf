@@ -111,12 +111,12 @@ variable "secrets_public_key" {
 }
 
 variable "sfu_profile" {
-  description = "The adapters' profile every host starts: defaults or tuned."
+  description = "The adapters' profile every host starts: auto (an adapter's tuned one where it has one, else defaults), defaults or tuned."
   type        = string
-  default     = "defaults"
+  default     = "auto"
   validation {
-    condition     = contains(["defaults", "tuned"], var.sfu_profile)
-    error_message = "sfu_profile must be defaults or tuned."
+    condition     = contains(["auto", "defaults", "tuned"], var.sfu_profile)
+    error_message = "sfu_profile must be auto, defaults or tuned."
   }
 }
 

@@ -55,7 +55,7 @@ run "cloud_init_starts_this_sfu_at_the_runners_commit" {
   command = plan
 
   assert {
-    condition     = strcontains(output.hosts["janus"].user_data, "serve --sfu janus --sfu-profile defaults")
+    condition     = strcontains(output.hosts["janus"].user_data, "serve --sfu janus --sfu-profile auto")
     error_message = "cloud-init must start the host's own SFU"
   }
   assert {
