@@ -163,13 +163,13 @@ def _config(args) -> int:
 
 
 def _list_sfus(args) -> int:
-    from .sfu import Adapter
+    from .sfu import AUTO, Adapter, profiles_of, resolve_profile
     for name in config_mod.available_sfus():
         a = Adapter.load(name)
         where = " and ".join(a.where) if a.where != ["cloud"] else "the cloud only"
         print(f"{name:10} {a.version:10} runs in {where}")
-        profiles = config_mod.profiles_of(a.data)
-        study = config_mod.resolve_profile(config_mod.AUTO, profiles)
+        profiles = profiles_of(a.data)
+        study = resolve_profile(AUTO, profiles)
         for profile, spec in profiles.items():
             print(f"{'':21} profile {profile}: {spec.get('description', '')}"
                   + (" (the study's: auto)" if profile == study else ""))

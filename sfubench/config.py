@@ -35,24 +35,10 @@ def available_sfus() -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "sfu.toml").is_file())
 
 
-def profiles_of(data: dict) -> dict[str, dict]:
-    """An adapter's profiles: `defaults` (what the package does out of the box) and whatever its
-    sfu.toml adds, e.g. `tuned` (what its makers advise for production on the machine)."""
-    return {"defaults": {"description": "as the package ships"}, **data.get("profiles", {})}
-
-
-def resolve_profile(profile: str, profiles: dict) -> str:
-    """`auto` is `tuned` where the adapter has one, else `defaults`: on a CPU budget an SFU runs
-    the thread count a deployment of that size would (Janus's thread per handle is no such
-    deployment: with one core it reached 1.3-1.5x its half-core knee, one event loop 2.0x)."""
-    if profile == AUTO:
-        return "tuned" if "tuned" in profiles else "defaults"
-    return profile
-
-
 # What the "auto" settings stand for in the local lab (resolve_auto), in one place. Measured on a
-# 2-core AMD EPYC with a 10-ms CFS period: at 0.5 core Janus's knee is near 28 participants and the
-# in-house SFU's near 49, within what one core of clients pushes (README, "The study"); a browser
+# 2-core AMD EPYC with a 10-ms CFS period: at 0.5 core Janus's knee (its tuned profile) is near 49
+# participants and the in-house SFU's near 70-77, the latter at the edge of what one core of clients
+# pushes beside a browser (README, "The study"); a browser
 # participant in a room of 7 at 320x180@15 costs 0.35-0.45 core with Chrome's own processes, and
 # browsers get half the clients' cores, the generator and the grid the rest.
 LAB_SFU_CORES = 0.5

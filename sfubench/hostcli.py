@@ -20,7 +20,8 @@ def add_commands(sub) -> None:
                         "fails. Cloud hosts run this from cloud-init (terraform/).")
     sv.add_argument("--sfu", required=True, choices=config_mod.available_sfus())
     sv.add_argument("--address", required=True, help="the address of this host the SFU listens on")
-    sv.add_argument("--sfu-profile", default="auto", metavar="NAME")
+    sv.add_argument("--sfu-profile", default="auto", metavar="NAME",
+                    help="the adapter's profile: defaults, tuned, or auto (tuned where it has one)")
     sv.add_argument("--page-origin", default="", metavar="HOST",
                     help="the host the runs' pages are served from (the runner's --page-address), which an SFU "
                     "that checks origins lets in; cloud-init passes it")

@@ -20,7 +20,8 @@ from pathlib import Path
 from secrets import token_urlsafe
 from urllib.parse import urlencode
 
-from .config import ROOT, ConfigError, profiles_of, resolve_profile
+from .config import ROOT, ConfigError
+from .settings import AUTO
 
 PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 
@@ -73,6 +74,21 @@ def render(text: str, values: dict[str, str], where: str) -> str:
             raise AdapterError(f"{where}: unknown placeholder {{{m.group(1)}}}")
         return str(values[m.group(1)])
     return PLACEHOLDER.sub(sub, text)
+
+
+def profiles_of(data: dict) -> dict[str, dict]:
+    """An adapter's profiles: `defaults` (what the package does out of the box) and whatever its
+    sfu.toml adds, e.g. `tuned` (what its makers advise for production on the machine)."""
+    return {"defaults": {"description": "as the package ships"}, **data.get("profiles", {})}
+
+
+def resolve_profile(profile: str, profiles: dict) -> str:
+    """`auto` is `tuned` where the adapter has one, else `defaults`: on a CPU budget an SFU runs
+    the thread count a deployment of that size would (Janus's thread per handle is no such
+    deployment: with one core it reached 1.3-1.5x its half-core knee, one event loop 2.0x)."""
+    if profile == AUTO:
+        return "tuned" if "tuned" in profiles else "defaults"
+    return profile
 
 
 def _option(sfu: str, key: str, value: str, default):
