@@ -30,6 +30,14 @@ const (
 	pacerPriority = 1
 	pacerNice     = -10
 	pacerSlice    = 100 * time.Microsecond
+	// Go's scheduler preempts a goroutine that has held its P for 10 ms, and
+	// a pacer holds its P while it sleeps: every 10 ms it goes back to the
+	// run queue and waits for a P. With none to spare it waited behind the
+	// goroutines queued on the busy ones, up to 36 ms beside a browser at 77
+	// participants (perf sched: its thread parked in stoplockedm), the late
+	// sends of a window. Idle Ps take it sooner (README, "How the generator
+	// stays cheap").
+	spareProcs = 2
 )
 
 // slot is one stream's sending schedule: send is called every period.
@@ -75,7 +83,7 @@ func schedule(period time.Duration, first time.Duration, send func(skipped int))
 	pacersOnce.Do(func() {
 		n := max(1, runtime.GOMAXPROCS(0))
 		// Each pacer keeps its P while it sleeps (sleepUntil): these are theirs.
-		runtime.GOMAXPROCS(2 * n)
+		runtime.GOMAXPROCS(2*n + spareProcs)
 		for range n {
 			p := &pacer{}
 			pacers = append(pacers, p)

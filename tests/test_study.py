@@ -20,10 +20,9 @@ from sfubench.config import LAB_SFU_CORES
 
 ROOT = Path(__file__).resolve().parent.parent
 SFUS = ("janus", "inhouse")
-# Counts measured at least: Janus (as shipped) fills its 0.5 core at 21 participants (its quota runs
-# out in 95 % of the periods there), so whether freezes pass the knee rule's 1 a stream-minute at 21
-# or at 28 varies from run to run here (knee 28 in 4 of 6 runs, 21 in 2): 4 or 5 counts.
-MIN_COUNTS = {"janus": 4, "inhouse": 5}
+# Counts measured at least, as the issue asks: here Janus's knee (its tuned profile) came at 49-56
+# participants and the in-house SFU's at 70-98 (README, "Why 0.5 core"), 8 counts or more.
+MIN_COUNTS = 5
 LAB = ("--lab-prefix", "sfubq", "--lab-subnet", "127.0.10")
 
 pytestmark = pytest.mark.e2e
@@ -57,7 +56,7 @@ def test_the_default_run_ramps_rooms_of_seven_to_a_confirmed_knee(analyses, sfu)
     assert (config["users_per_room"], config["shape"], config["sfu_cpus"]) == (7, "until-knee", LAB_SFU_CORES)
     ramps = [w for w in a.run.windows if w["phase"] == "ramp"]
     counts = sorted({w["participants"] for w in ramps})
-    assert len(counts) >= MIN_COUNTS[sfu] and counts == [7 * i for i in range(1, len(counts) + 1)], counts
+    assert len(counts) >= MIN_COUNTS and counts == [7 * i for i in range(1, len(counts) + 1)], counts
     assert all(w["duration_s"] >= 10 for w in ramps), [w["duration_s"] for w in ramps]
     knee = a.knee
     assert knee.participants is not None and not knee.client_bound, (knee, a.health)
