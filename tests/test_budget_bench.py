@@ -1,0 +1,33 @@
+"""bench/budget.py's verdicts over repeated rounds (the runs themselves are the default run, which
+tests/test_study.py covers): each round's ratio, the median's verdict, lower bounds kept as such."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import budget  # noqa: E402
+
+
+def run(knee, criterion="freezes"):
+    return {"knee": knee, "criterion": criterion, "detail": f"{criterion} at {knee}", "sfu_cores_used": 0.5}
+
+
+def test_a_round_is_judged_by_its_ratio_and_a_client_bound_one_is_a_lower_bound():
+    assert budget.judge(run(70), run(126), 0.5) == {"ratio": 1.8, "bound": False, "verdict": "as expected"}
+    assert budget.judge(run(98), run(137), 0.5)["verdict"] == "OUTSIDE the expected range"
+    bound = budget.judge(run(70), run(105, "client"), 0.5)
+    assert bound["bound"] and bound["ratio"] == 1.5 and "at least 1.50x" in bound["verdict"]
+    none = budget.judge(run(77, "client"), run(140), 0.5)
+    assert none["ratio"] is None and none["verdict"].startswith("no SFU knee at 0.5 core")
+
+
+def test_rounds_are_summed_up_by_their_median_ratio_with_the_spread():
+    rounds = [budget.judge(run(98), run(154), 0.5), budget.judge(run(70), run(126), 0.5),
+              budget.judge(run(70), run(140), 0.5)]
+    s = budget.summarise(rounds)
+    assert s["ratio"] == 1.8 and s["runs"] == 3 and s["verdict"] == "as expected"
+    assert s["ratio_runs"] == [154 / 98, 1.8, 2.0]
+    assert abs(s["ratio_spread"] - (2.0 - 154 / 98) / 1.8) < 1e-9
+    # a median under the band that rests on a client-bound round is a lower bound, not a failure
+    low = budget.summarise([budget.judge(run(70), run(98, "client"), 0.5), budget.judge(run(98), run(137), 0.5)])
+    assert low["verdict"].startswith("at least 1.40x")
+    assert budget.summarise([budget.judge(run(7, "client"), run(7), 0.5)])["verdict"] == "no ratio in any round"
