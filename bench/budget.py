@@ -51,8 +51,8 @@ def knee(name: str, cores: float, out: Path, prefix: str, subnet: str) -> dict:
         raise RuntimeError(f"{name} at {cores:g} core(s): the run ended {status}; see {run_dir}")
     analysis = metrics.analyse(runfiles.load(run_dir))
     k = analysis.knee
-    # what the SFU could use of its budget: given a whole core, SFUs used at most 0.81-0.85 of it
-    # here, so twice a budget may not be twice the CPU
+    # what the SFU could use of its budget: given a whole core, SFUs used 0.78-0.96 of it here, so
+    # twice a budget may not be twice the CPU
     used = max((r["sfu_cores_fwd"] for r in analysis.cost if r.get("sfu_cores_fwd") is not None), default=None)
     return {"cores": cores, "knee": k.participants, "criterion": k.criterion, "detail": k.detail,
             "sfu_cores_used": used, "run": str(run_dir)}
