@@ -31,3 +31,26 @@ def test_rounds_are_summed_up_by_their_median_ratio_with_the_spread():
     low = budget.summarise([budget.judge(run(70), run(98, "client"), 0.5), budget.judge(run(98), run(137), 0.5)])
     assert low["verdict"].startswith("at least 1.40x")
     assert budget.summarise([budget.judge(run(7, "client"), run(7), 0.5)])["verdict"] == "no ratio in any round"
+
+
+def test_a_round_the_generator_cannot_finish_is_judged_by_the_doubling_below_it():
+    knees = {0.25: run(28), 0.5: run(49), 1.0: run(77, "client")}
+    asked = []
+
+    def knee_at(sfu, cores):
+        asked.append(cores)
+        return {**knees[cores], "cores": cores}
+
+    res = budget.one_round("inhouse", 0.5, knee_at)
+    assert asked == [0.5, 1.0, 0.25]
+    assert res["bound"] and res["below"]["ratio"] == 1.75 and res["below"]["verdict"] == "as expected"
+    s = budget.summarise([res, budget.one_round("inhouse", 0.5, lambda _, c: {**run(70 * c * 2), "cores": c})])
+    assert s["ratio_runs"] == [1.75, 2.0]
+    assert s["verdict"] == "as expected (1 of 2 round(s) judged by the doubling below the budget)"
+    # a round that reaches its knee at twice the budget runs no third budget
+    asked.clear()
+    knees[1.0] = run(98)
+    assert "below" not in budget.one_round("inhouse", 0.5, knee_at) and asked == [0.5, 1.0]
+    # with no knee at half the budget either, the round keeps its lower bound
+    knees[1.0], knees[0.25] = run(77, "client"), run(None, "client")
+    assert budget.summarise([budget.one_round("inhouse", 0.5, knee_at)])["verdict"].startswith("at least 1.57x")
