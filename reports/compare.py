@@ -91,7 +91,7 @@ RANKING_RULE = ("Ranked by the load coped with (the last participant count measu
 def _knee_cell(a: Analysis):
     if a.knee.client_bound:
         return f"client-bound at {a.knee.participants}"
-    return a.knee.participants if a.knee.participants is not None else "none"
+    return a.knee.participants if a.knee.participants is not None else a.knee.cell()   # a number where it is one
 
 
 def _r(v, scale=1.0, digits=3):
@@ -187,8 +187,7 @@ def repeat_table(analyses: list[Analysis]) -> Table:
     for name, idx in by_sfu(analyses).items():
         if len(idx) < 2:
             continue
-        knees = [analyses[i].knee.participants for i in idx]
-        row = [name, len(idx), " / ".join("none" if k is None else str(k) for k in knees)]
+        row = [name, len(idx), " / ".join(analyses[i].knee.cell() for i in idx)]
         for key, _ in REPEAT:
             vals = [v for i in idx if (v := analyses[i].headline.get(key)) is not None]
             mean = sum(vals) / len(vals) if vals else 0
@@ -218,7 +217,7 @@ def differences(analyses: list[Analysis]) -> list[str]:
     if len(groups) < 2 or all(len(g) < 2 for g in groups.values()):
         return []
     spans = {name: Span(tuple(coped(a) for a in g),
-                        open_above=any(a.knee.participants is None or a.knee.client_bound for a in g))
+                        open_above=any(a.knee.judged is None or a.knee.client_bound for a in g))
              for name, g in groups.items()}
     return verdicts(spans, "load coped with", "higher")
 

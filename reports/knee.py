@@ -41,6 +41,19 @@ class Knee:
     criterion: str | None = None        # bitrate | rtt | loss | freezes | checks | streams | client
     detail: str = "the SFU coped with every load measured"
     plateau_bps: float | None = None
+    stopped_on: int | None = None       # the knee the run stopped on, where its last windows take it back
+
+    @property
+    def judged(self) -> int | None:
+        """The knee a comparison of runs counts: the figures', else the one the run stopped on (the run
+        measured nothing beyond it, so it bounds no knee from below)."""
+        return self.participants if self.participants is not None else self.stopped_on
+
+    def cell(self) -> str:
+        """The knee in a table of runs: its count, marked where the run's last windows take it back."""
+        if self.judged is None:
+            return "none"
+        return str(self.judged) if self.participants is not None else f"{self.judged} (unconfirmed)"
 
     @property
     def client_bound(self) -> bool:
@@ -63,8 +76,9 @@ def as_stopped(knee: Knee, events: list[dict]) -> Knee:
                 and str(e.get("reason", "")).startswith(STOPPED_ON_KNEE)), None)
     if knee.participants is not None or why is None:
         return knee
-    return replace(knee, detail=f"{knee.detail}; the run stopped on a knee its figures showed then ({why}), "
-                                "which its last windows do not confirm")
+    return replace(knee, stopped_on=int(why[len(STOPPED_ON_KNEE):].split()[0]),
+                   detail=f"{knee.detail}; the run stopped on a knee its figures showed then ({why}), "
+                          "which its last windows do not confirm")
 
 
 def _points(series: list[dict], key: str) -> list[tuple[int, float]]:

@@ -90,9 +90,9 @@ def headline(a: Analysis) -> dict:
 def coped(a: Analysis, participants: int | None = None) -> int:
     """The load an SFU coped with: the last count measured before its knee, or the participants reached
     (`participants`, else the headline's) when it has none."""
-    if a.knee.participants is None:
+    if a.knee.judged is None:
         return (participants if participants is not None else a.headline.get("participants")) or 0
-    return max((r["participants"] for r in a.series if r["participants"] < a.knee.participants), default=0)
+    return max((r["participants"] for r in a.series if r["participants"] < a.knee.judged), default=0)
 
 
 def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientRule = ClientRule()) -> Analysis:

@@ -50,13 +50,14 @@ def _step(a: Analysis) -> int:
 
 def knee_span(e: Entry) -> Span | None:
     """The SFU's knee over its runs that measured it: a run with no knee bounds it from below (the
-    participants reached, plus a room); a client-bound run measured the clients, and counts not."""
+    participants reached, plus a room), one that stopped on a knee counts it (Knee.judged); a
+    client-bound run measured the clients, and counts not."""
     values, open_above = [], False
     for a in e.analyses:
         if a.knee.client_bound:
             continue
-        if a.knee.participants is not None:
-            values.append(a.knee.participants)
+        if a.knee.judged is not None:
+            values.append(a.knee.judged)
         else:
             values.append((a.headline["participants"] or 0) + _step(a))
             open_above = True
@@ -66,7 +67,7 @@ def knee_span(e: Entry) -> Span | None:
 def coped(a: Analysis) -> set[int]:
     """The participant counts a run measured with the SFU coping and the clients with headroom."""
     bound = {h["participants"] for h in a.health if h.get("client_bound")}
-    limit = a.knee.participants if a.knee.participants is not None else float("inf")
+    limit = a.knee.judged if a.knee.judged is not None else float("inf")
     return {r["participants"] for r in a.cost if r["participants"] < limit and r["participants"] not in bound}
 
 
@@ -93,8 +94,7 @@ def knee_table(entries: list[Entry], load: int | None) -> Table:
     rows, keys = [], []
     for e in sorted(entries, key=lambda e: (rank.get(e.sfu, 99), -(knees[e.sfu].middle if knees[e.sfu] else 0))):
         runs = [a.knee for a in e.analyses]
-        per_run = " / ".join("client-bound" if k.client_bound else "none" if k.participants is None
-                             else str(k.participants) for k in runs)
+        per_run = " / ".join("client-bound" if k.client_bound else k.cell() for k in runs)
         criteria = sorted({k.criterion for k in runs if k.criterion and not k.client_bound})
         note = "; ".join(e.why)
         if e.analyses and knees[e.sfu] is None:
@@ -113,8 +113,8 @@ def knee_table(entries: list[Entry], load: int | None) -> Table:
     return Table("knees", "Each SFU's knee over its repeats", ["Rank", "SFU", "Runs", "Knee per run",
                  "Knee (median, range)", "Criterion", f"µs per forwarded packet at {load or '—'}", "Note"],
                  rows, note="Rank: 1 + the SFUs whose lowest knee is above this one's highest (level SFUs share "
-                 "a rank, marked =). A run without a knee bounds it from below (>). Client-bound runs are not "
-                 "counted.", row_keys=keys)
+                 "a rank, marked =). A run without a knee bounds it from below (>); one that stopped on a knee its "
+                 "target windows then take back counts that knee (unconfirmed). Client-bound runs are not counted.", row_keys=keys)
 
 
 def cost_table(entries: list[Entry], load: int | None) -> Table:
@@ -179,7 +179,8 @@ def summary(entries: list[Entry], load: int | None) -> dict:
         stream, packet = cost_span(e, load, "sfu_mhz_per_stream"), cost_span(e, load, "sfu_us_per_packet")
         out[e.sfu] = {
             "runs": [str(a.run.path) for a in e.analyses], "asked": e.asked, "why": e.why,
-            "knees": [None if a.knee.client_bound else a.knee.participants for a in e.analyses],
+            "knees": [None if a.knee.client_bound else a.knee.judged for a in e.analyses],
+            "unconfirmed": [a.knee.participants is None and a.knee.stopped_on is not None for a in e.analyses],
             "client_bound": [a.knee.client_bound for a in e.analyses],
             "knee": None if k is None else {"median": k.middle, "min": k.low, "max": None if k.open_above else k.high,
                                             "spread": None if k.open_above else k.high - k.low,

@@ -105,11 +105,12 @@ def test_a_knee_the_last_windows_take_back_is_named_where_the_run_stopped_on_it(
     stopped = [{"event": "target_reached", "reason": "knee at 56 participants: 1.19 freezes per stream-minute, above 1"}]
     series = [{"participants": n, "freezes_per_min": f} for n, f in ((42, 0.0), (49, 0.18), (56, 1.19), (63, 0.86))]
     knee = as_stopped(find_knee(series), stopped)
-    assert knee.participants is None
+    assert knee.participants is None and knee.stopped_on == knee.judged == 56 and knee.cell() == "56 (unconfirmed)"
     assert knee.detail == ("the SFU coped with every load measured; the run stopped on a knee its figures showed "
                            "then (knee at 56 participants: 1.19 freezes per stream-minute, above 1), which its "
                            "last windows do not confirm")
     confirmed = [*series[:3], {"participants": 63, "freezes_per_min": 1.4}]
     assert as_stopped(find_knee(confirmed), stopped) == find_knee(confirmed)
+    assert find_knee(confirmed).cell() == "56" and find_knee(series).cell() == "none"
     assert as_stopped(find_knee(series), [{"event": "target_reached", "reason": "no knee up to --max-rooms 9"}]) \
         == find_knee(series)

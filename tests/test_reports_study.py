@@ -51,6 +51,20 @@ def test_spans_rank_only_where_the_bootstrap_interval_leaves_out_zero():
     assert Span((28, 35)).text() == "31.5 (28–35)" and Span((70,), True).text() == "> 70"
 
 
+def test_a_run_that_stopped_on_a_knee_its_target_takes_back_counts_that_knee_not_a_lower_bound():
+    """LiveKit here, 2026-11-26: the ramp stopped on a knee at 21 (28 bad too); with the target's
+    windows pooled in, 28 read 0.97 freezes a stream-minute, under the rule. The run measured nothing
+    beyond 28, so it cannot say the knee is above it."""
+    from types import SimpleNamespace
+    from reports.knee import Knee
+    stopped = SimpleNamespace(knee=Knee(detail="taken back", stopped_on=21), headline={"participants": 28})
+    confirmed = SimpleNamespace(knee=Knee(21, "freezes"), headline={"participants": 28})
+    span = study_report.knee_span(Entry("livekit", [confirmed, stopped], 2))
+    assert span == Span((21, 21)) and not span.open_above
+    none = SimpleNamespace(knee=Knee(), headline={"participants": 28}, ident={"config": {"users_per_room": 7}})
+    assert study_report.knee_span(Entry("livekit", [confirmed, none], 2)) == Span((21, 35), open_above=True)
+
+
 def test_the_record_has_each_sfus_knee_spread_and_cost(built, entries):
     _, _, results = built
     assert results["inhouse"]["knee"] == {"median": 49, "min": 49, "max": 49, "spread": 0, "open_above": False}
@@ -60,6 +74,7 @@ def test_the_record_has_each_sfus_knee_spread_and_cost(built, entries):
     # client-bound runs measure the clients: no knee, no rank
     assert results["livekit"]["knee"] is None and results["livekit"]["rank"] is None
     assert results["livekit"]["client_bound"] == [True, True]
+    assert results["inhouse"]["unconfirmed"] == [False, False]
     assert results["medooze"]["runs"] == [] and "npm ERR" in results["medooze"]["why"][0]
     load = results["janus"]["cost"]["participants"]
     assert load and load < min(results["janus"]["knees"]) and results["janus"]["cost"]["us_per_packet"]["median"] > 0
