@@ -88,8 +88,9 @@ def headline(a: Analysis) -> dict:
 
 
 def coped(a: Analysis, participants: int | None = None) -> int:
-    """The load an SFU coped with: the last count measured before its knee, or the participants reached
-    (`participants`, else the headline's) when it has none."""
+    """The load an SFU coped with: the last count measured before its knee (the one the run stopped on
+    where its last windows take it back: Knee.judged), or the participants reached (`participants`,
+    else the headline's) when it has none."""
     if a.knee.judged is None:
         return (participants if participants is not None else a.headline.get("participants")) or 0
     return max((r["participants"] for r in a.series if r["participants"] < a.knee.judged), default=0)
