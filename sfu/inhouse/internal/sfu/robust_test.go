@@ -159,11 +159,19 @@ func TestSilentClientIsDropped(t *testing.T) {
 	})
 	ws := dial(t, url)
 	_ = ws.WriteJSON(map[string]string{"type": "join", "room": "1", "user": "a"})
-	// Never reading means never answering pings.
-	waitFor(t, "the silent session to be dropped", 5*time.Second, func() bool { return s.Snapshot() == Snapshot{} })
+	// Never reading means never answering pings. The room may not exist yet
+	// when the wait starts, so wait for an ended session, not an empty server.
+	waitFor(t, "the silent session to be dropped", 5*time.Second, func() bool {
+		var ended uint64
+		for i := range s.m.closed {
+			ended += s.m.closed[i].Load()
+		}
+		return ended > 0
+	})
 	if s.m.closed[closeTimeout].Load() != 1 {
 		t.Error("not counted as a timeout")
 	}
+	waitFor(t, "the server to be empty", 5*time.Second, func() bool { return s.Snapshot() == Snapshot{} })
 }
 
 // holeConn is a UDP socket that can be made to swallow every write, as when
