@@ -1,18 +1,14 @@
 package main
 
 import (
-	"errors"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
-	"github.com/pion/dtls/v3"
 	"github.com/pion/interceptor"
 	"github.com/pion/interceptor/pkg/twcc"
 	"github.com/pion/rtcp"
@@ -23,6 +19,7 @@ import (
 	"github.com/pion/webrtc/v4"
 
 	"sfubench/sfu/inhouse/client"
+	"sfubench/sfu/inhouse/srtpkeys"
 )
 
 // The fast path: received media without pion's pipeline. pion still does
@@ -231,29 +228,13 @@ type fastStream struct {
 }
 
 func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTransport) (*receiver, error) {
-	conn, profile, err := dtlsState(dt)
+	// As if this side were the DTLS client; which is the SFU's context is
+	// learnt from the first packet that authenticates.
+	local, remote, err := srtpkeys.Contexts(dt, true)
 	if err != nil {
 		return nil, err
 	}
-	state, ok := conn.ConnectionState()
-	if !ok {
-		return nil, errors.New("no DTLS state")
-	}
-	cfg := srtp.Config{Profile: profile}
-	// Local and Remote as if this side were the DTLS client; which is the
-	// SFU's is learnt from the first packet that authenticates.
-	if err := cfg.ExtractSessionKeysFromDTLS(&state, true); err != nil {
-		return nil, err
-	}
-	var contexts []*srtp.Context
-	for _, k := range [][2][]byte{{cfg.Keys.RemoteMasterKey, cfg.Keys.RemoteMasterSalt},
-		{cfg.Keys.LocalMasterKey, cfg.Keys.LocalMasterSalt}} {
-		ctx, err := srtp.CreateContext(k[0], k[1], profile)
-		if err != nil {
-			return nil, err
-		}
-		contexts = append(contexts, ctx)
-	}
+	contexts := []*srtp.Context{remote, local}
 	ir, err := client.ReceiveFeedback()
 	if err != nil {
 		return nil, err
@@ -269,22 +250,6 @@ func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTranspor
 		twcc: twcc.NewRecorder(rand.Uint32()), start: time.Now(), streams: map[uint32]*fastStream{},
 		plain: make([]byte, receiveMTU), buf: make([]byte, receiveMTU), attrs: interceptor.Attributes{}}
 	return rx, nil
-}
-
-// dtlsState reads the DTLS connection and SRTP profile pion negotiated; pion
-// does not export them (pinned version: a test fails if they move).
-func dtlsState(dt *webrtc.DTLSTransport) (*dtls.Conn, srtp.ProtectionProfile, error) {
-	v := reflect.ValueOf(dt).Elem()
-	conn, profile := v.FieldByName("conn"), v.FieldByName("srtpProtectionProfile")
-	if !conn.IsValid() || !profile.IsValid() || conn.Type() != reflect.TypeFor[*dtls.Conn]() ||
-		profile.Type() != reflect.TypeFor[srtp.ProtectionProfile]() {
-		return nil, 0, errors.New("pion's DTLSTransport has no conn or srtpProtectionProfile field")
-	}
-	dc := *(**dtls.Conn)(unsafe.Pointer(conn.UnsafeAddr()))
-	if dc == nil {
-		return nil, 0, errors.New("no DTLS connection yet")
-	}
-	return dc, *(*srtp.ProtectionProfile)(unsafe.Pointer(profile.UnsafeAddr())), nil
 }
 
 // twccExtension is the id the remote description gives transport-wide

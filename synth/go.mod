@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/gorilla/websocket v1.5.3
 	github.com/livekit/protocol v1.50.5-0.20260728075222-28e604c046c6
-	github.com/pion/dtls/v3 v3.1.8
 	github.com/pion/interceptor v0.1.48
 	github.com/pion/rtcp v1.2.17
 	github.com/pion/rtp v1.10.5
@@ -13,7 +12,6 @@ require (
 	github.com/pion/srtp/v3 v3.0.13
 	github.com/pion/transport/v4 v4.1.0
 	github.com/pion/webrtc/v4 v4.2.20
-	golang.org/x/net v0.55.0
 	golang.org/x/sys v0.49.0
 	google.golang.org/protobuf v1.36.11
 	sfubench/sfu/inhouse v0.0.0
@@ -40,6 +38,7 @@ require (
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/pion/datachannel v1.6.2 // indirect
+	github.com/pion/dtls/v3 v3.1.8 // indirect
 	github.com/pion/ice/v4 v4.4.2 // indirect
 	github.com/pion/logging v0.2.4 // indirect
 	github.com/pion/mdns/v2 v2.2.0 // indirect
@@ -61,6 +60,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.52.0 // indirect
 	golang.org/x/exp v0.0.0-20260603202125-055de637280b // indirect
+	golang.org/x/net v0.55.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
 	golang.org/x/text v0.37.0 // indirect
 	golang.org/x/time v0.15.0 // indirect

@@ -97,6 +97,7 @@ type tc struct {
 
 	mu          sync.Mutex
 	got         map[string]map[uint32]bool // "user/kind" → packet numbers received
+	reported    map[string]uint32          // "user/kind" → packet count of the latest sender report
 	corrupt     int
 	corruptSeen []string
 }
@@ -115,7 +116,7 @@ func tryJoin(t testing.TB, url, room, user string, o clientOptions) (*tc, error)
 	if err != nil {
 		return nil, err
 	}
-	c := &tc{user: user, pc: pc, stop: make(chan struct{}), got: map[string]map[uint32]bool{}, deaf: o.deaf}
+	c := &tc{user: user, pc: pc, stop: make(chan struct{}), got: map[string]map[uint32]bool{}, reported: map[string]uint32{}, deaf: o.deaf}
 	c.audio, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", user)
 	c.video, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "video", user)
 	for _, tr := range []*webrtc.TrackLocalStaticRTP{c.audio, c.video} {
@@ -205,7 +206,7 @@ func (c *tc) publish() {
 	}()
 }
 
-func (c *tc) onTrack(user string, t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+func (c *tc) onTrack(user string, t *webrtc.TrackRemote, r *webrtc.RTPReceiver) {
 	if c.deaf {
 		return
 	}
@@ -217,7 +218,8 @@ func (c *tc) onTrack(user string, t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) 
 	}
 	video := t.Kind() == webrtc.RTPCodecTypeVideo
 	key := user + "/" + t.Kind().String()
-	c.wg.Add(1)
+	c.wg.Add(2)
+	go c.readSenderReports(key, r)
 	go func() {
 		defer c.wg.Done()
 		for {
@@ -246,6 +248,23 @@ func (c *tc) onTrack(user string, t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) 
 			c.mu.Unlock()
 		}
 	}()
+}
+
+func (c *tc) readSenderReports(key string, r *webrtc.RTPReceiver) {
+	defer c.wg.Done()
+	for {
+		pkts, _, err := r.ReadRTCP()
+		if err != nil {
+			return
+		}
+		for _, p := range pkts {
+			if sr, ok := p.(*rtcp.SenderReport); ok {
+				c.mu.Lock()
+				c.reported[key] = sr.PacketCount
+				c.mu.Unlock()
+			}
+		}
+	}
 }
 
 func (c *tc) received(from, kind string) int {

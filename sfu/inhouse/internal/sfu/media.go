@@ -19,7 +19,7 @@ const (
 	ptRTX  = 97
 )
 
-func newAPI(cfg *Config, mux ice.UDPMux) (*webrtc.API, error) {
+func newAPI(cfg *Config, mux ice.UDPMux, direct *directFactory) (*webrtc.API, error) {
 	me := &webrtc.MediaEngine{}
 	videoFB := []webrtc.RTCPFeedback{
 		{Type: "ccm", Parameter: "fir"},
@@ -52,6 +52,8 @@ func newAPI(cfg *Config, mux ice.UDPMux) (*webrtc.API, error) {
 	// SFU itself from one history per publisher track (rtpfwd.History)
 	// instead of pion's responder, which copies every packet per subscriber.
 	ir := &interceptor.Registry{}
+	// First, so it is innermost: every other interceptor sees its packets.
+	ir.Add(direct)
 	gen, err := nack.NewGeneratorInterceptor()
 	if err != nil {
 		return nil, err

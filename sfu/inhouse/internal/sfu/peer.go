@@ -48,9 +48,10 @@ type peer struct {
 	done chan struct{} // closed when every resource is released
 	once sync.Once
 
-	user string
-	pc   *webrtc.PeerConnection
-	room *room // guarded by s.mu
+	user   string
+	pc     *webrtc.PeerConnection
+	direct *directWriter
+	room   *room // guarded by s.mu
 
 	mu       sync.Mutex
 	closed   bool
@@ -232,6 +233,7 @@ func (p *peer) join(j signal.Join) error {
 	if err != nil {
 		return err
 	}
+	direct := p.s.direct.take(pc.ID())
 	for _, k := range []webrtc.RTPCodecType{webrtc.RTPCodecTypeAudio, webrtc.RTPCodecTypeVideo} {
 		if _, err := pc.AddTransceiverFromKind(k, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
 			pc.Close()
@@ -247,13 +249,16 @@ func (p *peer) join(j signal.Join) error {
 				p.connectTimer.Stop()
 			}
 			p.mu.Unlock()
+			if err := direct.start(pc); err != nil {
+				p.s.cfg.Log.Warn("pion's write path kept", "user", j.User, "err", err)
+			}
 		case webrtc.PeerConnectionStateFailed, webrtc.PeerConnectionStateClosed:
 			p.close(closeICE, nil)
 		}
 	})
 	p.mu.Lock()
 	closed := p.closed
-	p.user, p.pc = j.User, pc
+	p.user, p.pc, p.direct = j.User, pc, direct
 	p.mu.Unlock()
 	if closed {
 		return pc.Close()

@@ -104,10 +104,11 @@ func (c *Config) setDefaults() {
 
 // Server holds the rooms.
 type Server struct {
-	cfg Config
-	api *webrtc.API
-	mux ice.UDPMux
-	m   metrics
+	cfg    Config
+	api    *webrtc.API
+	mux    ice.UDPMux
+	direct *directFactory
+	m      metrics
 
 	mu     sync.Mutex
 	rooms  map[string]*room
@@ -129,7 +130,8 @@ func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, rooms: map[string]*room{}, peers: map[*peer]struct{}{}}
 	s.mux = newMux(&s.cfg)
-	api, err := newAPI(&s.cfg, s.mux)
+	s.direct = newDirectFactory(cfg.UDP)
+	api, err := newAPI(&s.cfg, s.mux, s.direct)
 	if err != nil {
 		s.mux.Close()
 		return nil, err

@@ -114,3 +114,43 @@ func TestLostPacketsAreResentAsRTX(t *testing.T) {
 		t.Errorf("%d retransmissions for %d losses", r, lost)
 	}
 }
+
+// Once connected, a subscriber's RTP leaves by the direct path, and the
+// sender reports above it still count what it sent.
+func TestForwardedMediaTakesTheDirectPath(t *testing.T) {
+	s, url := startServer(t, nil)
+	alice := join(t, url, "1", "alice", clientOptions{})
+	alice.publish()
+	defer alice.close()
+	bob := join(t, url, "1", "bob", clientOptions{})
+	bob.publish()
+	defer bob.close()
+	everyoneReceivesEveryone(t, []*tc{alice, bob}, 100)
+	waitFor(t, "a sender report of alice's video to bob", 5*time.Second, func() bool {
+		bob.mu.Lock()
+		defer bob.mu.Unlock()
+		return bob.reported["alice/video"] >= 50
+	})
+	s.mu.Lock()
+	var direct uint64
+	for p := range s.peers {
+		p.mu.Lock()
+		direct += p.direct.packets.Load()
+		p.mu.Unlock()
+	}
+	s.mu.Unlock()
+	got := uint64(alice.received("bob", "audio") + alice.received("bob", "video") +
+		bob.received("alice", "audio") + bob.received("alice", "video"))
+	// What arrived before the connection was up came by pion's path.
+	if direct < got*9/10 {
+		t.Errorf("%d packets by the direct path of %d received", direct, got)
+	}
+	bob.mu.Lock()
+	reported := bob.reported["alice/video"]
+	bob.mu.Unlock()
+	received := bob.received("alice", "video")
+	// A report is at most a second old: 30 packets of video.
+	if int(reported) > received+5 || int(reported) < received-60 {
+		t.Errorf("sender report counts %d packets, bob received %d", reported, received)
+	}
+}
