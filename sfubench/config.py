@@ -107,6 +107,10 @@ class Settings:
                                  choices=("continue", "abort"), scenario=False)
     video_timeout: float = opt(60.0, "seconds a video has to be verified playing before its check "
                                "times out", min=1, max=3600)
+    join_interval: float = opt(0.0, "seconds between one participant's join and the next's in a "
+                               "room; 0: a room joins at once, a burst that an SFU on a small budget "
+                               "pays for in its other rooms (people in a meeting trickle in)", min=0,
+                               max=60)
     settle: float = opt(5.0, "seconds between a room's validation and its measurement, for the joins' "
                         "burst to pass and bitrates to settle", min=0, max=600)
     ramp_samples: int = opt(11, "getStats samples taken after each room validates (11 at 1 s: a "

@@ -168,6 +168,8 @@ class Runner:
     def start_participant(self, room: int) -> None:
         index = self.status.participants % self.cfg.users_per_room + 1
         p_id = f"r{room}u{index}"
+        if index > 1 and self.cfg.join_interval:
+            self.wait(self.cfg.join_interval)
         if not self.cfg.real(room, index):
             self._start_synthetic(p_id, room)
             return

@@ -37,9 +37,10 @@ def settings(sfu, out, **more):
 
 @pytest.fixture(scope="module", params=DRIVERS)
 def mixed(request, tmp_path_factory):
-    """One room of three: r1u1 in Chromium, r1u2 and r1u3 synthetic; r1u3 leaves and rejoins."""
+    """One room of three joining a second apart: r1u1 in Chromium, r1u2 and r1u3 synthetic; r1u3
+    leaves and rejoins."""
     out = tmp_path_factory.mktemp(request.param)
-    cfg = settings(request.param, out, users_per_room=3, real_per_room=1, quality_frames=1)
+    cfg = settings(request.param, out, users_per_room=3, real_per_room=1, quality_frames=1, join_interval=1)
     # r1u3, a synthetic participant, leaves and rejoins: everyone renegotiates through the driver
     run_dir, status = loadtest.run(cfg, Progress(sys.stdout), leave_and_rejoin("r1u3", pause_s=2, target_samples=4))
     return request.param, run_dir, status
@@ -53,6 +54,8 @@ def test_the_run_completes_with_a_synthetic_process_of_the_clients(mixed):
     started = [e for e in read(run_dir, "events") if e["event"] == "participant_started"]
     assert [(e["user"], e.get("client")) for e in started] == [
         ("r1u1", None), ("r1u2", "synthetic"), ("r1u3", "synthetic")]
+    gaps = [(b["t"] - a["t"]) / 1000 for a, b in zip(started, started[1:])]
+    assert all(1 <= g < 3 for g in gaps), gaps   # --join-interval 1
 
 
 def test_the_sfu_carries_the_media_and_little_signalling(mixed):
