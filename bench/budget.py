@@ -17,7 +17,8 @@ Where the generator cannot push the load twice the budget needs, the run ends cl
 bench says so, gives the load it did measure (below which the SFU coped: a lower bound of the
 ratio), and measures the doubling where the generator can push it: the default run at half the
 budget, judged against the one at the budget. That round is then judged by the doubling below, and
-the table shows both. Not a test: figures depend on the machine; printed beside them. Exit codes:
+the table shows both. A ratio outside the band says how far a room's step between the two knees
+leaves it (each SFU's limit lies within a room below its knee). Not a test: figures depend on the machine; printed beside them. Exit codes:
 0 ok, 1 a run failed, 2 bad input, 130 interrupted.
 """
 from __future__ import annotations
@@ -57,7 +58,7 @@ def knee(name: str, cores: float, out: Path, prefix: str, subnet: str) -> dict:
     # twice a budget may not be twice the CPU
     used = max((r["sfu_cores_fwd"] for r in analysis.cost if r.get("sfu_cores_fwd") is not None), default=None)
     return {"cores": cores, "knee": k.participants, "criterion": k.criterion, "detail": k.detail,
-            "sfu_cores_used": used, "run": str(run_dir)}
+            "step": cfg.users_per_room, "sfu_cores_used": used, "run": str(run_dir)}
 
 
 def judge(one: dict, two: dict, base: float) -> dict:
@@ -74,7 +75,19 @@ def judge(one: dict, two: dict, base: float) -> dict:
         return {"ratio": ratio, "bound": True,
                 "verdict": f"the generator could not reach it: client-bound at {two['knee']}, the SFU coping "
                            f"below it, so the ratio is at least {ratio:.2f}x"}
-    return {"ratio": ratio, "bound": False, "verdict": in_band(ratio)}
+    return {"ratio": ratio, "bound": False, "verdict": in_band(ratio) + resolution(one, two)}
+
+
+def resolution(one: dict, two: dict) -> str:
+    """Where a ratio outside the band may lie: a knee is the first count that failed, the one a room
+    below it coped, so each SFU's limit lies within a room's step below its knee."""
+    step = one.get("step")
+    ratio = two["knee"] / one["knee"]
+    if not step or EXPECTED[0] <= ratio <= EXPECTED[1]:
+        return ""
+    low = (two["knee"] - step) / one["knee"]
+    high = f"{two['knee'] / (one['knee'] - step):.2f}x" if one["knee"] > step else "any higher ratio"
+    return f" (rooms of {step} between the knees leave it anywhere from {low:.2f}x to {high})"
 
 
 def one_round(sfu: str, base: float, knee_at) -> dict:
