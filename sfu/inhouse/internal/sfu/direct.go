@@ -28,6 +28,7 @@ import (
 // the peer that made the connection (by its id).
 type directFactory struct {
 	conn addrPortWriter
+	sent *atomic.Uint64 // packets every writer sent
 	mu   sync.Mutex
 	made map[string]*directWriter
 }
@@ -36,12 +37,12 @@ type addrPortWriter interface {
 	WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error)
 }
 
-func newDirectFactory(conn addrPortWriter) *directFactory {
-	return &directFactory{conn: conn, made: map[string]*directWriter{}}
+func newDirectFactory(conn addrPortWriter, sent *atomic.Uint64) *directFactory {
+	return &directFactory{conn: conn, sent: sent, made: map[string]*directWriter{}}
 }
 
 func (f *directFactory) NewInterceptor(id string) (interceptor.Interceptor, error) {
-	w := &directWriter{conn: f.conn}
+	w := &directWriter{conn: f.conn, sent: f.sent}
 	f.mu.Lock()
 	f.made[id] = w
 	f.mu.Unlock()
@@ -61,6 +62,7 @@ func (f *directFactory) take(id string) *directWriter {
 type directWriter struct {
 	interceptor.NoOp
 	conn addrPortWriter
+	sent *atomic.Uint64
 	on   atomic.Bool // start has run
 
 	mu    sync.Mutex // guards what follows: the context is not safe for concurrent use
@@ -69,8 +71,6 @@ type directWriter struct {
 	plain []byte
 	out   []byte
 	hdr   rtp.Header // EncryptRTP's scratch
-
-	packets atomic.Uint64 // sent by this path
 }
 
 // start sends the connection's RTP directly from now on. It runs once: a
@@ -139,7 +139,7 @@ func (w *directWriter) write(h *rtp.Header, payload []byte) (int, error) {
 	if _, err := w.conn.WriteToAddrPort(out, w.to); err != nil {
 		return 0, err
 	}
-	w.packets.Add(1)
+	w.sent.Add(1)
 	return len(out), nil
 }
 

@@ -27,6 +27,7 @@ var refusedNames = [numRefusals]string{"origin", "connections"}
 type metrics struct {
 	packetsIn, bytesIn   atomic.Uint64
 	packetsOut, bytesOut atomic.Uint64
+	directPackets        atomic.Uint64
 	drops                [numDrops]atomic.Uint64
 	nacks, nackMisses    atomic.Uint64
 	retransmits          atomic.Uint64
@@ -83,6 +84,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	counter("sfu_rtp_bytes_received_total", "RTP bytes (header included) received from publishers.", m.bytesIn.Load())
 	counter("sfu_rtp_packets_forwarded_total", "RTP packets written to subscribers.", m.packetsOut.Load())
 	counter("sfu_rtp_bytes_forwarded_total", "RTP payload bytes written to subscribers.", m.bytesOut.Load())
+	counter("sfu_rtp_packets_direct_total", "RTP packets to subscribers encrypted and queued by the SFU itself, not pion's write path.", m.directPackets.Load())
 	labelled("sfu_rtp_drops_total", "RTP packets dropped.", "reason", dropNames[:], m.drops[:])
 	counter("sfu_nacks_received_total", "Packets subscribers asked to be resent.", m.nacks.Load())
 	counter("sfu_nack_misses_total", "Asked-for packets no longer (or never) in the history.", m.nackMisses.Load())

@@ -48,10 +48,9 @@ type peer struct {
 	done chan struct{} // closed when every resource is released
 	once sync.Once
 
-	user   string
-	pc     *webrtc.PeerConnection
-	direct *directWriter
-	room   *room // guarded by s.mu
+	user string
+	pc   *webrtc.PeerConnection
+	room *room // guarded by s.mu
 
 	mu       sync.Mutex
 	closed   bool
@@ -258,7 +257,7 @@ func (p *peer) join(j signal.Join) error {
 	})
 	p.mu.Lock()
 	closed := p.closed
-	p.user, p.pc, p.direct = j.User, pc, direct
+	p.user, p.pc = j.User, pc
 	p.mu.Unlock()
 	if closed {
 		return pc.Close()

@@ -130,7 +130,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, rooms: map[string]*room{}, peers: map[*peer]struct{}{}}
 	s.mux = newMux(&s.cfg)
-	s.direct = newDirectFactory(cfg.UDP)
+	s.direct = newDirectFactory(cfg.UDP, &s.m.directPackets)
 	api, err := newAPI(&s.cfg, s.mux, s.direct)
 	if err != nil {
 		s.mux.Close()
