@@ -24,13 +24,17 @@ import (
 // sender reports above it still count every packet; RTCP itself, and RTP
 // before the connection is up, take pion's path.
 
-// directFactory makes one directWriter per PeerConnection and hands it to
-// the peer that made the connection (by its id).
+// directFactory makes one directWriter per PeerConnection. pion builds a
+// connection's interceptors inside NewPeerConnection, with nothing that says
+// for which peer (the id it passes is a clock reading, which two connections
+// made at once can share: visitors of the 1000-visit test then got no media),
+// so connections are made one at a time through newPC and each takes the
+// writer made during its own construction.
 type directFactory struct {
 	conn addrPortWriter
 	sent *atomic.Uint64 // packets every writer sent
-	mu   sync.Mutex
-	made map[string]*directWriter
+	mu   sync.Mutex     // held across a NewPeerConnection
+	made *directWriter
 }
 
 type addrPortWriter interface {
@@ -38,24 +42,29 @@ type addrPortWriter interface {
 }
 
 func newDirectFactory(conn addrPortWriter, sent *atomic.Uint64) *directFactory {
-	return &directFactory{conn: conn, sent: sent, made: map[string]*directWriter{}}
+	return &directFactory{conn: conn, sent: sent}
 }
 
-func (f *directFactory) NewInterceptor(id string) (interceptor.Interceptor, error) {
-	w := &directWriter{conn: f.conn, sent: f.sent}
-	f.mu.Lock()
-	f.made[id] = w
-	f.mu.Unlock()
-	return w, nil
+func (f *directFactory) NewInterceptor(string) (interceptor.Interceptor, error) {
+	f.made = &directWriter{conn: f.conn, sent: f.sent}
+	return f.made, nil
 }
 
-// take returns the writer made for the PeerConnection with that id, once.
-func (f *directFactory) take(id string) *directWriter {
+// newPC makes a PeerConnection with api and returns the writer its
+// interceptors hold.
+func (f *directFactory) newPC(api *webrtc.API, cfg webrtc.Configuration) (*webrtc.PeerConnection, *directWriter, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	w := f.made[id]
-	delete(f.made, id)
-	return w
+	f.made = nil
+	pc, err := api.NewPeerConnection(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.made == nil {
+		pc.Close()
+		return nil, nil, errors.New("sfu: the direct writer was not built for the connection")
+	}
+	return pc, f.made, nil
 }
 
 // directWriter is one subscriber connection's outgoing RTP.

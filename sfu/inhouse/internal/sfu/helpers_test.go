@@ -126,7 +126,12 @@ func tryJoin(t testing.TB, url, room, user string, o clientOptions) (*tc, error)
 			return nil, err
 		}
 		c.wg.Add(1)
-		go c.readSenderRTCP(sender)
+		go c.readRTCP(sender.ReadRTCP, func(p rtcp.Packet) {
+			if _, ok := p.(*rtcp.PictureLossIndication); ok {
+				c.plis.Add(1)
+				c.keyframe.Store(true)
+			}
+		})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -139,18 +144,16 @@ func tryJoin(t testing.TB, url, room, user string, o clientOptions) (*tc, error)
 	return c, nil
 }
 
-func (c *tc) readSenderRTCP(s *webrtc.RTPSender) {
+// readRTCP hands each RTCP packet read to handle until the read fails.
+func (c *tc) readRTCP(read func() ([]rtcp.Packet, interceptor.Attributes, error), handle func(rtcp.Packet)) {
 	defer c.wg.Done()
 	for {
-		pkts, _, err := s.ReadRTCP()
+		pkts, _, err := read()
 		if err != nil {
 			return
 		}
 		for _, p := range pkts {
-			if _, ok := p.(*rtcp.PictureLossIndication); ok {
-				c.plis.Add(1)
-				c.keyframe.Store(true)
-			}
+			handle(p)
 		}
 	}
 }
@@ -219,7 +222,13 @@ func (c *tc) onTrack(user string, t *webrtc.TrackRemote, r *webrtc.RTPReceiver) 
 	video := t.Kind() == webrtc.RTPCodecTypeVideo
 	key := user + "/" + t.Kind().String()
 	c.wg.Add(2)
-	go c.readSenderReports(key, r)
+	go c.readRTCP(r.ReadRTCP, func(p rtcp.Packet) {
+		if sr, ok := p.(*rtcp.SenderReport); ok {
+			c.mu.Lock()
+			c.reported[key] = sr.PacketCount
+			c.mu.Unlock()
+		}
+	})
 	go func() {
 		defer c.wg.Done()
 		for {
@@ -248,23 +257,6 @@ func (c *tc) onTrack(user string, t *webrtc.TrackRemote, r *webrtc.RTPReceiver) 
 			c.mu.Unlock()
 		}
 	}()
-}
-
-func (c *tc) readSenderReports(key string, r *webrtc.RTPReceiver) {
-	defer c.wg.Done()
-	for {
-		pkts, _, err := r.ReadRTCP()
-		if err != nil {
-			return
-		}
-		for _, p := range pkts {
-			if sr, ok := p.(*rtcp.SenderReport); ok {
-				c.mu.Lock()
-				c.reported[key] = sr.PacketCount
-				c.mu.Unlock()
-			}
-		}
-	}
 }
 
 func (c *tc) received(from, kind string) int {

@@ -228,11 +228,10 @@ func (p *peer) send(b []byte) {
 }
 
 func (p *peer) join(j signal.Join) error {
-	pc, err := p.s.api.NewPeerConnection(webrtc.Configuration{BundlePolicy: webrtc.BundlePolicyMaxBundle})
+	pc, direct, err := p.s.direct.newPC(p.s.api, webrtc.Configuration{BundlePolicy: webrtc.BundlePolicyMaxBundle})
 	if err != nil {
 		return err
 	}
-	direct := p.s.direct.take(pc.ID())
 	for _, k := range []webrtc.RTPCodecType{webrtc.RTPCodecTypeAudio, webrtc.RTPCodecTypeVideo} {
 		if _, err := pc.AddTransceiverFromKind(k, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
 			pc.Close()
