@@ -39,10 +39,17 @@ type APIOptions struct {
 	OwnFeedback bool
 }
 
+// maxNacks is how many times a lost packet is asked for at most.
+const maxNacks = 10
+
 // ReceiveFeedback is the registry of the receive side's per-stream feedback
 // (NACK generator, receiver reports) that NewAPI adds unless OwnFeedback.
 func ReceiveFeedback() (*interceptor.Registry, error) {
-	generator, err := nack.NewGeneratorInterceptor()
+	// A browser gives up on a packet after 10 NACKs (libwebrtc's
+	// kMaxNackRetries); pion's default never does, and an SFU short of CPU
+	// then drew retransmissions of what it had dropped until they were most
+	// of its input (674 Mbps in against 31 at 49 synthetic participants).
+	generator, err := nack.NewGeneratorInterceptor(nack.GeneratorMaxNacksPerPacket(maxNacks))
 	if err != nil {
 		return nil, err
 	}

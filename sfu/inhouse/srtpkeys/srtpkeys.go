@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/pion/dtls/v3"
+	"github.com/pion/sdp/v3"
 	"github.com/pion/srtp/v3"
 	"github.com/pion/webrtc/v4"
 )
@@ -49,8 +50,10 @@ func LocalIsClient(pc *webrtc.PeerConnection) (bool, error) {
 		if d.desc == nil || d.desc.Type != webrtc.SDPTypeAnswer {
 			continue
 		}
-		parsed, err := d.desc.Unmarshal()
-		if err != nil {
+		// parsed here: the description is pion's own, and its Unmarshal
+		// writes the result into it while pion may be reading it
+		parsed := &sdp.SessionDescription{}
+		if err := parsed.UnmarshalString(d.desc.SDP); err != nil {
 			return false, err
 		}
 		for _, m := range parsed.MediaDescriptions {

@@ -82,9 +82,10 @@ type directWriter struct {
 	hdr   rtp.Header // EncryptRTP's scratch
 }
 
-// start sends the connection's RTP directly from now on. It runs once: a
-// second context would restart the streams' rollover counters.
-func (w *directWriter) start(pc *webrtc.PeerConnection) error {
+// startDirect takes pc's media off pion's paths, both ways (w and in), once
+// its connection is up. It runs once: a second context would restart the
+// streams' rollover counters.
+func (s *Server) startDirect(pc *webrtc.PeerConnection, w *directWriter, in *directIn) error {
 	if w.on.Load() {
 		return nil
 	}
@@ -93,7 +94,7 @@ func (w *directWriter) start(pc *webrtc.PeerConnection) error {
 		return err
 	}
 	dt := pc.SCTP().Transport()
-	ctx, _, err := srtpkeys.Contexts(dt, asClient)
+	local, remote, err := srtpkeys.Contexts(dt, asClient)
 	if err != nil {
 		return err
 	}
@@ -110,12 +111,14 @@ func (w *directWriter) start(pc *webrtc.PeerConnection) error {
 			w.mu.Lock()
 			w.to = a
 			w.mu.Unlock()
+			s.reader.attach(in, a)
 		}
 	})
 	w.mu.Lock()
-	w.ctx, w.to = ctx, to
+	w.ctx, w.to = local, to
 	w.mu.Unlock()
 	w.on.Store(true)
+	in.start(s.reader, remote, to)
 	return nil
 }
 

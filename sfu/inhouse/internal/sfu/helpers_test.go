@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pion/interceptor"
+	"github.com/pion/interceptor/pkg/twcc"
 	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
@@ -55,6 +56,12 @@ type clientOptions struct {
 	// drop, if set, sees each received RTP header first and may drop it,
 	// as a lossy network would.
 	drop func(h *rtp.Header) bool
+	// dropSent, if set, sees each RTP header the client sends and may drop
+	// it (once: the retransmission a NACK asks for is let through).
+	dropSent func(h *rtp.Header) bool
+	// twcc numbers what the client sends with transport-wide sequence
+	// numbers, as Chrome does, for the SFU's congestion feedback.
+	twcc bool
 	// conn, if set, carries the client's ICE traffic.
 	conn net.PacketConn
 	// noUDP leaves the client without candidates, so ICE never connects.
@@ -66,8 +73,15 @@ type clientOptions struct {
 func clientAPI(t testing.TB, o clientOptions) *webrtc.API {
 	t.Helper()
 	opts := client.APIOptions{IPFilter: func(ip net.IP) bool { return ip.IsLoopback() }, Conn: o.conn}
-	if o.drop != nil {
-		opts.First = []interceptor.Factory{&dropperFactory{drop: o.drop}}
+	if o.drop != nil || o.dropSent != nil {
+		opts.First = []interceptor.Factory{&dropperFactory{drop: o.drop, dropSent: o.dropSent}}
+	}
+	if o.twcc {
+		seq, err := twcc.NewHeaderExtensionInterceptor()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.First = append(opts.First, seq)
 	}
 	if o.noUDP {
 		opts.NetworkTypes = []webrtc.NetworkType{webrtc.NetworkTypeTCP4}
@@ -89,11 +103,15 @@ type tc struct {
 	audio *webrtc.TrackLocalStaticRTP
 	video *webrtc.TrackLocalStaticRTP
 
-	keyframe atomic.Bool
-	plis     atomic.Int64
-	deaf     bool
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	keyframe  atomic.Bool
+	plis      atomic.Int64
+	nacked    atomic.Int64 // packets the SFU asked it to resend
+	nackedSeq sync.Map     // sequence number → *atomic.Int64: how often each was asked for
+	dated     atomic.Int64 // receiver reports dated by its sender reports (an RTT for it)
+	feedback  atomic.Int64 // transport-wide congestion feedback packets
+	deaf      bool
+	stop      chan struct{}
+	wg        sync.WaitGroup
 
 	mu          sync.Mutex
 	got         map[string]map[uint32]bool // "user/kind" → packet numbers received
@@ -127,9 +145,26 @@ func tryJoin(t testing.TB, url, room, user string, o clientOptions) (*tc, error)
 		}
 		c.wg.Add(1)
 		go c.readRTCP(sender.ReadRTCP, func(p rtcp.Packet) {
-			if _, ok := p.(*rtcp.PictureLossIndication); ok {
+			switch p := p.(type) {
+			case *rtcp.PictureLossIndication:
 				c.plis.Add(1)
 				c.keyframe.Store(true)
+			case *rtcp.TransportLayerNack:
+				for _, n := range p.Nacks {
+					for _, seq := range n.PacketList() {
+						c.nacked.Add(1)
+						count, _ := c.nackedSeq.LoadOrStore(seq, &atomic.Int64{})
+						count.(*atomic.Int64).Add(1)
+					}
+				}
+			case *rtcp.ReceiverReport:
+				for _, r := range p.Reports {
+					if r.LastSenderReport != 0 {
+						c.dated.Add(1)
+					}
+				}
+			case *rtcp.TransportLayerCC:
+				c.feedback.Add(1)
 			}
 		})
 	}
@@ -291,18 +326,33 @@ func waitFor(t testing.TB, what string, timeout time.Duration, ok func() bool) {
 	}
 }
 
-type dropperFactory struct{ drop func(*rtp.Header) bool }
+type dropperFactory struct{ drop, dropSent func(*rtp.Header) bool }
 
 func (f *dropperFactory) NewInterceptor(string) (interceptor.Interceptor, error) {
-	return &dropper{drop: f.drop}, nil
+	return &dropper{drop: f.drop, dropSent: f.dropSent}, nil
 }
 
 type dropper struct {
 	interceptor.NoOp
-	drop func(*rtp.Header) bool
+	drop, dropSent func(*rtp.Header) bool
+}
+
+func (d *dropper) BindLocalStream(_ *interceptor.StreamInfo, w interceptor.RTPWriter) interceptor.RTPWriter {
+	if d.dropSent == nil {
+		return w
+	}
+	return interceptor.RTPWriterFunc(func(h *rtp.Header, payload []byte, a interceptor.Attributes) (int, error) {
+		if d.dropSent(h) {
+			return len(payload), nil
+		}
+		return w.Write(h, payload, a)
+	})
 }
 
 func (d *dropper) BindRemoteStream(_ *interceptor.StreamInfo, r interceptor.RTPReader) interceptor.RTPReader {
+	if d.drop == nil {
+		return r
+	}
 	return interceptor.RTPReaderFunc(func(b []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
 		for {
 			n, attr, err := r.Read(b, a)

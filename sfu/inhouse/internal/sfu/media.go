@@ -5,8 +5,9 @@ import (
 
 	"github.com/pion/ice/v4"
 	"github.com/pion/interceptor"
-	"github.com/pion/interceptor/pkg/nack"
+	"github.com/pion/interceptor/pkg/report"
 	"github.com/pion/logging"
+	"github.com/pion/sdp/v3"
 	"github.com/pion/webrtc/v4"
 )
 
@@ -48,22 +49,25 @@ func newAPI(cfg *Config, mux ice.UDPMux, direct *directFactory) (*webrtc.API, er
 
 	// Publishers get NACKs and transport-wide congestion feedback, so
 	// Chrome's sender recovers losses and adapts its rate; RTCP reports
-	// go both ways. Retransmissions to subscribers are served by the
+	// go both ways. The receive side's feedback is not pion's chain: it is
+	// bound to the published tracks (directin.go), which the direct read
+	// path feeds as well. Retransmissions to subscribers are served by the
 	// SFU itself from one history per publisher track (rtpfwd.History)
 	// instead of pion's responder, which copies every packet per subscriber.
 	ir := &interceptor.Registry{}
 	// First, so it is innermost: every other interceptor sees its packets.
 	ir.Add(direct)
-	gen, err := nack.NewGeneratorInterceptor()
+	reports, err := report.NewSenderInterceptor()
 	if err != nil {
 		return nil, err
 	}
-	ir.Add(gen)
-	if err := webrtc.ConfigureRTCPReports(ir); err != nil {
-		return nil, err
-	}
-	if err := webrtc.ConfigureTWCCSender(me, ir); err != nil {
-		return nil, err
+	ir.Add(reports)
+	for _, kind := range []webrtc.RTPCodecType{webrtc.RTPCodecTypeVideo, webrtc.RTPCodecTypeAudio} {
+		me.RegisterFeedback(webrtc.RTCPFeedback{Type: webrtc.TypeRTCPFBTransportCC}, kind)
+		ext := webrtc.RTPHeaderExtensionCapability{URI: sdp.TransportCCURI}
+		if err := me.RegisterHeaderExtension(ext, kind); err != nil {
+			return nil, err
+		}
 	}
 
 	se := webrtc.SettingEngine{}
@@ -95,9 +99,10 @@ func networkType(a net.Addr) webrtc.NetworkType {
 	return webrtc.NetworkTypeUDP4
 }
 
-// newMux puts pion's ICE demultiplexer on the shared socket.
-func newMux(cfg *Config) ice.UDPMux {
+// newMux puts pion's ICE demultiplexer on the shared socket, as the direct
+// read path leaves it.
+func newMux(conn *directReader) ice.UDPMux {
 	lf := logging.NewDefaultLoggerFactory()
 	lf.DefaultLogLevel = logging.LogLevelError
-	return ice.NewUDPMuxDefault(ice.UDPMuxParams{UDPConn: cfg.UDP, Logger: lf.NewLogger("udpmux")})
+	return ice.NewUDPMuxDefault(ice.UDPMuxParams{UDPConn: conn, Logger: lf.NewLogger("udpmux")})
 }

@@ -28,6 +28,7 @@ type metrics struct {
 	packetsIn, bytesIn   atomic.Uint64
 	packetsOut, bytesOut atomic.Uint64
 	directPackets        atomic.Uint64
+	directIn             atomic.Uint64
 	drops                [numDrops]atomic.Uint64
 	nacks, nackMisses    atomic.Uint64
 	retransmits          atomic.Uint64
@@ -85,6 +86,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	counter("sfu_rtp_packets_forwarded_total", "RTP packets written to subscribers.", m.packetsOut.Load())
 	counter("sfu_rtp_bytes_forwarded_total", "RTP payload bytes written to subscribers.", m.bytesOut.Load())
 	counter("sfu_rtp_packets_direct_total", "RTP packets to subscribers encrypted and queued by the SFU itself, not pion's write path.", m.directPackets.Load())
+	counter("sfu_rtp_packets_direct_received_total", "RTP packets from publishers decrypted and forwarded by the SFU's own reader, not pion's read path.", m.directIn.Load())
 	labelled("sfu_rtp_drops_total", "RTP packets dropped.", "reason", dropNames[:], m.drops[:])
 	counter("sfu_nacks_received_total", "Packets subscribers asked to be resent.", m.nacks.Load())
 	counter("sfu_nack_misses_total", "Asked-for packets no longer (or never) in the history.", m.nackMisses.Load())

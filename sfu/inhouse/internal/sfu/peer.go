@@ -50,7 +50,8 @@ type peer struct {
 
 	user string
 	pc   *webrtc.PeerConnection
-	room *room // guarded by s.mu
+	in   *directIn // its received media
+	room *room     // guarded by s.mu
 
 	mu       sync.Mutex
 	closed   bool
@@ -232,6 +233,11 @@ func (p *peer) join(j signal.Join) error {
 	if err != nil {
 		return err
 	}
+	in, err := newDirectIn(pc)
+	if err != nil {
+		pc.Close()
+		return err
+	}
 	for _, k := range []webrtc.RTPCodecType{webrtc.RTPCodecTypeAudio, webrtc.RTPCodecTypeVideo} {
 		if _, err := pc.AddTransceiverFromKind(k, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
 			pc.Close()
@@ -247,8 +253,8 @@ func (p *peer) join(j signal.Join) error {
 				p.connectTimer.Stop()
 			}
 			p.mu.Unlock()
-			if err := direct.start(pc); err != nil {
-				p.s.cfg.Log.Warn("pion's write path kept", "user", j.User, "err", err)
+			if err := p.s.startDirect(pc, direct, in); err != nil {
+				p.s.cfg.Log.Warn("pion's paths kept", "user", j.User, "err", err)
 			}
 		case webrtc.PeerConnectionStateFailed, webrtc.PeerConnectionStateClosed:
 			p.close(closeICE, nil)
@@ -256,9 +262,10 @@ func (p *peer) join(j signal.Join) error {
 	})
 	p.mu.Lock()
 	closed := p.closed
-	p.user, p.pc = j.User, pc
+	p.user, p.pc, p.in = j.User, pc, in
 	p.mu.Unlock()
 	if closed {
+		in.close(p.s.reader)
 		return pc.Close()
 	}
 	tracks, replaced, err := p.s.join(p, j.Room)
@@ -296,15 +303,17 @@ func (p *peer) onTrack(tr *webrtc.TrackRemote, recv *webrtc.RTPReceiver) {
 		return
 	}
 	p.pubs = append(p.pubs, t)
+	p.in.add(t, recv)
 	p.mu.Unlock()
-	// RTCP from the publisher (sender reports) must be read for the
-	// receiver-report interceptor to see it.
+	// The publisher's sender reports date the receiver reports.
 	go func() {
 		buf := make([]byte, 1500)
 		for {
-			if _, _, err := recv.Read(buf); err != nil {
+			n, _, err := recv.Read(buf)
+			if err != nil {
 				return
 			}
+			p.in.readRTCP(buf[:n])
 		}
 	}()
 	go t.run()
@@ -480,7 +489,7 @@ func (p *peer) close(reason closeReason, err error) {
 		p.s.m.closed[reason].Add(1)
 		p.mu.Lock()
 		p.closed = true
-		subs, pubs, pc := p.subs, p.pubs, p.pc
+		subs, pubs, pc, in := p.subs, p.pubs, p.pc, p.in
 		p.subs = nil
 		for _, t := range []*time.Timer{p.answerTimer, p.connectTimer} {
 			if t != nil {
@@ -495,6 +504,9 @@ func (p *peer) close(reason closeReason, err error) {
 		tracks, others := p.s.leave(p)
 		for _, q := range others {
 			q.unsubscribe(tracks)
+		}
+		if in != nil {
+			in.close(p.s.reader)
 		}
 		if pc != nil {
 			_ = pc.Close()

@@ -108,6 +108,7 @@ type Server struct {
 	api    *webrtc.API
 	mux    ice.UDPMux
 	direct *directFactory
+	reader *directReader
 	m      metrics
 
 	mu     sync.Mutex
@@ -129,7 +130,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, rooms: map[string]*room{}, peers: map[*peer]struct{}{}}
-	s.mux = newMux(&s.cfg)
+	s.reader = newDirectReader(cfg.UDP, &s.m.directIn)
+	s.mux = newMux(s.reader)
 	s.direct = newDirectFactory(cfg.UDP, &s.m.directPackets)
 	api, err := newAPI(&s.cfg, s.mux, s.direct)
 	if err != nil {

@@ -3,6 +3,7 @@ package sfu
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,22 +116,43 @@ func TestLostPacketsAreResentAsRTX(t *testing.T) {
 	}
 }
 
-// Once connected, a subscriber's RTP leaves by the direct path, and the
-// sender reports above it still count what it sent.
-func TestForwardedMediaTakesTheDirectPath(t *testing.T) {
+// Once connected, media takes the direct paths both ways: a publisher's
+// packets are decrypted by the SFU's own reader, a subscriber's leave by the
+// direct writer. The feedback both ways still counts what went by them:
+// sender reports to subscribers, and to publishers receiver reports dated by
+// theirs (an RTT for the sender), transport-wide congestion feedback and
+// NACKs for what the network lost, whose retransmissions reach subscribers.
+func TestMediaTakesTheDirectPaths(t *testing.T) {
 	s, url := startServer(t, nil)
-	alice := join(t, url, "1", "alice", clientOptions{})
+	var mu sync.Mutex
+	lost := map[uint16]bool{}
+	alice := join(t, url, "1", "alice", clientOptions{twcc: true, dropSent: func(h *rtp.Header) bool {
+		if h.PayloadType != ptVP8 || h.SequenceNumber%10 != 5 {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if lost[h.SequenceNumber] {
+			return false
+		}
+		lost[h.SequenceNumber] = true
+		return true
+	}})
 	alice.publish()
 	defer alice.close()
-	bob := join(t, url, "1", "bob", clientOptions{})
+	bob := join(t, url, "1", "bob", clientOptions{twcc: true})
 	bob.publish()
 	defer bob.close()
 	everyoneReceivesEveryone(t, []*tc{alice, bob}, 100)
-	waitFor(t, "a sender report of alice's video to bob", 5*time.Second, func() bool {
-		bob.mu.Lock()
-		defer bob.mu.Unlock()
-		return bob.reported["alice/video"] >= 50
-	})
+	waitFor(t, "a sender report of alice's video to bob, dated receiver reports and congestion feedback to alice",
+		5*time.Second, func() bool {
+			bob.mu.Lock()
+			defer bob.mu.Unlock()
+			return bob.reported["alice/video"] >= 50 && alice.dated.Load() >= 2 && alice.feedback.Load() >= 10
+		})
+	if taken, in := s.m.directIn.Load(), s.m.packetsIn.Load(); taken < in*9/10 {
+		t.Errorf("%d of %d packets from publishers read by the direct path", taken, in)
+	}
 	direct := s.m.directPackets.Load()
 	got := uint64(alice.received("bob", "audio") + alice.received("bob", "video") +
 		bob.received("alice", "audio") + bob.received("alice", "video"))
@@ -145,5 +167,54 @@ func TestForwardedMediaTakesTheDirectPath(t *testing.T) {
 	// A report is at most a second old: 30 packets of video.
 	if int(reported) > received+5 || int(reported) < received-60 {
 		t.Errorf("sender report counts %d packets, bob received %d", reported, received)
+	}
+
+	// every packet alice's network lost was asked for and reached bob
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	dropped := len(lost)
+	mu.Unlock()
+	bob.mu.Lock()
+	seen := bob.got["alice/video"]
+	var first, last uint32 = 1 << 31, 0
+	for n := range seen {
+		first, last = min(first, n), max(last, n)
+	}
+	missing := 0
+	for n := first; n+10 < last; n++ {
+		if n%10 == 5 && !seen[n] {
+			missing++
+		}
+	}
+	bob.mu.Unlock()
+	if dropped < 5 || alice.nacked.Load() < int64(dropped)-2 {
+		t.Errorf("alice's network lost %d packets, the SFU asked for %d", dropped, alice.nacked.Load())
+	}
+	if missing != 0 {
+		t.Errorf("%d of the packets alice's network lost never reached bob", missing)
+	}
+}
+
+// A packet lost for good is asked for 10 times at most, as a browser asks:
+// an SFU that asked on would draw retransmissions of all it ever lost.
+func TestALostPacketIsAskedForTenTimesAtMost(t *testing.T) {
+	_, url := startServer(t, nil)
+	// alice's network loses packet 40 and every retransmission
+	alice := join(t, url, "1", "alice", clientOptions{dropSent: func(h *rtp.Header) bool {
+		return h.PayloadType == ptVP8 && h.SequenceNumber == 40 || h.PayloadType == ptRTX
+	}})
+	alice.publish()
+	defer alice.close()
+	bob := join(t, url, "1", "bob", clientOptions{})
+	defer bob.close()
+	waitFor(t, "bob to get 100 video packets", 15*time.Second, func() bool { return bob.received("alice", "video") >= 100 })
+	waitFor(t, "the lost packet to be asked for", 5*time.Second, func() bool {
+		_, ok := alice.nackedSeq.Load(uint16(40))
+		return ok
+	})
+	time.Sleep(2 * time.Second) // 20 rounds of the generator
+	count, _ := alice.nackedSeq.Load(uint16(40))
+	if n := count.(*atomic.Int64).Load(); n > 10 {
+		t.Errorf("a packet lost for good was asked for %d times", n)
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/pion/interceptor"
 	"github.com/pion/rtcp"
 	"github.com/pion/webrtc/v4"
 
@@ -23,6 +25,8 @@ type pubTrack struct {
 	owner   *peer
 	track   *webrtc.TrackRemote
 	video   bool
+	vp8     bool
+	dropped bool // the deliberate fault: never forwarded
 	fanout  rtpfwd.Fanout
 	history *rtpfwd.History // video only: Opus is not retransmitted
 	lastKF  atomic.Int64    // unix ns of the last keyframe request
@@ -30,22 +34,32 @@ type pubTrack struct {
 	// track may start after.
 	gone atomic.Bool
 	done chan struct{}
+
+	// in serialises the packets of both paths (pion's, the direct one)
+	// through the feedback and the fan-out: what follows is its.
+	in          sync.Mutex
+	feedback    interceptor.RTPReader // the NACK and receiver-report interceptors (directIn.add)
+	feedbackLen int
+	attrs       interceptor.Attributes
 }
 
 func newPubTrack(owner *peer, t *webrtc.TrackRemote) *pubTrack {
-	pt := &pubTrack{owner: owner, track: t, video: t.Kind() == webrtc.RTPCodecTypeVideo, done: make(chan struct{})}
+	video := t.Kind() == webrtc.RTPCodecTypeVideo
+	cfg := &owner.s.cfg
+	pt := &pubTrack{owner: owner, track: t, video: video, done: make(chan struct{}),
+		vp8:     video && strings.EqualFold(t.Codec().MimeType, webrtc.MimeTypeVP8),
+		dropped: video && cfg.DropVideoFrom != "" && owner.user == cfg.DropVideoFrom,
+		attrs:   interceptor.Attributes{}}
 	if pt.video {
 		pt.history = &rtpfwd.History{}
 	}
 	return pt
 }
 
-// run forwards the track's packets until the publisher's connection closes.
+// run forwards the packets pion reads of the track until the publisher's
+// connection closes: those that came before the direct read path took over.
 func (t *pubTrack) run() {
 	defer close(t.done)
-	m, conn := &t.owner.s.m, t.owner.s.cfg.UDP
-	vp8 := t.video && strings.EqualFold(t.track.Codec().MimeType, webrtc.MimeTypeVP8)
-	dropped := t.video && t.owner.s.cfg.DropVideoFrom != "" && t.owner.user == t.owner.s.cfg.DropVideoFrom
 	for {
 		p := rtpfwd.NewPacket()
 		n, _, err := t.track.Read(p.Buf())
@@ -53,35 +67,47 @@ func (t *pubTrack) run() {
 			p.Release()
 			break
 		}
-		if p.Parse(n, vp8) != nil {
-			m.drops[dropMalformed].Add(1)
-			p.Release()
-			continue
-		}
-		m.packetsIn.Add(1)
-		m.bytesIn.Add(uint64(n))
-		if dropped {
-			p.Release()
-			continue
-		}
-		if t.history != nil {
-			t.history.Put(p)
-		}
-		conn.Hold()
-		c := t.fanout.Forward(p)
-		conn.Release()
-		m.packetsOut.Add(uint64(c.Sent))
-		m.bytesOut.Add(uint64(c.Sent * len(p.Payload())))
-		if c.Failed > 0 {
-			m.drops[dropWrite].Add(uint64(c.Failed))
-		}
-		if c.NeedsKeyframe {
-			t.requestKeyframe()
-		}
-		p.Release()
+		t.forward(p, n)
 	}
 	if t.history != nil {
 		t.history.Clear()
+	}
+}
+
+// forward takes a packet of the track, n bytes of p, whichever path brought
+// it: the feedback sees it, then every subscriber gets it. It releases p.
+func (t *pubTrack) forward(p *rtpfwd.Packet, n int) {
+	t.in.Lock()
+	defer t.in.Unlock()
+	defer p.Release()
+	if t.feedback != nil {
+		t.feedbackLen = n
+		clear(t.attrs)
+		_, _, _ = t.feedback.Read(p.Buf()[:n], t.attrs)
+	}
+	m, conn := &t.owner.s.m, t.owner.s.cfg.UDP
+	if p.Parse(n, t.vp8) != nil {
+		m.drops[dropMalformed].Add(1)
+		return
+	}
+	m.packetsIn.Add(1)
+	m.bytesIn.Add(uint64(n))
+	if t.dropped {
+		return
+	}
+	if t.history != nil {
+		t.history.Put(p)
+	}
+	conn.Hold()
+	c := t.fanout.Forward(p)
+	conn.Release()
+	m.packetsOut.Add(uint64(c.Sent))
+	m.bytesOut.Add(uint64(c.Sent * len(p.Payload())))
+	if c.Failed > 0 {
+		m.drops[dropWrite].Add(uint64(c.Failed))
+	}
+	if c.NeedsKeyframe {
+		t.requestKeyframe()
 	}
 }
 

@@ -1,0 +1,284 @@
+package sfu
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pion/interceptor"
+	"github.com/pion/interceptor/pkg/twcc"
+	"github.com/pion/rtcp"
+	"github.com/pion/rtp"
+	"github.com/pion/sdp/v3"
+	"github.com/pion/srtp/v3"
+	"github.com/pion/webrtc/v4"
+
+	"sfubench/sfu/inhouse/client"
+	"sfubench/sfu/inhouse/internal/rtpfwd"
+	"sfubench/sfu/inhouse/internal/udpbatch"
+)
+
+// The direct read path. Through pion, a packet a publisher sent crossed the
+// UDP mux, the ICE connection, the DTLS/SRTP demultiplexer, the SRTP session
+// and the track's buffer, three goroutines and four copies, before the
+// forwarding loop read it: a quarter of the SFU's CPU at 70 participants
+// (`make bench`). Once a publisher's connection is up, the socket's reader
+// takes its media itself: decrypted with a context of the SFU's own into a
+// forwarding buffer and fanned out in the reading goroutine, which is then
+// where forwarding runs (one core's worth per socket, as a mediasoup worker).
+// What pion's receive interceptors did is done for both paths: NACKs and
+// receiver reports by the same interceptors bound to each published track
+// (pubTrack.forward), transport-wide congestion feedback recorded from every
+// RTP header, which SRTP leaves in the clear. Retransmissions (RTX) are
+// taken too: pion's track hands them out only beside a packet of the
+// stream, which no longer comes its way. STUN, DTLS, RTCP and a new
+// stream's first packets (which tell pion the track) reach pion as before.
+
+// twccInterval is how often transport-wide feedback goes out, as pion's
+// sender interceptor sends it.
+const twccInterval = 100 * time.Millisecond
+
+// directReader is the shared socket as pion's mux reads it, less the media
+// of the connections attached.
+type directReader struct {
+	*udpbatch.Conn
+	taken *atomic.Uint64 // packets the direct path took
+
+	mu    sync.RWMutex
+	peers map[netip.AddrPort]*directIn
+}
+
+func newDirectReader(c *udpbatch.Conn, taken *atomic.Uint64) *directReader {
+	return &directReader{Conn: c, taken: taken, peers: map[netip.AddrPort]*directIn{}}
+}
+
+// ReadFromAddrPort returns the next datagram the direct path does not take.
+func (r *directReader) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
+	for {
+		n, from, err := r.Conn.ReadFromAddrPort(b)
+		if err != nil || n < 12 || b[0]&0xc0 != 0x80 {
+			return n, from, err // STUN, DTLS
+		}
+		if pt := b[1] & 0x7f; pt >= 64 && pt <= 95 {
+			return n, from, err // RTCP
+		}
+		if !r.take(b[:n], from) {
+			return n, from, err
+		}
+		r.taken.Add(1)
+	}
+}
+
+// take forwards b if the connection it came from is attached and b is media
+// of a published track. It holds the lock throughout: once attach has
+// detached a connection, none of its packets is being forwarded.
+func (r *directReader) take(b []byte, from netip.AddrPort) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	in := r.peers[from]
+	return in != nil && in.take(b, time.Now())
+}
+
+// attach sends what addr sends to in from now on; the zero address detaches.
+func (r *directReader) attach(in *directIn, addr netip.AddrPort) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.peers[in.addr] == in {
+		delete(r.peers, in.addr)
+	}
+	in.addr = addr
+	if addr.IsValid() {
+		r.peers[addr] = in
+	}
+}
+
+// directIn is one connection's received media: the feedback on every
+// published track (from its creation, whichever path a packet takes) and,
+// once started, the direct path's decryption.
+type directIn struct {
+	pc       *webrtc.PeerConnection
+	feedback interceptor.Interceptor
+
+	rtcpMu  sync.Mutex // the publisher's RTCP arrives on a goroutine per track
+	rtcpIn  interceptor.RTCPReader
+	rtcpLen int
+	attrs   interceptor.Attributes
+
+	streams atomic.Pointer[map[uint32]*inStream] // replaced whole when a track is added
+	twccExt atomic.Uint32                        // the transport-wide sequence's header extension, 0 unknown
+
+	addr netip.AddrPort // where the connection's media comes from (the reader's lock)
+
+	// the reader's alone, from start on
+	ctx      *srtp.Context
+	hdr      rtp.Header
+	twcc     *twcc.Recorder
+	began    time.Time
+	nextTWCC time.Time
+}
+
+type inStream struct {
+	t *pubTrack
+	// rtx: the track's retransmissions (RFC 4588), as the packets they
+	// repeat: this payload type and SSRC
+	rtx       bool
+	pt        uint8
+	ssrc      uint32
+	decrypted bool // a packet of it has been: its rollover counter is known
+}
+
+// newDirectIn builds the feedback interceptors of pc's published tracks.
+func newDirectIn(pc *webrtc.PeerConnection) (*directIn, error) {
+	ir, err := client.ReceiveFeedback()
+	if err != nil {
+		return nil, err
+	}
+	fb, err := ir.Build("")
+	if err != nil {
+		return nil, err
+	}
+	fb.BindRTCPWriter(interceptor.RTCPWriterFunc(func(pkts []rtcp.Packet, _ interceptor.Attributes) (int, error) {
+		return 0, pc.WriteRTCP(pkts)
+	}))
+	in := &directIn{pc: pc, feedback: fb, attrs: interceptor.Attributes{}}
+	// the receiver reports take the delay since the publisher's last sender report from it
+	in.rtcpIn = fb.BindRTCPReader(interceptor.RTCPReaderFunc(func(b []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
+		return in.rtcpLen, a, nil
+	}))
+	in.streams.Store(&map[uint32]*inStream{})
+	return in, nil
+}
+
+// add makes t's feedback and, once started, its packets the direct path's;
+// recv's parameters name the transport-wide sequence's extension.
+func (in *directIn) add(t *pubTrack, recv *webrtc.RTPReceiver) {
+	for _, e := range recv.GetParameters().HeaderExtensions {
+		if e.URI == sdp.TransportCCURI {
+			in.twccExt.Store(uint32(e.ID))
+		}
+	}
+	codec := t.track.Codec()
+	info := &interceptor.StreamInfo{SSRC: uint32(t.track.SSRC()), PayloadType: uint8(codec.PayloadType),
+		MimeType: codec.MimeType, ClockRate: codec.ClockRate, Channels: codec.Channels, SDPFmtpLine: codec.SDPFmtpLine}
+	for _, fb := range codec.RTCPFeedback {
+		info.RTCPFeedback = append(info.RTCPFeedback, interceptor.RTCPFeedback{Type: fb.Type, Parameter: fb.Parameter})
+	}
+	t.feedback = in.feedback.BindRemoteStream(info, interceptor.RTPReaderFunc(
+		func(_ []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
+			return t.feedbackLen, a, nil // the packet is in the buffer the caller passed
+		}))
+	old := in.streams.Load()
+	streams := make(map[uint32]*inStream, len(*old)+1)
+	for k, v := range *old {
+		streams[k] = v
+	}
+	streams[info.SSRC] = &inStream{t: t}
+	if rtx := uint32(t.track.RtxSSRC()); rtx != 0 {
+		// pion's path would hold them until the track's next packet, which
+		// the direct path takes
+		streams[rtx] = &inStream{t: t, rtx: true, pt: info.PayloadType, ssrc: info.SSRC}
+	}
+	in.streams.Store(&streams)
+}
+
+// readRTCP shows the feedback interceptors an RTCP packet the publisher sent.
+func (in *directIn) readRTCP(b []byte) {
+	in.rtcpMu.Lock()
+	defer in.rtcpMu.Unlock()
+	in.rtcpLen = len(b)
+	clear(in.attrs)
+	_, _, _ = in.rtcpIn.Read(b, in.attrs)
+}
+
+// start takes the connection's media from `from` on, decrypted with remote
+// (its own context: pion's keeps the rollover counters of what pion reads).
+func (in *directIn) start(r *directReader, remote *srtp.Context, from netip.AddrPort) {
+	in.ctx, in.twcc, in.began = remote, twcc.NewRecorder(rand.Uint32()), time.Now()
+	r.attach(in, from)
+}
+
+// take forwards b, an SRTP packet of the connection, if it is a published
+// track's; false leaves it to pion.
+func (in *directIn) take(b []byte, now time.Time) bool {
+	h := &in.hdr
+	headerLen, err := h.Unmarshal(b)
+	if err != nil {
+		return false
+	}
+	in.recordTWCC(h, now)
+	s := (*in.streams.Load())[h.SSRC]
+	if s == nil {
+		return false
+	}
+	p := rtpfwd.NewPacket()
+	out, err := in.ctx.DecryptRTP(p.Buf()[:0], b, h)
+	if err != nil && !s.decrypted {
+		// The stream's first packets went through pion; this context takes
+		// the first it sees for rollover 0. Had the sequence wrapped in
+		// between (it starts anywhere), every packet would fail; pion's share
+		// is a few packets, so the rollover is 0 or 1.
+		in.ctx.SetROC(h.SSRC, 1)
+		if out, err = in.ctx.DecryptRTP(p.Buf()[:0], b, h); err != nil {
+			in.ctx.SetROC(h.SSRC, 0)
+		}
+	}
+	if err != nil || len(out) > len(p.Buf()) {
+		p.Release()
+		return true // not authentic (or larger than any forwarded): dropped, as pion's session drops it
+	}
+	s.decrypted = true
+	n := len(out)
+	if s.rtx {
+		if n = unwrapRTX(out, headerLen, s.pt, s.ssrc); n == 0 {
+			p.Release()
+			return true
+		}
+	}
+	s.t.forward(p, n)
+	return true
+}
+
+// unwrapRTX turns the retransmission in b, whose header is headerLen bytes,
+// back into the packet it repeats (RFC 4588: the original sequence number
+// leads the payload) of payload type pt and SSRC ssrc, in place; its new
+// length, or 0 for one that repeats nothing (a bandwidth probe's padding).
+func unwrapRTX(b []byte, headerLen int, pt uint8, ssrc uint32) int {
+	padding := 0
+	if b[0]&0x20 != 0 {
+		padding = int(b[len(b)-1])
+	}
+	if len(b)-headerLen-padding <= 2 {
+		return 0
+	}
+	b[1] = b[1]&0x80 | pt
+	copy(b[2:4], b[headerLen:headerLen+2])
+	binary.BigEndian.PutUint32(b[8:12], ssrc)
+	copy(b[headerLen:], b[headerLen+2:])
+	return len(b) - 2
+}
+
+func (in *directIn) recordTWCC(h *rtp.Header, now time.Time) {
+	ext := uint8(in.twccExt.Load())
+	if ext == 0 {
+		return
+	}
+	if seq := h.GetExtension(ext); len(seq) >= 2 {
+		in.twcc.Record(h.SSRC, uint16(seq[0])<<8|uint16(seq[1]), now.Sub(in.began).Microseconds())
+	}
+	if now.Before(in.nextTWCC) {
+		return
+	}
+	in.nextTWCC = now.Add(twccInterval)
+	if pkts := in.twcc.BuildFeedbackPacket(); len(pkts) > 0 {
+		_ = in.pc.WriteRTCP(pkts)
+	}
+}
+
+// close stops the feedback; the reader lets go of the connection.
+func (in *directIn) close(r *directReader) {
+	r.attach(in, netip.AddrPort{})
+	_ = in.feedback.Close()
+}
