@@ -117,7 +117,9 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 // congestion feedback as webrtc.ConfigureNack, ConfigureRTCPReports and
 // ConfigureTWCCSender do; with own, the receive side's interceptors are left
 // to the caller (ReceiveFeedback), the sender side's and the offer stay.
+// Either way retransmissions keep within a browser's bounds (resendLimiter).
 func configureFeedback(me *webrtc.MediaEngine, ir *interceptor.Registry, own bool) error {
+	ir.Add(resendLimiterFactory{}) // before the NACK responder: inside it
 	if !own {
 		if err := webrtc.ConfigureNack(me, ir); err != nil {
 			return err
