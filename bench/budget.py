@@ -1,7 +1,14 @@
-"""The SFU's CPU budget as a known answer: the study's default run (rooms of 7 to the knee, the SFU on
-its budget on a core of its own, the clients on the others) with the default budget and with twice
-it. An SFU whose cost grows with what it forwards should cope with about twice the participants: the
+"""The SFU's CPU budget as a known answer: the study's run (rooms of 7 to the knee, the SFU on its
+budget on a core of its own, the clients on the others) with the default budget and with twice it.
+An SFU whose cost grows with what it forwards should cope with about twice the participants: the
 knee at twice the budget is expected at 1.6-2.4x the knee at the default one.
+
+Every participant is synthetic and the bench itself (the engine) runs on the clients' cores: twice
+the budget is a whole core, which the SFU gets only with its core to itself, and the generator
+only pushes the load that core copes with when no browser shares the clients' core (on a 2-core
+VM carrying 1,200 streams per core, two browser pages left the 1-core runs client-bound at 42-56
+participants; with neither, Janus's knees came at 35 and 63). The knee rule reads the synthetic
+participants' figures as it reads the browsers'.
 
     .venv/bin/python bench/budget.py [--sfus janus,inhouse,janus-tuned] [--budget CORES] [--repeat R]
                                      [--json FILE]
@@ -46,9 +53,9 @@ def knee(name: str, cores: float, out: Path, prefix: str, subnet: str) -> dict:
     or where the clients stopped it."""
     sfu, _, profile = name.partition("-")
     cfg = config.load(cli={"sfu": sfu, "sfu_profile": profile or "auto", "sfu_cpus": cores, "out": str(out),
-                           "lab_prefix": prefix, "lab_subnet": subnet, "quality_frames": 0,
+                           "real_rooms": 0, "lab_prefix": prefix, "lab_subnet": subnet, "quality_frames": 0,
                            "results_db": str(out / "results.sqlite")}, env={})
-    print(f"{name}: the study's run with {cores:g} core(s) of SFU", flush=True)
+    print(f"{name}: the study's run, every participant synthetic, with {cores:g} core(s) of SFU", flush=True)
     run_dir, status = loadtest.run(cfg, Progress(open(os.devnull, "w")))
     if status != "ok":
         raise RuntimeError(f"{name} at {cores:g} core(s): the run ended {status}; see {run_dir}")
@@ -154,7 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     if not sfus or (os.cpu_count() or 1) < 2 or a.repeat < 1:
         print("budget: --sfus must name adapters, --repeat >= 1, and the machine needs 2 cores", file=sys.stderr)
         return 2
-    base = a.budget or config.load(env={}).sfu_cpus
+    defaults = config.load(env={})
+    base = a.budget or defaults.sfu_cpus
+    # the engine off the SFU's core (its children take their own cpusets): a whole core is the SFU's
+    os.sched_setaffinity(0, config.cpu_list(defaults.client_cpuset))
     out = Path(tempfile.mkdtemp(prefix="sfubench-bench-budget-"))
     rounds: list[dict] = []
     try:
