@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -324,21 +325,39 @@ func (s *livekitSession) negotiate() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		o, err := s.offer(ctx)
 		cancel()
-		if err != nil || s.send(&livekit.SignalRequest{Message: &livekit.SignalRequest_Offer{Offer: o}}) != nil {
-			s.Close()
+		if err == nil {
+			err = s.send(&livekit.SignalRequest{Message: &livekit.SignalRequest_Offer{Offer: o}})
+		}
+		if err != nil {
+			s.ended(fmt.Errorf("renegotiating: %w", err))
 			return
 		}
 	}
 }
 
 func (s *livekitSession) loop() {
-	defer s.Close()
 	for {
 		res, err := s.read()
-		if err != nil || s.handle(res) != nil {
+		if err == nil {
+			err = s.handle(res)
+		}
+		if err != nil {
+			s.ended(err)
 			return
 		}
 	}
+}
+
+// ended closes a session that ends without its owner asking, and says why
+// in the generator's log: otherwise only the missing videos tell (a
+// conformance run once lost a participant 59 ms after it joined).
+func (s *livekitSession) ended(err error) {
+	select {
+	case <-s.done:
+	default:
+		fmt.Fprintf(os.Stderr, "synth: %s (livekit): the session ended: %v\n", s.p.User, err)
+	}
+	s.Close()
 }
 
 // keepalive pings as often as the join response asks: the server drops a
