@@ -376,12 +376,7 @@ var rtpHeaderKey = func() any {
 }()
 
 func (rx *receiver) bind(reg *registration, ssrc uint32) *fastStream {
-	codec := reg.track.Codec()
-	info := &interceptor.StreamInfo{SSRC: ssrc, PayloadType: uint8(codec.PayloadType), MimeType: codec.MimeType,
-		ClockRate: codec.ClockRate, Channels: codec.Channels, SDPFmtpLine: codec.SDPFmtpLine}
-	for _, fb := range codec.RTCPFeedback {
-		info.RTCPFeedback = append(info.RTCPFeedback, interceptor.RTCPFeedback{Type: fb.Type, Parameter: fb.Parameter})
-	}
+	info := client.StreamInfo(reg.track.Codec(), ssrc)
 	s := &fastStream{reg: reg, info: info}
 	s.reader = rx.feedback.BindRemoteStream(info, interceptor.RTPReaderFunc(
 		func(b []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {

@@ -181,3 +181,15 @@ func (n bufferedNet) ListenUDP(network string, addr *net.UDPAddr) (transport.UDP
 	}
 	return c, nil
 }
+
+// StreamInfo describes a received stream of codec and ssrc as
+// ReceiveFeedback's interceptors are bound to it (by a caller that reads the
+// media itself).
+func StreamInfo(codec webrtc.RTPCodecParameters, ssrc uint32) *interceptor.StreamInfo {
+	info := &interceptor.StreamInfo{SSRC: ssrc, PayloadType: uint8(codec.PayloadType), MimeType: codec.MimeType,
+		ClockRate: codec.ClockRate, Channels: codec.Channels, SDPFmtpLine: codec.SDPFmtpLine}
+	for _, fb := range codec.RTCPFeedback {
+		info.RTCPFeedback = append(info.RTCPFeedback, interceptor.RTCPFeedback{Type: fb.Type, Parameter: fb.Parameter})
+	}
+	return info
+}

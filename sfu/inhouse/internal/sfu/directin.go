@@ -160,12 +160,7 @@ func (in *directIn) add(t *pubTrack, recv *webrtc.RTPReceiver) {
 			in.twccExt.Store(uint32(e.ID))
 		}
 	}
-	codec := t.track.Codec()
-	info := &interceptor.StreamInfo{SSRC: uint32(t.track.SSRC()), PayloadType: uint8(codec.PayloadType),
-		MimeType: codec.MimeType, ClockRate: codec.ClockRate, Channels: codec.Channels, SDPFmtpLine: codec.SDPFmtpLine}
-	for _, fb := range codec.RTCPFeedback {
-		info.RTCPFeedback = append(info.RTCPFeedback, interceptor.RTCPFeedback{Type: fb.Type, Parameter: fb.Parameter})
-	}
+	info := client.StreamInfo(t.track.Codec(), uint32(t.track.SSRC()))
 	t.feedback = in.feedback.BindRemoteStream(info, interceptor.RTPReaderFunc(
 		func(_ []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
 			return t.feedbackLen, a, nil // the packet is in the buffer the caller passed
