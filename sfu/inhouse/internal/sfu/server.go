@@ -111,10 +111,13 @@ type Server struct {
 	reader *directReader
 	m      metrics
 
-	mu     sync.Mutex
-	rooms  map[string]*room
-	peers  map[*peer]struct{}
-	closed bool
+	mu    sync.Mutex
+	rooms map[string]*room
+	peers map[*peer]struct{}
+	// upgrading counts connections admitted but not yet in peers, so that
+	// a client answered 101 always holds one of MaxPeers' places.
+	upgrading int
+	closed    bool
 }
 
 type room struct {
@@ -203,7 +206,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	full := len(s.peers) >= s.cfg.MaxPeers
+	full := len(s.peers)+s.upgrading >= s.cfg.MaxPeers
+	if !full {
+		s.upgrading++
+	}
 	s.mu.Unlock()
 	if full {
 		s.m.refused[refusedPeers].Add(1)
@@ -214,11 +220,15 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		CheckOrigin: func(*http.Request) bool { return true }} // checked above
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
+		s.mu.Lock()
+		s.upgrading--
+		s.mu.Unlock()
 		return
 	}
 	p := newPeer(s, conn)
 	s.mu.Lock()
-	if s.closed || len(s.peers) >= s.cfg.MaxPeers {
+	s.upgrading--
+	if s.closed {
 		s.mu.Unlock()
 		conn.Close()
 		return
