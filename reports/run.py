@@ -7,7 +7,8 @@ from pathlib import Path
 
 from matplotlib.ticker import MaxNLocator
 
-from . import clientbound, export, html, metrics, plotting, runfiles, scenario, table, tables, thresholds, traffic
+from . import (clientbound, export, html, layers, metrics, plotting, runfiles, scenario, table, tables, thresholds,
+               traffic)
 from .knee import KneeRule, plateaus
 from .metrics import Analysis
 from .plotting import KNEE_COLOR, RECV_COLOR, SEND_COLOR
@@ -21,14 +22,22 @@ def _minutes(t: float, t0: float) -> float:
     return (t - t0) / 60000.0
 
 
-def plot_timeline(a: Analysis, out: Path) -> str | None:
-    """Participants started, then (where measured) bitrate and RTT of every window, over the run's time."""
-    run, w = a.run, a.windows
-    tl = a.timeline or [(r["t"], r["participants"]) for r in w]
+def _span(a: Analysis) -> tuple[float, float] | None:
+    """The run's start and end (ms), from its events and windows."""
+    tl = a.timeline or [(r["t"], r["participants"]) for r in a.windows]
     if not tl:
         return None
-    t0 = next((e["t"] for e in run.events if e.get("event") == "run_started"), min(t for t, _ in tl))
-    t_end = max([tl[-1][0]] + [e["t"] for e in run.events if e.get("t")] + [r["t"] for r in w[-1:]])
+    t0 = next((e["t"] for e in a.run.events if e.get("event") == "run_started"), min(t for t, _ in tl))
+    return t0, max([tl[-1][0]] + [e["t"] for e in a.run.events if e.get("t")] + [r["t"] for r in a.windows[-1:]])
+
+
+def plot_timeline(a: Analysis, out: Path) -> str | None:
+    """Participants started, then (where measured) bitrate and RTT of every window, over the run's time."""
+    run, w, span = a.run, a.windows, _span(a)
+    if span is None:
+        return None
+    tl = a.timeline or [(r["t"], r["participants"]) for r in w]
+    t0, t_end = span
     wanted = {"bitrate": ("send_bps", "recv_bps"), "rtt": ("rtt_send_ms",)}
     panels = ["participants"] + [k for k, keys in wanted.items() if any(r.get(c) for r in w for c in keys)]
     fig, axes = plotting.rows(len(panels), title="The run over time")
@@ -417,6 +426,7 @@ def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Tabl
             "(playback.jsonl): frames delivered per second, source frames that never arrived, "
             "freezes of 0.5 s or more.",
             "Per-frame playback: not measured (no playback.jsonl)."),
+        *(layers.section(layers.layers_asked(a.run.meta), shown, fig, _collapsed) if "layers" in shown else ()),
         "<h2>Video checks</h2>",
         fig("fig-checks", "Video checks per room", "", "Video checks: none recorded."),
         _collapsed(shown["checks"], f"Show the {len(a.rooms)} rooms", 15),
@@ -466,6 +476,8 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     net = a.run.meta.get("network") if isinstance(a.run.meta.get("network"), dict) else {}
     shown["network"] = tables.network_table(a.obs, a.run.playback, a.run.events, str(net.get("name") or "plain"),
                                              a.health, a.run.server)
+    if layers.layers_asked(a.run.meta) > 1:
+        layers.add(a, _span(a), shown, figs, run_dir)
     export.write_tables(list(shown.values()), run_dir,
                         {"headline": a.headline, "knee": vars(a.knee), "knee_rule": a.rule.text(),
                          "client_rule": a.client_rule.text(), "clients": clientbound.sentence(a.health)})

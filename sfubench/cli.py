@@ -86,8 +86,8 @@ def _add_report_commands(sub) -> None:
 def _add_host_commands(sub) -> None:
     """The commands that prepare or serve a host: media, adapters, cloud hosts, generators."""
     md = sub.add_parser("media", help="build the fake camera and microphone files")
-    md.add_argument("--media", choices=("local", "paper"), default=None,
-                    help="profile (default: both)")
+    md.add_argument("--media", choices=("local", "paper", "hd"), default=None,
+                    help="profile (default: every one)")
     md.add_argument("--cache", default=None, help="cache folder (default: ~/.cache/sfubench)")
     md.add_argument("--expect-digest", default="", metavar="SHA256",
                     help="with --media: fail unless the files built here are the runner's (its `media.digest`; "
@@ -167,7 +167,8 @@ def _list_sfus(args) -> int:
     for name in config_mod.available_sfus():
         a = Adapter.load(name)
         where = " and ".join(a.where) if a.where != ["cloud"] else "the cloud only"
-        print(f"{name:10} {a.version:10} runs in {where}")
+        print(f"{name:10} {a.version:10} runs in {where}; "
+              + ("publishes simulcast" if a.simulcast else "publishes one layer (no --simulcast)"))
         profiles = profiles_of(a.data)
         study = resolve_profile(AUTO, profiles)
         for profile, spec in profiles.items():

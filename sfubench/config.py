@@ -57,6 +57,9 @@ def resolve_auto(values: dict, remote: bool) -> dict:
               "sfu_cpuset": "0" if split else "",
               "client_cpuset": (f"1-{cpus - 1}" if cpus > 2 else "1") if split else "",
               "real_rooms": 1000 if remote else 1}
+    if out.get("media") == AUTO:
+        layered = isinstance(out.get("simulcast"), int) and out["simulcast"] > 1
+        out["media"] = "hd" if layered else "local"
     for name, value in chosen.items():
         if out.get(name) == AUTO:
             out[name] = value
@@ -100,8 +103,18 @@ class Settings:
     participants_per_browser: int = opt(
         7, "participants hosted by one browser tab, each in its own iframe; 1 is the study's "
         "one browser per participant", min=1, max=64, scenario=False)
-    media: str = opt("local", "fake camera profile: local (320x180@15, light) or paper "
-                     "(540x360@30, the study's)", choices=("local", "paper"))
+    media: str = opt(AUTO, "fake camera profile: local (320x180@15, light), paper (540x360@30, the "
+                     "study's) or hd (960x540@15: three simulcast layers need 960 px, below which Chrome "
+                     "and livekit-client send fewer). auto: hd with --simulcast above 1, else local",
+                     choices=("local", "paper", "hd"), kind="str")
+    simulcast: int = opt(1, "video layers each browser participant publishes (simulcast: the full "
+                         "picture, then half and a quarter of its size); 1: one stream, as in the 2018 "
+                         "study. The adapter's page must publish them (`sfubench list-sfus` says which "
+                         "do); synthetic participants send one layer", min=1, max=3)
+    receive_layer: str = opt("largest", "the layer each browser asks its SFU for, with --simulcast: largest "
+                             "(what each SFU forwards by default, the link permitting), smallest, or mix "
+                             "(every other browser to join asks for the smallest)",
+                             choices=("largest", "smallest", "mix"))
     on_client_failure: str = opt("continue", "what a failed participant or a browser given up does to "
                                  "the run: continue (it counts as failed streams) or abort",
                                  choices=("continue", "abort"), scenario=False)

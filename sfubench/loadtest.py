@@ -119,6 +119,9 @@ def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, progress: Progress
     """Everything built or cached before the run folder exists: the SFU (or its client library),
     the media, the synthetic participants' clip and generator, the grid, the link emulator.
     Returns (media, synth, the link plan, the SFU's installed version)."""
+    if cfg.simulcast > 1 and not adapter.simulcast:
+        raise ConfigError(f"--simulcast {cfg.simulcast}: {adapter.name}'s page publishes one layer "
+                          f"(`sfubench list-sfus` says which publish simulcast)")
     cache = cfg.cache_dir()
     installed = site.install(adapter, cache, progress)
     progress.say(f"media: {cfg.media} profile (built once, then cached)")
@@ -320,11 +323,19 @@ def _client_url(cfg, adapter: Adapter, server, media, page_url: str, token: str)
     """A function giving the page URL of one participant: the adapter's page with the probe's
     settings, the run's token among them (the URL goes to the grid, never to the run folder)."""
     lay = media.layout
-    probe = json.dumps({"code": {"width": lay.width, "height": lay.height, "cell": lay.cell,
-                                 "cells": framecode.CELLS, "rows": framecode.ROWS},
-                        "play_audio": cfg.play_audio, "render": cfg.render_video,
-                        "audio_processing": cfg.audio_processing, "token": token}, separators=(",", ":"))
-    return lambda room, user: adapter.client_url(page_url, room, user, server.values, probe)
+    settings = {"code": {"width": lay.width, "height": lay.height, "cell": lay.cell,
+                         "cells": framecode.CELLS, "rows": framecode.ROWS},
+                "play_audio": cfg.play_audio, "render": cfg.render_video,
+                "audio_processing": cfg.audio_processing, "simulcast": cfg.simulcast, "token": token}
+    layers: dict[str, str] = {}   # each browser's, kept when it rejoins
+
+    def url(room, user):
+        if user not in layers:
+            mixed = cfg.receive_layer == "mix"
+            layers[user] = ("largest", "smallest")[len(layers) % 2] if mixed else cfg.receive_layer
+        probe = json.dumps({**settings, "receive_layer": layers[user]}, separators=(",", ":"))
+        return adapter.client_url(page_url, room, user, server.values, probe)
+    return url
 
 
 def _cpu_summary(run_path: Path) -> dict:

@@ -46,11 +46,12 @@ GENERATOR = 2
 PROFILES: dict[str, dict] = {
     "local": {"width": 320, "height": 180, "fps": 15},
     "paper": {"width": 540, "height": 360, "fps": 30},
+    "hd": {"width": 960, "height": 540, "fps": 15},
 }
 # The synthetic participants' pre-encoded clip: Chrome's default bitrate cap for each picture size
 # (what its encoder sends on an unconstrained link, e.g. a loopback), a keyframe every second, and
 # Opus at 32 kbit/s in 20 ms packets, as Chrome sends a microphone.
-ENCODE_KBPS = {"local": 600, "paper": 1700}
+ENCODE_KBPS = {"local": 600, "paper": 1700, "hd": 2000}
 OPUS_KBPS = 32
 # Bump when the encoding settings below change, so cached encodings rebuild.
 ENCODER = 2

@@ -201,6 +201,11 @@ class Adapter:
         return ["--ignore-certificate-errors"] if self.self_signed else []
 
     @property
+    def simulcast(self) -> bool:
+        """Whether its page publishes the simulcast layers a run asks for (`simulcast = true`)."""
+        return self.data.get("simulcast") is True
+
+    @property
     def where(self) -> list[str]:
         """Where the SFU can run: "local" (the lab on this machine) and/or "cloud"."""
         return list(self.data.get("where", ["local", "cloud"]))

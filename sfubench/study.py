@@ -69,12 +69,14 @@ class Study:
                 state = json.loads(path.read_text())
             except ValueError as e:
                 raise ConfigError(f"{path} is not a study's record ({e}): give another --out") from None
-            if state.get("scenario") != scenario:
-                differ = sorted(k for k in set(scenario) | set(state.get("scenario") or {})
-                                if scenario.get(k) != (state.get("scenario") or {}).get(k))
+            # a setting its record lacks ran as its default does (a study begun before it existed)
+            recorded = {**{k: v for k, v in self.cfg.scenario_defaults().items() if k in scenario},
+                        **(state.get("scenario") or {})}
+            if recorded != scenario:
+                differ = sorted(k for k in set(scenario) | set(recorded) if scenario.get(k) != recorded.get(k))
                 raise ConfigError(f"{self.out} holds a study of another scenario (it differs in "
                                   f"{', '.join(differ)}): give another --out, or the same settings")
-            return state
+            return {**state, "scenario": scenario}
         return {"scenario": scenario, "runs": []}
 
     def _save(self) -> None:

@@ -65,6 +65,17 @@ def test_presets_are_data_and_the_settings_beside_them_win(tmp_path):
         load(cli={"preset": str(mine)}, env={})
 
 
+def test_simulcast_picks_a_camera_large_enough_for_its_layers():
+    assert (load(env={}).media, load(env={}).simulcast) == ("local", 1)
+    assert load(cli={"simulcast": "3"}, env={}).media == "hd"
+    assert load(cli={"simulcast": "2", "media": "paper"}, env={}).media == "paper"   # given, it stays
+    assert load(cli={"simulcast": "3"}, env={}).scenario()["media"] == "hd"
+    with pytest.raises(ConfigError, match="--simulcast must be at most 3"):
+        load(cli={"simulcast": "4"}, env={})
+    with pytest.raises(ConfigError, match="--receive-layer must be one of largest, smallest, mix"):
+        load(cli={"receive_layer": "medium"}, env={})
+
+
 def test_auto_settings_resolve_for_a_remote_site():
     """A remote SFU's host is its own budget and the remote grid carries browsers throughout."""
     for c in (load(env={}, remote=True),
@@ -90,7 +101,7 @@ def test_precedence_default_file_env_flag(tmp_path):
     ({"rooms": "two"}, "--rooms (on the command line) wants an integer"),
     ({"rooms": "1.5"}, "wants an integer"),
     ({"sfu": "nope"}, "unknown SFU 'nope'"),
-    ({"media": "4k"}, "--media must be one of local, paper"),
+    ({"media": "4k"}, "--media must be one of local, paper, hd"),
     ({"sfu_options": "bitrate"}, "key=value"),
     ({"lab_subnet": "10.0.0"}, "inside 127.0.0.0/8"),
     ({"lab_subnet": "127.0.0"}, "other than 127.0.0"),

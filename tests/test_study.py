@@ -123,3 +123,13 @@ def test_an_interrupted_study_keeps_its_runs_and_goes_on(tmp_path):
     proc = study(tmp_path, *args[:-3], "3", *args[-2:])   # --users-per-room 3
     text = proc.communicate(timeout=60)[0]
     assert proc.returncode == 2 and "holds a study of another scenario (it differs in users_per_room)" in text
+    # a record made before a setting existed ran as its default does: it is taken up, not refused
+    for key in ("simulcast", "receive_layer"):
+        del record["scenario"][key]
+    (tmp_path / "study.json").write_text(json.dumps(record))
+    proc = study(tmp_path, *args)
+    text = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 0 and "nothing left to do" in text, text
+    proc = study(tmp_path, *args, "--simulcast", "2")
+    text = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 2 and "(it differs in media, simulcast)" in text, text

@@ -6,6 +6,8 @@ set -eu
 server_version=1.13.5
 client_version=2.23.0
 here=$(cd "$(dirname "$0")" && pwd)
+# the bundle is rebuilt when the client library or what client.html takes from it changes
+bundle="$client_version $(cksum <"$here/client-entry.js")"
 cache=${1:?usage: install.sh CACHE_DIR}
 mkdir -p "$cache"
 
@@ -18,7 +20,7 @@ if [ "$(cat "$cache/.server" 2>/dev/null)" != "$server_version" ]; then
   echo "$server_version" >"$cache/.server"
 fi
 
-if [ "$(cat "$cache/.client" 2>/dev/null)" != "$client_version" ]; then
+if [ "$(cat "$cache/.client" 2>/dev/null)" != "$bundle" ]; then
   command -v npm >/dev/null || { echo "livekit: npm is needed for livekit-client" >&2; exit 1; }
   work="$cache/npm"
   rm -rf "$work" && mkdir -p "$work"
@@ -27,5 +29,5 @@ if [ "$(cat "$cache/.client" 2>/dev/null)" != "$client_version" ]; then
     mkdir -p "$cache/assets" &&
     node_modules/.bin/esbuild entry.js --bundle --format=iife --minify --outfile="$cache/assets/livekit.js" \
       --log-level=warning)
-  echo "$client_version" >"$cache/.client"
+  echo "$bundle" >"$cache/.client"
 fi

@@ -103,8 +103,10 @@ async function handle(peer, method, data) {
       if (!router.canConsume({producerId: data.producerId, rtpCapabilities: data.rtpCapabilities})) {
         throw new Error(`cannot consume ${data.producerId}`);
       }
+      // preferredLayers: the simulcast layer the participant asks for (mediasoup's default: the largest)
       const consumer = await transportOf(peer, data.transportId).consume({
-        producerId: data.producerId, rtpCapabilities: data.rtpCapabilities, paused: true});
+        producerId: data.producerId, rtpCapabilities: data.rtpCapabilities, paused: true,
+        preferredLayers: data.preferredLayers});
       peer.consumers.set(consumer.id, consumer);
       consumer.on('producerclose', () => {
         peer.consumers.delete(consumer.id);

@@ -21,6 +21,21 @@
 
   const api = {
     params,
+    // Video layers the page publishes (simulcast), when its adapter says it can (sfu.toml
+    // `simulcast = true`).
+    simulcast: settings.simulcast || 1,
+    // The layer this participant asks its SFU for: 'largest' (the SFU's default) or 'smallest'.
+    receiveLayer: settings.receive_layer || 'largest',
+    // Those layers for a camera of width x height, largest first: the full picture, then half and a
+    // quarter of its size, each capped at what Chrome gives a simulcast layer of its size when a
+    // page sets nothing (webrtc's kSimulcastFormats), so that every SFU is sent the same.
+    simulcastLayers(width, height) {
+      const cap = (px) => px >= 960 * 540 ? 1200000 : px >= 640 * 360 ? 700000 : px >= 480 * 270 ? 450000 : 200000;
+      return [1, 2, 4].slice(0, api.simulcast).map((down, i) => {
+        const w = Math.round(width / down), h = Math.round(height / down);
+        return {rid: ['f', 'h', 'q'][i], scaleResolutionDownBy: down, width: w, height: h, maxBitrate: cap(w * h)};
+      });
+    },
     state: 'joining',
     reason: null,
     setState(state, reason) {

@@ -1,0 +1,196 @@
+"""Simulcast layers: which layer each browser sent and received, per participant count and over time.
+
+The layer an SFU forwards to each receiver is where SFUs differ most once publishers send several
+(`--simulcast`). A layer is told by the picture's height in getStats (`frameHeight`) against the
+source's: the full picture, half or a quarter of it. Chrome may scale a layer down further when it
+lacks CPU or bandwidth; such a picture counts as the layer it is nearest to (on a log scale)."""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from . import html, plotting, runfiles
+from .stats import stream_stats
+from .table import Table, rounded, scaled
+from .windows import MEASURED
+
+LAYERS = ("full", "1/2", "1/4")
+
+
+def layers_asked(meta: dict) -> int:
+    """The layers the run's browsers published (1 for runs made before --simulcast existed)."""
+    value = (meta.get("scenario") or {}).get("simulcast")
+    return value if isinstance(value, int) and value > 0 else 1
+
+
+def layer_of(height, source_height) -> str | None:
+    """The layer a picture `height` pixels high is nearest to, for a source `source_height` high."""
+    if not isinstance(height, (int, float)) or not isinstance(source_height, (int, float)) \
+            or height <= 0 or source_height <= 0:
+        return None
+    ratio = height / source_height
+    return "full" if ratio > 0.71 else "1/2" if ratio > 0.35 else "1/4"
+
+
+def timelines(run: runfiles.Run) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    """(receiver, sender) -> [(t in ms, height)] at each change of the picture height a browser
+    received, from every sample of the run (background ones too)."""
+    out: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for s in runfiles.iter_video_samples(run):
+        h, t = s.get("frameHeight"), s.get("t")
+        if s.get("direction") != "recv" or (s.get("client") or "browser") != "browser" or not h or not t:
+            continue
+        seen = out.setdefault((s.get("user"), s.get("peer")), [])
+        if not seen or seen[-1][1] != h:
+            seen.append((t, h))
+    return out
+
+
+def layer_table(obs: list[dict], source_height) -> Table:
+    """Per participant count, direction and layer: the browsers' video streams of the measured
+    windows, with their bitrate, frame rate and freezes."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    heights: dict[tuple, set] = defaultdict(set)
+    counts: dict[tuple, int] = defaultdict(int)
+    for o in obs:
+        if o["phase"] not in MEASURED or o["client"] != "browser" or o["participants"] is None:
+            continue
+        layer = layer_of(o.get("height"), source_height)
+        if layer is None:
+            continue
+        key = (o["participants"], o["direction"], layer)
+        groups[key].append(o)
+        heights[key].add(int(o["height"]))
+        counts[key[:2]] += 1
+    rows = []
+    for key in sorted(groups, key=lambda k: (k[0], k[1] != "send", LAYERS.index(k[2]))):
+        st = stream_stats(groups[key])
+        bps = st.get("send_bps" if key[1] == "send" else "recv_bps")
+        rows.append([key[0], key[1], key[2], "/".join(map(str, sorted(heights[key], reverse=True))),
+                     len(groups[key]), rounded(100 * len(groups[key]) / counts[key[:2]], 1),
+                     rounded(scaled(bps, 1e-6), 3), rounded(st.get("fps"), 1),
+                     rounded(st.get("freezes_per_min"), 2) if key[1] == "recv" else None])
+    return Table("layers", "Video by simulcast layer (browsers)",
+                 ["Participants", "Direction", "Layer", "Height (px)", "Streams", "Share of streams (%)",
+                  "Bitrate per stream (Mbps)", "Frame rate", "Freezes / stream-min"], rows,
+                 note="One stream per window: a sent one per layer each browser published, a received one "
+                 "per remote participant, its layer told by its picture height at the window's end. A "
+                 "sent layer is a stream of its own in the run's other figures too.")
+
+
+def switch_table(lines: dict[tuple[str, str], list[tuple[float, float]]], source_height) -> Table:
+    """Per received stream: the heights it went through, its switches of layer and its first
+    picture's layer."""
+    rows = []
+    for (receiver, sender), seen in sorted(lines.items()):
+        layers = [layer_of(h, source_height) for _, h in seen]
+        switches = sum(1 for a, b in zip(layers, layers[1:]) if a != b)
+        rows.append([receiver, sender, " → ".join(f"{h:.0f}" for _, h in seen[:12])
+                     + (" …" if len(seen) > 12 else ""), switches, layers[0], layers[-1]])
+    return Table("layer_switches", "Layer switches per received stream (browsers)",
+                 ["Receiver", "Sender", "Heights received (px, in order)", "Layer switches", "First layer",
+                  "Last layer"], rows,
+                 note="From every getStats sample of the run (background ones too), so a switch is placed "
+                 "to within a sample interval.")
+
+
+def _layer_at(seen: list[tuple[float, float]], t: float, source_height) -> str | None:
+    before = [h for at, h in seen if at <= t]
+    return layer_of(before[-1], source_height) if before else None
+
+
+def switch_time_table(lines: dict[tuple[str, str], list[tuple[float, float]]], events: list[dict],
+                      source_height) -> Table:
+    """Per change of the network (the degrade shape's steps, and the run's own network coming back):
+    how long the received streams took to leave their layer after it, the layers they ended the
+    step on, and how long the slowest took to reach its last one."""
+    changes = sorted((e["t"], str(e.get("network"))) for e in events
+                     if e.get("event") == "network_changed" and isinstance(e.get("t"), (int, float)))
+    rows = []
+    for i, (t, network) in enumerate(changes):
+        until = changes[i + 1][0] if i + 1 < len(changes) else float("inf")
+        first, last, ended, kept = [], [], defaultdict(int), 0
+        for seen in lines.values():
+            was = _layer_at(seen, t, source_height)
+            if was is None:
+                continue
+            moves = [(at, layer_of(h, source_height)) for at, h in seen if t < at < until]
+            moves = [(at, layer) for k, (at, layer) in enumerate(moves)
+                     if layer != (moves[k - 1][1] if k else was)]
+            ended[moves[-1][1] if moves else was] += 1
+            if not moves:
+                kept += 1
+                continue
+            first.append((moves[0][0] - t) / 1000.0)
+            last.append((moves[-1][0] - t) / 1000.0)
+        first.sort()
+        rows.append([network, len(first) + kept, len(first), rounded(first[len(first) // 2], 1) if first else None,
+                     rounded(first[-1], 1) if first else None,
+                     ", ".join(f"{n} {layer}" for layer, n in sorted(ended.items(), key=lambda kv: LAYERS.index(kv[0]))),
+                     rounded(max(last), 1) if last else None, kept])
+    return Table("layer_switch_times", "Layer switches after each network change (browsers)",
+                 ["Network changed to", "Received streams", "Switched", "Median first switch (s)",
+                  "Slowest first switch (s)", "Layers at the step's end", "Slowest to its last layer (s)",
+                  "Kept their layer"], rows,
+                 note="From the change (the run's event) to the first sample showing a stream on another "
+                 "layer, and to the last change before the next step: placed to within a sample interval "
+                 "(a second in measurement windows, --background-interval between them).")
+
+
+def plot(lines: dict[tuple[str, str], list[tuple[float, float]]], t0: float, t_end: float,
+         source_height, events: list[dict], out: Path) -> str | None:
+    """One panel per browser receiver: the height it received from each sender over the run, and
+    where the network changed."""
+    receivers = sorted({r for r, _ in lines})
+    if not receivers:
+        return None
+    shown = receivers[:8]
+    fig, axes = plotting.rows(len(shown), row_height=1.6, title="Simulcast layer received, per receiver")
+    for ax, receiver in zip(axes, shown):
+        for (r, sender), seen in sorted(lines.items()):
+            if r != receiver:
+                continue
+            x = [(t - t0) / 60000.0 for t, _ in seen] + [(t_end - t0) / 60000.0]
+            y = [h for _, h in seen] + [seen[-1][1]]
+            ax.step(x, y, where="post", linewidth=1.2, label=f"from {sender}")
+        ax.set_yticks([source_height / d for d in (1, 2, 4)], [f"{layer} ({source_height / d:.0f})"
+                                                               for d, layer in zip((1, 2, 4), LAYERS)])
+        ax.set_ylim(0, source_height * 1.12)
+        ax.set_title(f"{receiver} receives" + (f" ({len(receivers) - len(shown)} more receivers not shown)"
+                                               if receiver == shown[-1] and len(receivers) > len(shown) else ""),
+                     fontsize=9)
+        for e in events:
+            if e.get("event") == "network_changed" and isinstance(e.get("t"), (int, float)):
+                ax.axvline((e["t"] - t0) / 60000.0, color="#9467bd", linestyle="--", linewidth=1)
+                ax.annotate(f"network: {e.get('network')}", ((e["t"] - t0) / 60000.0, 0.02),
+                            xycoords=("data", "axes fraction"), rotation=90, va="bottom", ha="right",
+                            fontsize=7, color="#9467bd")
+        ax.legend(loc="lower left", fontsize=7, ncols=6)
+    axes[-1].set_xlabel("minutes into the run")
+    plotting.save(fig, out / "report-layers.png")
+    return "report-layers.png"
+
+
+def add(a, span: tuple[float, float] | None, shown: dict[str, Table], figs: dict, out: Path) -> None:
+    """The layer tables and figure of a simulcast run's analysis `a` (reports.metrics.Analysis) into
+    the report's `shown` tables and `figs`."""
+    source = (a.run.meta.get("media") or {}).get("height")
+    lines = timelines(a.run)
+    shown["layers"] = layer_table(a.obs, source)
+    shown["layer_switch_times"] = switch_time_table(lines, a.run.events, source)
+    shown["layer_switches"] = switch_table(lines, source)
+    figs["fig-layers"] = plot(lines, *span, source, a.run.events, out) if span else None
+
+
+def section(n: int, shown: dict[str, Table], fig, collapsed) -> list[str]:
+    """The report's part on layers: `fig` and `collapsed` are the page's own ways to show a figure
+    and a long table."""
+    return [f"<h2>Simulcast: {n} layers per browser publisher</h2>",
+            fig("fig-layers", "Simulcast layer received, per receiver",
+                "The picture height each browser received from each sender over the run (getStats "
+                "frameHeight at every sample), named by the layer it is nearest to.",
+                "Layers received: no browser received video."),
+            html.table(shown["layers"]),
+            html.table(shown["layer_switch_times"]) if shown["layer_switch_times"].rows else "",
+            collapsed(shown["layer_switches"], f"Show the {len(shown['layer_switches'].rows)} received streams' "
+                      "switches", 10)]

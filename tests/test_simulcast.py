@@ -1,0 +1,95 @@
+"""Simulcast, for real: a room of browsers publishing three VP8 layers through each SFU whose page
+publishes them, the clients confined to a CPU quota as in the end-to-end suite, so the figures are
+the SFU's. Known answers, in one run with `--receive-layer mix`: every browser sends the three
+layers (960, 480 and 240 px wide); a receiver that asks for the smallest layer through the SFU's own
+API gets exactly that one; the others, left to the SFU's defaults on an unconstrained link, get the
+largest.
+
+`make test` runs janus and livekit (their builds are cached by the conformance suite);
+`make test-sfus` (SFUBENCH_CONFORMANCE=all) adds mediasoup."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sfubench import config
+from sfubench.sfu import Adapter
+
+ROOT = Path(__file__).resolve().parent.parent
+# Two browsers: each encodes three layers of a 960x540 camera, which takes a browser about half a core
+# (three took 1.6 of the quota's 1.6 cores)
+USERS = 2
+LAYERED = tuple(name for name in config.available_sfus() if Adapter.load(name).simulcast)
+SFUS = LAYERED if os.environ.get("SFUBENCH_CONFORMANCE") == "all" else ("janus", "livekit")
+# SFUs that choose each receiver's layer by their estimate of its bandwidth (Janus forwards the layer a
+# subscriber asks for, whatever its link: it keeps it)
+ADAPTIVE = tuple(s for s in SFUS if s != "janus")
+# Seconds a switch may take after the link changes. Down: a bandwidth estimate falls within a few
+# (LiveKit here: 2-6 s). Up, the estimate climbs only as the SFU probes (LiveKit: 35-37 s to the full
+# layer).
+DOWN_S, UP_S = 15, 60
+
+
+def loadtest(sfu: str, out: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", sfu, "--preset", "browsers",
+           "--simulcast", "3", "--users-per-room", str(USERS), "--background-interval", "1", "--client-cpus", "1.6", "--quality-frames", "0",
+           "--out", str(out), "--lab-prefix", "sfubs", "--lab-subnet", "127.0.9", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
+
+
+def test_an_adapter_whose_page_publishes_one_layer_says_so_and_is_refused_layers(tmp_path):
+    listed = subprocess.run([sys.executable, "-m", "sfubench.cli", "list-sfus"], capture_output=True, text=True,
+                            cwd=ROOT, timeout=60).stdout
+    assert "publishes one layer" in next(line for line in listed.splitlines() if line.startswith("inhouse"))
+    assert "publishes simulcast" in next(line for line in listed.splitlines() if line.startswith("livekit"))
+    r = loadtest("inhouse", tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "--simulcast 3: inhouse's page publishes one layer" in r.stderr
+    assert not any(tmp_path.iterdir())   # refused before anything was built or written
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sfu", SFUS)
+def test_every_browser_sends_three_layers_and_receives_the_layer_it_asks_for(sfu, tmp_path):
+    r = loadtest(sfu, tmp_path, "--receive-layer", "mix")
+    assert r.returncode == 0, f"{sfu}: loadtest exited {r.returncode}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["media"]["width"] == 960 and meta["scenario"]["simulcast"] == 3
+    assert meta["checks"]["failed"] == 0
+    tables = json.loads((run_dir / "tables.json").read_text())
+    assert tables["clients"].startswith("The clients had headroom"), tables["clients"]
+    target = max(row[0] for row in tables["tables"]["layers"]["rows"])
+    at = {(row[1], row[2]): row for row in tables["tables"]["layers"]["rows"] if row[0] == target}
+    # one sent stream per layer, browser and measured window: a third of them each
+    assert [at[("send", layer)][5] for layer in ("full", "1/2", "1/4")] == [33.3] * 3, f"{sfu}: {at}"
+    assert at[("send", "1/4")][4] >= USERS
+    # the second browser to join asked for the smallest layer, the first for nothing
+    asked = {"r1u1": "full", "r1u2": "1/4"}
+    got = {(row[0], row[1]): row[5] for row in tables["tables"]["layer_switches"]["rows"]}
+    assert got == {(r, s): asked[r] for r in asked for s in asked if s != r}, f"{sfu}: last layers {got}"
+    assert (run_dir / "report-layers.png").stat().st_size > 5000
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sfu", ADAPTIVE)
+def test_a_narrow_downlink_switches_receivers_down_and_the_link_back_switches_them_up(sfu, tmp_path):
+    """The room ramps on the plain link, then its downlink (the SFU to the browsers) narrows to 700
+    kbit/s for the two received streams (their full layers take about 1.8 Mbit/s, the half ones 0.6),
+    then the plain link comes back for the target measurement (the degrade shape)."""
+    narrow = tmp_path / "narrow-down.toml"
+    narrow.write_text("[down]\nrate_kbps = 700\nqueue_ms = 300\n")
+    out = tmp_path / "runs"
+    r = loadtest(sfu, out, "--shape", "degrade", "--degrade", str(narrow), "--settle", "10",
+                 "--target-samples", str(UP_S + 1))
+    assert r.returncode == 0, f"{sfu}: loadtest exited {r.returncode}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    rows = json.loads((run_dir / "tables.json").read_text())["tables"]["layer_switch_times"]["rows"]
+    assert [row[0] for row in rows] == ["narrow-down", "plain"], rows
+    streams = USERS * (USERS - 1)
+    down, up = rows
+    assert down[1] == down[2] == streams and down[4] <= DOWN_S and "full" not in down[5], f"{sfu}: {down}"
+    assert up[5] == f"{streams} full" and up[6] <= UP_S, f"{sfu}: {up}"
