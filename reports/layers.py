@@ -6,6 +6,7 @@ source's: the full picture, half or a quarter of it. Chrome may scale a layer do
 lacks CPU or bandwidth; such a picture counts as the layer it is nearest to (on a log scale)."""
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from .table import Table, rounded, scaled
 from .windows import MEASURED
 
 LAYERS = ("full", "1/2", "1/4")
+# where one layer's height ratio ends and the next begins: halfway on a log scale (geometric means)
+FULL_ABOVE, HALF_ABOVE = math.sqrt(1 * 0.5), math.sqrt(0.5 * 0.25)
 
 
 def layers_asked(meta: dict) -> int:
@@ -29,7 +32,7 @@ def layer_of(height, source_height) -> str | None:
             or height <= 0 or source_height <= 0:
         return None
     ratio = height / source_height
-    return "full" if ratio > 0.71 else "1/2" if ratio > 0.35 else "1/4"
+    return "full" if ratio > FULL_ABOVE else "1/2" if ratio > HALF_ABOVE else "1/4"
 
 
 def timelines(run: runfiles.Run) -> dict[tuple[str, str], list[tuple[float, float]]]:
