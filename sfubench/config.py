@@ -67,11 +67,13 @@ def resolve_auto(values: dict, remote: bool) -> dict:
         if remote:
             out["real_per_room"] = 64
         else:
-            cores = out.get("client_cpus") or 0.0
             try:
-                cores = cores or len(cpu_list(out.get("client_cpuset") or "")) or cpus
+                reach = len(cpu_list(out.get("client_cpuset") or "")) or cpus
             except ValueError:
-                cores = cpus   # a malformed list: its own check says so
+                reach = cpus   # a malformed list: its own check says so
+            quota = out.get("client_cpus")
+            # a quota above the CPUs the clients may use buys nothing (nor does one out of bounds)
+            cores = min(quota, reach) if isinstance(quota, (int, float)) and quota > 0 else reach
             room = out.get("users_per_room") if isinstance(out.get("users_per_room"), int) else 64
             out["real_per_room"] = max(1, min(room, int(cores * BROWSER_SHARE / BROWSER_CORES)))
     return out
