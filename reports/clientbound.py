@@ -32,6 +32,10 @@ class ClientRule:
                                    # receive buffers dropped (a tenth of the knee rule's loss)
     pacing_ms: float = 20.0        # synthetic publishers' 99th-percentile lateness: as much jitter as
                                    # an SFU's queues add when it struggles
+    sfu_throttled: float = 0.5     # an SFU whose quota ran out in this share of its periods and whose
+    sfu_drops: float = 0.01        # sockets dropped this share of the datagrams reaching them is past
+                                   # its limit whatever the clients did: clients that fall behind send
+                                   # it less, not more
 
     def text(self) -> str:
         return (
@@ -46,7 +50,10 @@ class ClientRule:
             f"were {self.lag_mean_ms:g} ms late on average, or the median getStats round took "
             f"{self.stats_ms:g} ms — over windows shorter than {self.averaged_s:g} s, which a room's "
             f"joining burst colours, these count only at {self.short:g} times those figures (the "
-            "machine's share not at all)."
+            "machine's share not at all). A window in which the SFU itself was saturated (its sockets "
+            f"dropped {self.sfu_drops:.0%} of the datagrams reaching them and, under a quota, the quota ran out in "
+            f"{self.sfu_throttled:.0%} of its periods) is the SFU's, however strained its clients: "
+            "clients that fall behind send it less, not more."
         )
 
 
@@ -129,6 +136,21 @@ def assess(window: dict, edges: dict[str, dict[str, dict]], send_fps: list[float
     return reasons
 
 
+def sfu_saturated(edges: dict, rule: ClientRule = ClientRule()) -> str:
+    """Why the SFU was past its own limit in a window (the probe rows at its edges, as `assess` takes
+    them): its sockets dropped what reached them while, under a quota, it had spent that quota. Empty
+    when it was not."""
+    drops, received = _share(edges, "sfu", "udp_rcvbuf_errors"), _share(edges, "sfu", "udp_in")
+    if not drops or not received or drops[0] <= 0:
+        return ""
+    dropped = drops[0] / (drops[0] + received[0])
+    throttled = throttled_share(edges, "sfu")
+    if dropped < rule.sfu_drops or (throttled is not None and throttled < rule.sfu_throttled):
+        return ""
+    quota = f"its CPU quota ran out in {throttled:.0%} of its periods and " if throttled is not None else ""
+    return f"the SFU was saturated: {quota}its sockets dropped {dropped:.0%} of the datagrams reaching them"
+
+
 def sentence(health: list[dict]) -> str:
     """One plain sentence on whether the load generator limited the run (health: series.window_health)."""
     if not health:
@@ -139,12 +161,19 @@ def sentence(health: list[dict]) -> str:
               "on a remote grid's nodes): those are judged by the pages' own signs only (frame rates, "
               "main-thread lag, getStats time, late samples), which a node short of CPU may not show."
               if blind else "")
+    overruled = [h for h in health if h.get("overruled")]
+    also = (f" In {len(overruled)} {'other ' if not bound else ''}window{'s' if len(overruled) > 1 else ''} "
+            f"the clients were strained, but {overruled[0]['overruled']}: the SFU had given way, whatever its "
+            "clients did (clients that fall behind send it less)." if overruled else "")
     if not bound:
         if blind:
-            return (f"No measured window showed the clients limiting the run ({len(health)} windows)." + caveat)
+            return (f"No measured window showed the clients limiting the run ({len(health)} windows)." + also + caveat)
+        if overruled:
+            return (f"The clients had headroom in {len(health) - len(overruled)} of {len(health)} measured "
+                    f"windows: the figures describe the SFU, not the load generator.{also}")
         return (f"The clients had headroom in all {len(health)} measured windows: the figures describe the "
                 "SFU, not the load generator.")
     first = min(bound, key=lambda h: (h["participants"] or 0, h["window"] or 0))
     return (f"The load generator was the limit in {len(bound)} of {len(health)} measured windows, first at "
             f"{first['participants']} participants ({'; '.join(first['reasons'])}): figures from there on "
-            "describe the clients, not the SFU." + caveat)
+            "describe the clients, not the SFU." + also + caveat)

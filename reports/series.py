@@ -182,14 +182,17 @@ def window_health(run: runfiles.Run, obs: list[dict], rule: ClientRule = ClientR
     for w in run.windows:
         if w.get("phase") not in (*MEASURED, "network"):
             continue
-        reasons = clientbound.assess(w, edges.get(w.get("window"), {}), fps.get(w.get("window"), []), source,
-                                     interval, rule)
+        at = edges.get(w.get("window"), {})
+        strain = clientbound.assess(w, at, fps.get(w.get("window"), []), source, interval, rule)
+        saturated = clientbound.sfu_saturated(at, rule) if strain else ""
+        reasons = [] if saturated else strain
         # a remote grid's browsers run on its nodes: no probe of this run saw their CPU
-        probed = "clients" in edges.get(w.get("window"), {})
+        probed = "clients" in at
         out.append({"t": w.get("t"), "phase": w.get("phase"), "window": w.get("window"),
                     "participants": w.get("participants"), "client_bound": bool(reasons), "reasons": reasons,
+                    "overruled": f"{saturated} (the clients: {'; '.join(strain)})" if saturated else "",
                     "cpu_probed": probed, "duration_s": w.get("duration_s"),
-                    **{f"{role}_throttled": clientbound.throttled_share(edges.get(w.get("window"), {}), role)
+                    **{f"{role}_throttled": clientbound.throttled_share(at, role)
                        for role in ("sfu", "clients")}})
     return out
 

@@ -221,7 +221,7 @@ def health_table(health: list[dict]) -> Table:
         return None if v is None else round(100 * v, 1)
     rows = [[h["phase"], h["window"], h["participants"], rounded(h.get("duration_s"), 1),
              pct(h.get("sfu_throttled")), pct(h.get("clients_throttled")), "yes" if h["client_bound"] else "no",
-             "; ".join(h["reasons"])] for h in health]
+             "; ".join(h["reasons"]) or h.get("overruled", "")] for h in health]
     return Table("health", "Each measured window: the SFU's budget and the load generator",
                  ["Phase", "Window", "Participants", "Length (s)", "SFU throttled (% of periods)",
                   "Clients throttled (% of periods)", "Client-bound", "Why"], rows,

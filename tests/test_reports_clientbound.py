@@ -96,6 +96,36 @@ def test_full_client_socket_buffers_and_late_synthetic_publishers_are_the_client
     assert len(assess(window=dict(short, pacing_ms_p99=65.0), span_s=1.0, machine=1.0)) == 1
 
 
+def test_a_window_whose_sfu_was_saturated_is_the_sfus_however_strained_its_clients():
+    """Late synthetic publishers (27-31 ms at 56 participants) beside an in-house SFU out of its
+    quota in 9 of 10 periods and dropping 62-65% of what reached it: the SFU had given way. The
+    same strain beside an SFU with CPU to spare, or one without drops, stays the clients'."""
+    def window(sfu_throttled, sfu_dropped, quota=True):
+        run = runfiles.Run(path=None, meta={"media": {"fps": 15}, "config": {"sample_interval": 1.0}},
+                           windows=[dict(HEALTHY, pacing_ms_p99=31.0)])
+        e = edges()
+        sfu = {"start": {"t": 0, "cpu_s": 10.0, "udp_in": 1000, "udp_rcvbuf_errors": 50},
+               "end": {"t": 7000, "cpu_s": 13.5, "udp_in": 1000 + 7 * 4800,
+                       "udp_rcvbuf_errors": 50 + round(7 * 4800 * sfu_dropped / (1 - sfu_dropped))}}
+        if quota:
+            sfu["start"].update(periods=100, throttled_periods=10)
+            sfu["end"].update(periods=800, throttled_periods=10 + round(700 * sfu_throttled))
+        e["sfu"] = sfu
+        run.server = [dict(row, role=role, window=3, edge=edge) for role, pair in e.items()
+                      for edge, row in pair.items()]
+        [h] = series.window_health(run, [])
+        return h
+    saturated = window(0.9, 0.65)
+    assert not saturated["client_bound"] and saturated["reasons"] == []
+    assert "quota ran out in 90% of its periods and its sockets dropped 65%" in saturated["overruled"]
+    assert "31 ms late" in saturated["overruled"]
+    assert "In 1 other window the clients were strained, but the SFU was saturated" in \
+        clientbound.sentence([saturated])
+    assert window(0.3, 0.65)["client_bound"]        # CPU to spare: the drops may be the clients' bursts
+    assert window(0.9, 0.002)["client_bound"]       # at its quota but keeping up
+    assert not window(0.0, 0.65, quota=False)["client_bound"]   # no quota (a host of its own): drops say it
+
+
 def test_averages_over_a_one_second_window_count_only_when_far_past_the_thresholds():
     """A room's freshly joined participants burst for a second: a short window's averages count
     only at three times their thresholds, and the machine's CPU share not at all."""
