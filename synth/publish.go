@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/pion/rtcp"
-	"github.com/pion/rtp"
-	"github.com/pion/rtp/codecs"
 	"github.com/pion/webrtc/v4"
 )
 
@@ -71,7 +69,8 @@ type publisher struct {
 	vstep        uint32        // RTP ticks per video frame
 	video, audio *webrtc.TrackLocalStaticRTP
 	vout, aout   outbound
-	vpk, apk     rtp.Packetizer
+	vrtp         *vp8Stream
+	artp         *rtpStream
 	pos, apos    int
 	keyframe     atomic.Bool // a receiver asked for one (PLI/FIR)
 	camera       *series     // own frames as sent: (time, code), for delay
@@ -85,9 +84,7 @@ func newPublisher(c *clip, fps int, user string, camera *series) *publisher {
 	p.vout.rtt, p.aout.rtt = -1, -1
 	p.video, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "video", user)
 	p.audio, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", user)
-	// Payload type and SSRC are placeholders: the track rewrites both per connection.
-	p.vpk = rtp.NewPacketizer(mtu, 0, 0, &codecs.VP8Payloader{EnablePictureID: true}, rtp.NewRandomSequencer(), 90000)
-	p.apk = rtp.NewPacketizer(mtu, 0, 0, &codecs.OpusPayloader{}, rtp.NewRandomSequencer(), 48000)
+	p.vrtp, p.artp = newVP8Stream(), newRTPStream()
 	return p
 }
 
@@ -142,22 +139,16 @@ func (p *publisher) sendVideo(skipped int) {
 	n := len(p.clip.frames)
 	if skipped > 0 {
 		p.pos = (p.pos + skipped) % n
-		p.vpk.SkipSamples(uint32(skipped) * p.vstep)
+		p.vrtp.skip(uint32(skipped) * p.vstep)
 	}
 	// A receiver that lost the picture gets the clip's next keyframe now
 	// rather than at its place in the loop.
 	if p.keyframe.Swap(false) {
 		p.pos = p.clip.nextKey[p.pos]
 	}
-	frame := p.clip.frames[p.pos]
-	pkts := p.vpk.Packetize(frame, p.vstep)
 	now := time.Now()
-	bytes := 0
-	for _, pkt := range pkts {
-		bytes += len(pkt.Payload)
-		_ = p.video.WriteRTP(pkt) // fails only before a connection is bound
-	}
-	p.vout.sent(len(pkts), bytes, now, true)
+	packets, bytes := p.vrtp.send(p.clip.frames[p.pos], p.vstep, p.video.WriteRTP)
+	p.vout.sent(packets, bytes, now, true)
 	p.camera.add(now, p.pos, nil)
 	p.pos = (p.pos + 1) % n
 }
@@ -166,15 +157,13 @@ func (p *publisher) sendAudio(skipped int) {
 	n := len(p.clip.audio)
 	if skipped > 0 {
 		p.apos = (p.apos + skipped) % n
-		p.apk.SkipSamples(uint32(skipped) * audioStep)
+		p.artp.skip(uint32(skipped) * audioStep)
 	}
-	pkts := p.apk.Packetize(p.clip.audio[p.apos], audioStep)
-	bytes := 0
-	for _, pkt := range pkts {
-		bytes += len(pkt.Payload)
-		_ = p.audio.WriteRTP(pkt)
-	}
-	p.aout.sent(len(pkts), bytes, time.Now(), false)
+	// One Opus packet each, marked as the last of its frame.
+	packet := p.clip.audio[p.apos]
+	_ = p.audio.WriteRTP(p.artp.next(packet, true))
+	p.artp.skip(audioStep)
+	p.aout.sent(1, len(packet), time.Now(), false)
 	p.apos = (p.apos + 1) % n
 }
 
