@@ -35,18 +35,56 @@ def layer_of(height, source_height) -> str | None:
     return "full" if ratio > FULL_ABOVE else "1/2" if ratio > HALF_ABOVE else "1/4"
 
 
-def timelines(run: runfiles.Run) -> dict[tuple[str, str], list[tuple[float, float]]]:
-    """(receiver, sender) -> [(t in ms, height)] at each change of the picture height a browser
-    received, from every sample of the run (background ones too)."""
-    out: dict[tuple[str, str], list[tuple[float, float]]] = {}
+# a switch's aftermath: the keyframe requests and freezes of the seconds after it are the switch's
+AROUND_S = 5.0
+
+
+def received(run: runfiles.Run) -> dict[tuple[str, str], list[tuple]]:
+    """(receiver, sender) -> [(t in ms, height, keyframe requests sent, freezes)] at every sample of
+    a video a browser received (background ones too; the last two as getStats counts them, so far)."""
+    out: dict[tuple[str, str], list[tuple]] = {}
     for s in runfiles.iter_video_samples(run):
         h, t = s.get("frameHeight"), s.get("t")
         if s.get("direction") != "recv" or (s.get("client") or "browser") != "browser" or not h or not t:
             continue
-        seen = out.setdefault((s.get("user"), s.get("peer")), [])
-        if not seen or seen[-1][1] != h:
-            seen.append((t, h))
+        out.setdefault((s.get("user"), s.get("peer")), []).append((t, h, s.get("pliCount"), s.get("freezeCount")))
     return out
+
+
+def timelines(streams: dict[tuple[str, str], list[tuple]]) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    """(receiver, sender) -> [(t in ms, height)] at each change of the picture height (`received`'s
+    samples)."""
+    out = {}
+    for key, samples in streams.items():
+        seen = out[key] = []
+        for t, h, *_ in samples:
+            if not seen or seen[-1][1] != h:
+                seen.append((t, h))
+    return out
+
+
+def _increase(before, after) -> float:
+    """What a getStats counter gained between two samples (nothing across a reset or a gap)."""
+    ok = all(isinstance(v, (int, float)) for v in (before, after))
+    return after - before if ok and after >= before else 0
+
+
+def aftermath(samples: list[tuple], source_height) -> tuple[float, float, float]:
+    """(keyframe requests over the stream's life, those within AROUND_S of a layer switch, freezes
+    within AROUND_S of one) for one received stream's `received` samples: an SFU that switches a
+    receiver at a keyframe of the new layer leaves it nothing to ask for and no picture to freeze."""
+    layers = [layer_of(h, source_height) for _, h, *_ in samples]
+    # each switch's span: from the sample before the one showing it to AROUND_S after that one
+    spans = [(samples[i - 1][0], samples[i][0] + AROUND_S * 1000) for i in range(1, len(samples))
+             if layers[i] != layers[i - 1]]
+    total = near = frozen = 0
+    for (_, _, pli0, frz0), (t, _, pli1, frz1) in zip(samples, samples[1:]):
+        asked = _increase(pli0, pli1)
+        total += asked
+        if any(start < t <= end for start, end in spans):
+            near += asked
+            frozen += _increase(frz0, frz1)
+    return total, near, frozen
 
 
 def layer_table(obs: list[dict], source_height) -> Table:
@@ -69,32 +107,44 @@ def layer_table(obs: list[dict], source_height) -> Table:
     for key in sorted(groups, key=lambda k: (k[0], k[1] != "send", LAYERS.index(k[2]))):
         st = stream_stats(groups[key])
         bps = st.get("send_bps" if key[1] == "send" else "recv_bps")
+        timed = [o for o in groups[key] if o.get("plis") is not None and o.get("dt")]
+        minutes = sum(o["dt"] for o in timed) / 60.0
         rows.append([key[0], key[1], key[2], "/".join(map(str, sorted(heights[key], reverse=True))),
                      len(groups[key]), rounded(100 * len(groups[key]) / counts[key[:2]], 1),
                      rounded(scaled(bps, 1e-6), 3), rounded(st.get("fps"), 1),
-                     rounded(st.get("freezes_per_min"), 2) if key[1] == "recv" else None])
+                     rounded(st.get("freezes_per_min"), 2) if key[1] == "recv" else None,
+                     rounded(sum(o["plis"] for o in timed) / minutes, 2) if minutes else None])
     return Table("layers", "Video by simulcast layer (browsers)",
                  ["Participants", "Direction", "Layer", "Height (px)", "Streams", "Share of streams (%)",
-                  "Bitrate per stream (Mbps)", "Frame rate", "Freezes / stream-min"], rows,
+                  "Bitrate per stream (Mbps)", "Frame rate", "Freezes / stream-min",
+                  "Keyframe requests / stream-min"], rows,
                  note="One stream per window: a sent one per layer each browser published, a received one "
                  "per remote participant, its layer told by its picture height at the window's end. A "
-                 "sent layer is a stream of its own in the run's other figures too.")
+                 "sent layer is a stream of its own in the run's other figures too. Keyframe requests: "
+                 "the PLIs a sent layer got (the SFU asking, for a receiver it switched or that lost the "
+                 "picture), or those a receiver sent.")
 
 
-def switch_table(lines: dict[tuple[str, str], list[tuple[float, float]]], source_height) -> Table:
-    """Per received stream: the heights it went through, its switches of layer and its first
-    picture's layer."""
+def switch_table(streams: dict[tuple[str, str], list[tuple]], source_height) -> Table:
+    """Per received stream (`received`'s samples): the heights it went through, its switches of
+    layer, its first and last picture's layer, and the keyframe requests and freezes around its
+    switches."""
     rows = []
-    for (receiver, sender), seen in sorted(lines.items()):
+    for (receiver, sender), seen in sorted(timelines(streams).items()):
         layers = [layer_of(h, source_height) for _, h in seen]
         switches = sum(1 for a, b in zip(layers, layers[1:]) if a != b)
+        asked, near, frozen = aftermath(streams[(receiver, sender)], source_height)
         rows.append([receiver, sender, " → ".join(f"{h:.0f}" for _, h in seen[:12])
-                     + (" …" if len(seen) > 12 else ""), switches, layers[0], layers[-1]])
+                     + (" …" if len(seen) > 12 else ""), switches, layers[0], layers[-1],
+                     round(asked), round(near), round(frozen)])
     return Table("layer_switches", "Layer switches per received stream (browsers)",
                  ["Receiver", "Sender", "Heights received (px, in order)", "Layer switches", "First layer",
-                  "Last layer"], rows,
+                  "Last layer", "Keyframe requests sent", f"… within {AROUND_S:g} s of a switch",
+                  f"Freezes within {AROUND_S:g} s of a switch"], rows,
                  note="From every getStats sample of the run (background ones too), so a switch is placed "
-                 "to within a sample interval.")
+                 "to within a sample interval. A receiver asks for a keyframe (PLI) when it cannot decode "
+                 "what it gets: an SFU that switches it at a keyframe of the new layer leaves it none to "
+                 "ask for.")
 
 
 def _layer_at(seen: list[tuple[float, float]], t: float, source_height) -> str | None:
@@ -178,10 +228,11 @@ def add(a, span: tuple[float, float] | None, shown: dict[str, Table], figs: dict
     """The layer tables and figure of a simulcast run's analysis `a` (reports.metrics.Analysis) into
     the report's `shown` tables and `figs`."""
     source = (a.run.meta.get("media") or {}).get("height")
-    lines = timelines(a.run)
+    streams = received(a.run)
+    lines = timelines(streams)
     shown["layers"] = layer_table(a.obs, source)
     shown["layer_switch_times"] = switch_time_table(lines, a.run.events, source)
-    shown["layer_switches"] = switch_table(lines, source)
+    shown["layer_switches"] = switch_table(streams, source)
     figs["fig-layers"] = plot(lines, *span, source, a.run.events, out) if span else None
 
 

@@ -93,6 +93,7 @@ def _observe(first: dict | None, last: dict, within: list[dict], phase, window) 
             obs["expected"] = packets + lost if get("direction") == "recv" else packets
         obs["freezes"] = _delta(first, last, "freezeCount")
         obs["nacks"] = _delta(first, last, "nackCount")
+        obs["plis"] = _delta(first, last, "pliCount")
     return obs
 
 

@@ -2,17 +2,17 @@
 received pictures of the heights the test sets."""
 import json
 
-from reports import layers, run as run_report, synthetic
+from reports import layers, run as run_report, synthetic, windows
 
 
-def _received_heights(run_dir, height_of):
-    """Rewrites the received video samples' frameHeight to height_of(sample)."""
+def _received(run_dir, fields_of):
+    """Rewrites the received video samples' fields to those fields_of(sample) returns."""
     path = run_dir / "samples.jsonl"
     out = []
     for line in path.read_text().splitlines():
         s = json.loads(line)
         if s["kind"] == "video" and s["direction"] == "recv":
-            s["frameHeight"] = height_of(s)
+            s.update(fields_of(s))
         out.append(json.dumps(s))
     path.write_text("\n".join(out) + "\n")
 
@@ -27,13 +27,17 @@ def test_a_simulcast_run_reports_each_receivers_layers_and_switches(tmp_path):
     d = synthetic.make_run(tmp_path, rooms=2, seed=4, config={"simulcast": 3})
     t_switch = {}
 
-    def height(s):
-        # r1u1 gets r1u2's quarter layer from the second room on, everyone else the full picture
+    def fields(s):
+        # r1u1 gets r1u2's quarter layer from the second room on, everyone else the full picture;
+        # its decoder asks for two keyframes and freezes once as the switch lands, then asks once more
+        # long after; r1u3's stream asks for one keyframe with no switch at all
         if s["user"] == "r1u1" and s["peer"] == "r1u2" and s["participants"] >= 14:
-            t_switch.setdefault("down", s["t"])
-            return 90
-        return 360
-    _received_heights(d, height)
+            since = s["t"] - t_switch.setdefault("down", s["t"])
+            return {"frameHeight": 90, "pliCount": 2 if since < 4000 else 3, "freezeCount": 1}
+        if s["user"] == "r1u1" and s["peer"] == "r1u3":
+            return {"frameHeight": 360, "pliCount": 0 if s["participants"] < 14 else 1, "freezeCount": 0}
+        return {"frameHeight": 360, "pliCount": 0, "freezeCount": 0}
+    _received(d, fields)
     run_report.build(d)
     tables = json.loads((d / "tables.json").read_text())["tables"]
 
@@ -44,11 +48,28 @@ def test_a_simulcast_run_reports_each_receivers_layers_and_switches(tmp_path):
     assert rows[(14, "recv", "full")][5] < 100.0
 
     switches = {(r[0], r[1]): r for r in tables["layer_switches"]["rows"]}
-    assert switches[("r1u1", "r1u2")][3:] == [1, "full", "1/4"]
-    assert switches[("r1u1", "r1u3")][3:] == [0, "full", "full"]
+    # keyframe requests over its life, within 5 s of a switch, freezes within 5 s of one
+    assert switches[("r1u1", "r1u2")][3:] == [1, "full", "1/4", 3, 2, 1]
+    assert switches[("r1u1", "r1u3")][3:] == [0, "full", "full", 1, 0, 0]
     page = (d / "report.html").read_text()
     assert "Simulcast: 3 layers per browser publisher" in page and (d / "report-layers.png").stat().st_size > 5000
     assert "simulcast: 3 VP8 layers" in page   # the scenario line names the layering
+
+
+def test_keyframe_requests_are_per_stream_minute_of_each_layer():
+    """The PLIs each sent layer got (an SFU asking for its receivers) and each received stream sent,
+    over the windows' own lengths."""
+    def obs(direction, height, plis, dt=10.0):
+        first = {"t": 1000, "participants": 7, "direction": direction, "kind": "video", "frameHeight": height,
+                 "bytes": 0, "packets": 0, "pliCount": 5 if plis is not None else None}
+        last = dict(first, t=1000 + dt * 1000, bytes=125_000 * dt, packets=100 * dt,
+                    pliCount=5 + plis if plis is not None else None)
+        return windows._observe(first, last, [first, last], "ramp", 1)
+    table = layers.layer_table([obs("send", 540, 3), obs("send", 540, 1, dt=20.0), obs("send", 135, 0),
+                                obs("recv", 540, None), obs("recv", 540, 2)], 540)
+    rate = {(r[1], r[2]): r[9] for r in table.rows}
+    assert table.columns[9] == "Keyframe requests / stream-min"
+    assert rate == {("send", "full"): 8.0, ("send", "1/4"): 0.0, ("recv", "full"): 12.0}
 
 
 def test_a_run_of_one_layer_has_no_layer_section(tmp_path):
