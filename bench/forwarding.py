@@ -37,7 +37,7 @@ from pathlib import Path
 # runnable as a plain script from a checkout, without installing the package
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reports import metrics, runfiles, windows  # noqa: E402
+from reports import metrics, runfiles, traffic, windows  # noqa: E402
 from sfubench import config, loadtest  # noqa: E402
 from sfubench.progress import Progress  # noqa: E402
 from sfubench.rundir import read  # noqa: E402
@@ -86,9 +86,11 @@ def measure(name: str, rooms: int, users: int, out: Path, prefix: str, subnet: s
 
 
 def sfu_cost(analysis: metrics.Analysis) -> dict[int, dict]:
-    """The cost rows by participants, of the counts where the clients had headroom only."""
+    """The cost rows by participants, of the counts where the clients had headroom and the SFU
+    carried its media and little else (a driver flooding its signalling makes the cost its own)."""
     bound = {h["participants"] for h in analysis.health if h["client_bound"]}
-    return {r["participants"]: r for r in analysis.cost if r["participants"] not in bound}
+    return {r["participants"]: r for r in analysis.cost
+            if r["participants"] not in bound and not traffic.anomalies([r])}
 
 
 def summary(cost: dict[str, dict], generator: dict[str, list[dict]], knee_load: int) -> dict:
@@ -168,7 +170,10 @@ def main(argv: list[str] | None = None) -> int:
                 if a.repeat > 1:
                     print(f"round {i + 1} of {a.repeat}: ", end="", flush=True)
                 run_dir = measure(sfu, a.rooms, a.users_per_room, out, a.lab_prefix, a.lab_subnet)
-                cost[sfu] = sfu_cost(metrics.analyse(runfiles.load(run_dir)))
+                analysis = metrics.analyse(runfiles.load(run_dir))
+                for anomaly in traffic.anomalies(analysis.cost):
+                    print(f"{sfu}: left out: {anomaly}", flush=True)
+                cost[sfu] = sfu_cost(analysis)
                 generator[sfu] = generator_rows(run_dir)
             rounds.append({"cost": cost, "generator": generator, "summary": summary(cost, generator, a.knee_load)})
     except KeyboardInterrupt:

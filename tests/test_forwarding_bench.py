@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,3 +64,17 @@ def test_rounds_are_summed_up_as_medians_with_their_spread():
     assert janus["us_per_forwarded_packet_2x"] is None and janus["us_per_forwarded_packet_2x_spread"] is None
     assert s["ratios"]["inhouse/janus"]["us_per_forwarded_packet"] == 0.45
     assert s["generator"]["streams_per_core"] == 2200
+
+
+def test_a_count_whose_sfu_carried_more_than_media_is_left_out_of_its_cost():
+    """The synthetic LiveKit participant once lost its session and the SFU's signalling ran at
+    1.1 MB/s: that count's cost is the driver's, not the SFU's, and the bench says so."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import forwarding
+
+    def row(p, signalling_kbps):
+        return {"participants": p, "sfu_us_per_packet": 20.0, "sfu_media_in_ratio": 1.1, "sfu_media_out_ratio": 1.1,
+                "sfu_signalling_kbps_per_participant": signalling_kbps}
+    analysis = SimpleNamespace(health=[{"participants": 14, "client_bound": True}],
+                               cost=[row(7, 3255.0), row(14, 2.0), row(21, 2.0)])   # what sfu_cost reads
+    assert list(forwarding.sfu_cost(analysis)) == [21]
