@@ -36,8 +36,8 @@ def plot_timeline(a: Analysis, out: Path) -> str | None:
     run, w, span = a.run, a.windows, _span(a)
     if span is None:
         return None
-    t0, t_end = span
     tl = a.timeline or [(r["t"], r["participants"]) for r in w]
+    t0, t_end = span
     wanted = {"bitrate": ("send_bps", "recv_bps"), "rtt": ("rtt_send_ms",)}
     panels = ["participants"] + [k for k, keys in wanted.items() if any(r.get(c) for r in w for c in keys)]
     fig, axes = plotting.rows(len(panels), title="The run over time")

@@ -6,17 +6,17 @@ import (
 	"github.com/pion/rtp"
 )
 
-// rtpStream numbers and stamps one published stream's packets, writing each
-// through one packet and one payload buffer of its own. pion's packetizer
-// allocated every packet and its payload anew and copied the frame into
-// them: an eighth of the generator's CPU at 42 participants. The track
-// writes a packet before it returns (its SRTP writer encrypts into a buffer
-// of its own, the NACK responder keeps a copy), so one buffer serves them all.
+// rtpStream numbers and stamps one published stream's packets, all written
+// through one packet of its own. pion's packetizer allocated every packet and
+// its payload anew and copied the frame into them: an eighth of the
+// generator's CPU over a ramp to 42 participants. The track writes a packet
+// before it returns (its SRTP writer encrypts into a buffer of its own, the
+// NACK responder keeps a copy), so the packet, and a payload buffer, can be
+// used again at once.
 type rtpStream struct {
 	seq uint16
 	ts  uint32
 	pkt rtp.Packet
-	buf [mtu - rtpHeaderSize]byte
 }
 
 const (
@@ -47,10 +47,12 @@ func (s *rtpStream) next(payload []byte, marker bool) *rtp.Packet {
 func (s *rtpStream) skip(ticks uint32) { s.ts += ticks }
 
 // vp8Stream packetizes VP8 frames as Chrome does: each packet as full as
-// the MTU allows, a picture ID counting encoded frames.
+// the MTU allows, a picture ID counting encoded frames. A packet's payload
+// (descriptor and a slice of the frame) is built in buf.
 type vp8Stream struct {
 	rtpStream
 	pictureID uint16
+	buf       [mtu - rtpHeaderSize]byte
 }
 
 func newVP8Stream() *vp8Stream {
