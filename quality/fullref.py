@@ -128,17 +128,31 @@ def vmaf(pairs: Sequence[tuple[np.ndarray, np.ndarray]], layout: Layout | None =
     return [float(scores[i]) for i in range(len(pairs))]
 
 
-def vmaf_by_code(received: Sequence[np.ndarray], source: Source, threads: int = 1) -> list[float | None]:
+def vmaf_by_code(received: Sequence[np.ndarray], source: Source, threads: int = 1,
+                 at_received_size: bool = False) -> list[float | None]:
     """VMAF of each received frame against the source frame its code names; None where the code
     does not decode. Captures are scattered in time, so each is scored between its source
     neighbours (loop positions n-1 and n+1, which pass unchanged): VMAF's motion feature then sees
-    the clip's real motion, not the jump between two unrelated captures."""
+    the clip's real motion, not the jump between two unrelated captures.
+
+    By default a received frame is scaled up to the source's size, as a viewer's tile shows it;
+    `at_received_size` scales the source down to the received frame's size instead, the quality of
+    a simulcast layer as sent, not the detail its lower resolution costs. One ffmpeg run per size."""
     codes = [framecode.decode(r, source.layout) for r in received]
     loop = source.layout.frames
-    pairs = []
-    for r, c in zip(received, codes):
+    batches: dict[tuple | None, list[int]] = {}
+    for i, (r, c) in enumerate(zip(received, codes)):
         if c is not None:
-            before, after = source.frame((c - 1) % loop), source.frame((c + 1) % loop)
-            pairs += [(before, before), (r, source.frame(c)), (after, after)]
-    scores = iter(vmaf(pairs, source.layout, threads)[1::3])
-    return [None if c is None else next(scores) for c in codes]
+            batches.setdefault(r.shape[:2] if at_received_size else None, []).append(i)
+    scores: list[float | None] = [None] * len(received)
+    for size, indices in batches.items():
+        def ref(n: int) -> np.ndarray:
+            frame = source.frame(n % loop)
+            return frame if size is None else framecode.rescale(frame, size[1], size[0])
+        pairs = []
+        for i in indices:
+            before, after = ref(codes[i] - 1), ref(codes[i] + 1)
+            pairs += [(before, before), (received[i], ref(codes[i])), (after, after)]
+        for i, score in zip(indices, vmaf(pairs, source.layout, threads)[1::3]):
+            scores[i] = score
+    return scores

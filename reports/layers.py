@@ -13,7 +13,7 @@ from pathlib import Path
 from . import html, plotting, runfiles
 from .stats import stream_stats
 from .table import Table, rounded, scaled
-from .windows import MEASURED
+from .windows import MEASURED, mean
 
 LAYERS = ("full", "1/2", "1/4")
 # where one layer's height ratio ends and the next begins: halfway on a log scale (geometric means)
@@ -125,6 +125,29 @@ def layer_table(obs: list[dict], source_height) -> Table:
                  "picture), or those a receiver sent.")
 
 
+def quality_table(recs: list[dict], source_height) -> Table:
+    """Per participant count and layer: the scores of the received frames the browsers captured
+    (quality.jsonl), VMAF both as a viewer's tile shows the picture and at the layer's own size."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in recs:
+        layer = layer_of(r.get("height"), source_height)
+        if layer is not None and r.get("participants") is not None:
+            groups[(r["participants"], layer)].append(r)
+    rows = []
+    for key in sorted(groups, key=lambda k: (k[0], LAYERS.index(k[1]))):
+        frames = groups[key]
+        rows.append([key[0], key[1], "/".join(map(str, sorted({r["height"] for r in frames}, reverse=True))),
+                     len(frames), *(rounded(mean(r.get(k) for r in frames), 1)
+                                    for k in ("vmaf", "vmaf_layer", "psnr", "brisque"))])
+    return Table("layer_quality", "Quality by simulcast layer (captured received frames)",
+                 ["Participants", "Layer", "Height (px)", "Frames", "VMAF (scaled to the source)",
+                  "VMAF at the layer's size", "PSNR (dB)", "BRISQUE"], rows,
+                 note="Each captured frame against the source frame its code names. Scaled to the source, "
+                 "a lower layer pays for the detail it lacks, as a viewer's large tile shows it; at the "
+                 "layer's size, against the source scaled down alike, it shows how well that layer was "
+                 "encoded and carried. PSNR and BRISQUE as in the quality figures (at the source's size).")
+
+
 def switch_table(streams: dict[tuple[str, str], list[tuple]], source_height) -> Table:
     """Per received stream (`received`'s samples): the heights it went through, its switches of
     layer, its first and last picture's layer, and the keyframe requests and freezes around its
@@ -233,6 +256,7 @@ def add(a, span: tuple[float, float] | None, shown: dict[str, Table], figs: dict
     shown["layers"] = layer_table(a.obs, source)
     shown["layer_switch_times"] = switch_time_table(lines, a.run.events, source)
     shown["layer_switches"] = switch_table(streams, source)
+    shown["layer_quality"] = quality_table(a.run.quality, source)
     figs["fig-layers"] = plot(lines, *span, source, a.run.events, out) if span else None
 
 
@@ -246,5 +270,6 @@ def section(n: int, shown: dict[str, Table], fig, collapsed) -> list[str]:
                 "Layers received: no browser received video."),
             html.table(shown["layers"]),
             html.table(shown["layer_switch_times"]) if shown["layer_switch_times"].rows else "",
+            html.table(shown["layer_quality"]) if shown["layer_quality"].rows else "",
             collapsed(shown["layer_switches"], f"Show the {len(shown['layer_switches'].rows)} received streams' "
                       "switches", 10)]

@@ -3,7 +3,8 @@
 During the run the pages encode a few received frames as PNG after each measurement (the collector
 keeps them in frames/ and lists them in frames/index.jsonl with the code each shows); once the
 browsers are gone, `score_frames` adds BRISQUE (no reference, as the study's NARVAL) and PSNR, SSIM
-and VMAF against the source frame each code names, and writes quality.jsonl. A crashed run keeps
+and VMAF against the source frame each code names (VMAF also at the frame's own size, the quality of
+the simulcast layer it came from), and writes quality.jsonl. A crashed run keeps
 its frames and index; `sfubench report` scores them.
 """
 from __future__ import annotations
@@ -32,10 +33,11 @@ def score_frames(run_path: Path, media, progress=None) -> int:
     layout = media.layout
     vmaf_batch = []   # (record, frame) pairs VMAF rates in one ffmpeg run
     for rec in records:
-        rec.update(brisque=None, psnr=None, ssim=None, vmaf=None)
+        rec.update(brisque=None, psnr=None, ssim=None, vmaf=None, vmaf_layer=None)
         if not rec.get("frame"):
             continue
         rgb = np.asarray(Image.open(frames_dir / rec["frame"]).convert("RGB"))
+        rec["width"], rec["height"] = rgb.shape[1], rgb.shape[0]
         rec["brisque"] = _round(brisque.score(rgb, layout))
         scores = fullref.compare(rgb, media) if rec["code"] is not None else None
         if scores:
@@ -43,14 +45,21 @@ def score_frames(run_path: Path, media, progress=None) -> int:
             vmaf_batch.append((rec, rgb))
     if vmaf_batch:
         # VMAF needs the registry wheel's ffmpeg (Debian's has no libvmaf).
+        frames = [f for _, f in vmaf_batch]
+        # a frame at the source's size is its own layer's: only smaller ones need a second score
+        smaller = [i for i, f in enumerate(frames) if f.shape[:2] != (layout.height, layout.width)]
         try:
-            vmafs = fullref.vmaf_by_code([f for _, f in vmaf_batch], media)
+            vmafs = fullref.vmaf_by_code(frames, media)
+            at_size = list(vmafs)
+            own = fullref.vmaf_by_code([frames[i] for i in smaller], media, at_received_size=True)
+            for i, v in zip(smaller, own):
+                at_size[i] = v
         except (RuntimeError, OSError) as e:
             if progress:
                 progress.say(f"quality: VMAF not measured: {e}")
-            vmafs = [None] * len(vmaf_batch)
-        for (rec, _), v in zip(vmaf_batch, vmafs):
-            rec["vmaf"] = _round(v)
+            vmafs = at_size = [None] * len(vmaf_batch)
+        for (rec, _), v, own in zip(vmaf_batch, vmafs, at_size):
+            rec["vmaf"], rec["vmaf_layer"] = _round(v), _round(own)
     tmp = run_path / "quality.jsonl.tmp"
     with open(tmp, "w") as out:
         for rec in records:

@@ -131,6 +131,8 @@ def test_run_folder_records_versions_events_and_quality(sfu_run):
     assert len(quality) == 2 * USERS * (USERS - 1) * 2       # 2 frames per video, ramp and target
     assert len(decoded) >= 0.9 * len(quality) > 0
     assert all(q["brisque"] is not None and q["psnr"] > 20 and q["vmaf"] is not None for q in decoded)
+    source = (meta["media"]["width"], meta["media"]["height"])
+    assert all(q["vmaf_layer"] == q["vmaf"] for q in decoded if (q["width"], q["height"]) == source)
     assert (run / "report.html").exists() and "report:" in r.stdout
     playback = [p for p in read(run, "playback") if p["phase"] == "target"]
     assert len(playback) == USERS * (USERS - 1)

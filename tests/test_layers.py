@@ -56,6 +56,29 @@ def test_a_simulcast_run_reports_each_receivers_layers_and_switches(tmp_path):
     assert "simulcast: 3 VP8 layers" in page   # the scenario line names the layering
 
 
+def test_captured_frames_are_scored_by_the_layer_they_came_from(tmp_path):
+    """quality.jsonl's frames grouped by their own height: VMAF as a tile shows them and at the
+    layer's size, side by side per participant count."""
+    d = synthetic.make_run(tmp_path, rooms=2, seed=6, config={"simulcast": 3})
+    path = d / "quality.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    for i, r in enumerate(recs):
+        quarter = i % 2 == 1
+        r.update(width=135 if quarter else 540, height=90 if quarter else 360,
+                 vmaf=40.0 if quarter else 90.0, vmaf_layer=80.0 if quarter else 90.0)
+    recs[0].pop("height")                  # a frame scored before sizes were recorded: no layer
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run_report.build(d)
+    table = json.loads((d / "tables.json").read_text())["tables"]["layer_quality"]
+    rows = {(r[0], r[1]): r for r in table["rows"]}
+    assert {layer for _, layer in rows} == {"full", "1/4"}
+    assert sum(r[3] for r in rows.values()) == len(recs) - 1
+    counts = sorted({p for p, _ in rows})
+    quarter, full = rows[(counts[-1], "1/4")], rows[(counts[-1], "full")]
+    assert quarter[2] == "90" and quarter[4:6] == [40.0, 80.0] and full[4:6] == [90.0, 90.0]
+    assert "Quality by simulcast layer" in (d / "report.html").read_text()
+
+
 def test_keyframe_requests_are_per_stream_minute_of_each_layer():
     """The PLIs each sent layer got (an SFU asking for its receivers) and each received stream sent,
     over the windows' own lengths."""

@@ -62,6 +62,25 @@ def test_vmaf_pairs_by_code_and_skips_unreadable_frames(paper_media):
     assert same > 90 and worse < same - 20 and none is None
 
 
+def test_vmaf_at_the_received_size_scores_a_layer_against_the_source_scaled_alike(paper_media):
+    """A simulcast layer's frame, scaled up to the source, pays for the detail its size lacks; at its
+    own size, against the source scaled down the same way, it is that layer at its best. Frames of
+    three sizes in one call: one ffmpeg run per size, each score back in its frame's place."""
+    w, h = paper_media.layout.width, paper_media.layout.height
+    full = paper_media.frame(60)
+    half = cv2.resize(paper_media.frame(120), (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+    quarter = cv2.resize(paper_media.frame(180), (w // 4, h // 4), interpolation=cv2.INTER_AREA)
+    blurred_half = cv2.GaussianBlur(half, (0, 0), 2.0)
+    frames = [full, half, np.zeros_like(half), quarter, blurred_half]
+    tile = fullref.vmaf_by_code(frames, paper_media)
+    own = fullref.vmaf_by_code(frames, paper_media, at_received_size=True)
+    assert tile[2] is None and own[2] is None
+    assert own[0] == pytest.approx(tile[0])              # the full picture is its own layer
+    assert own[1] > 90 and own[3] > 90                   # each layer as scaled down from the source
+    assert tile[1] < own[1] - 10 and tile[3] < tile[1]   # scaled up, the smaller the worse
+    assert own[4] < own[1] - 20                          # a blurred layer still scores worse at its size
+
+
 def test_blank_frame_has_no_brisque(paper_media):
     for rgb in (np.zeros((360, 540, 3), np.uint8), np.full((180, 270, 3), 90, np.uint8)):
         assert brisque.score(rgb) is None
