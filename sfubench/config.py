@@ -131,6 +131,8 @@ class Settings:
     ramp_samples: int = opt(11, "getStats samples taken after each room validates (11 at 1 s: a "
                             "10-s window)", min=2, max=1000)
     target_samples: int = opt(11, "getStats samples taken at target load", min=2, max=10000)
+    network_samples: int = opt(11, "getStats samples taken under each network profile of the degrade "
+                               "shape", min=2, max=10000)
     sample_interval: float = opt(1.0, "seconds between the samples of one measurement", min=0.2,
                                  max=60)
     background_interval: float = opt(5.0, "seconds between background samples through the whole "

@@ -108,7 +108,7 @@ class Runner:
                 self.say(f"settling {self.cfg.settle:g} s before measuring", transient=True)
                 self.wait(self.cfg.settle)
             if step.phase == "network":
-                self.measure("network", self.cfg.target_samples)
+                self.measure("network", self.cfg.network_samples)
             else:
                 self.measure("ramp", self.cfg.ramp_samples)
         if self.network is not None:

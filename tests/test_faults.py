@@ -363,7 +363,7 @@ def test_a_partition_shows_as_loss_then_recovery_not_as_a_knee(tmp_path):
     given here, is nowhere in the run folder."""
     token = secrets.token_urlsafe(16)
     run = Run(tmp_path, "--users-per-room", "3", "--network", "lan", "--shape", "degrade", "--degrade", "partition",
-              "--target-samples", "5", *QUOTA, env={"SFUBENCH_RUN_TOKEN": token})
+              "--network-samples", "5", "--target-samples", "5", *QUOTA, env={"SFUBENCH_RUN_TOKEN": token})
     code, out, err = run.finish()
     assert code == 0, out + err
     events = read(run.folder, "events")

@@ -170,8 +170,8 @@ def test_the_degrade_shape_measures_the_same_room_under_each_profile(tmp_path):
     lossy.write_text("[down]\nloss_pct = 5\n")
     cfg = config.load(cli={"sfu": "janus", "preset": "browsers", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
                            "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
-                           "quality_frames": 0, "users_per_room": 2, "target_samples": 6, "shape": "degrade",
-                           "degrade": f"{far},{lossy}"}, env={})
+                           "quality_frames": 0, "users_per_room": 2, "network_samples": 6, "target_samples": 4,
+                           "shape": "degrade", "degrade": f"{far},{lossy}"}, env={})
     run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
     assert status == "ok"
     changed = [e["network"] for e in read(run_dir, "events") if e["event"] == "network_changed"]
@@ -179,6 +179,8 @@ def test_the_degrade_shape_measures_the_same_room_under_each_profile(tmp_path):
     rows = json.loads((run_dir / "tables.json").read_text())["tables"]["network"]["rows"]
     assert [r[:3] for r in rows] == [["far", "network", 2], ["lossy", "network", 2], ["plain", "target", 2]], rows
     assert [r[-1] for r in rows] == ["yes"] * 3, rows   # each window judged for client headroom
+    windows = [(w["phase"], w["samples"]) for w in read(run_dir, "windows") if w["phase"] != "ramp"]
+    assert windows == [("network", 6), ("network", 6), ("target", 4)], windows
     rtt, loss = {r[0]: r[5] for r in rows}, {r[0]: r[6] for r in rows}
     assert abs(rtt["far"] - 100) <= 10 and rtt["plain"] < 10 and rtt["lossy"] < 10, rtt
     assert 2.5 <= loss["lossy"] <= 7.5 and loss["plain"] < 1 and loss["far"] < 1, loss
