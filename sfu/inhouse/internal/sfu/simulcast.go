@@ -14,11 +14,21 @@ import (
 // answer and reports each layer as a track of its own (peer.onTrack).
 
 // withLayers returns the offer sdp with its section mid asking for the
-// first n layers of signal.Rids; n < 2 leaves it as it is.
+// first n layers of signal.Rids; n < 2 leaves it as it is, and so does a
+// section that asks already (once an answer sent layers, pion's later
+// offers repeat them).
 func withLayers(sdp, mid string, n int) string {
 	line := "a=mid:" + mid + "\r\n"
 	at := strings.Index(sdp, line)
 	if n < 2 || mid == "" || at < 0 {
+		return sdp
+	}
+	start := strings.LastIndex(sdp[:at], "\r\nm=")
+	end := strings.Index(sdp[at:], "\r\nm=")
+	if end < 0 {
+		end = len(sdp) - at
+	}
+	if strings.Contains(sdp[start+1:at+end], "\r\na=simulcast:") {
 		return sdp
 	}
 	rids := signal.Rids[:n]
