@@ -37,6 +37,9 @@ type APIOptions struct {
 	// ReceiveFeedback's interceptors and a twcc.Recorder to the media it
 	// reads itself. The session description offers the same either way.
 	OwnFeedback bool
+	// Simulcast names each stream's section and layer in its packets (the
+	// MID and rid header extensions), as a sender of simulcast layers must.
+	Simulcast bool
 }
 
 // maxNacks is how many times a lost packet is asked for at most.
@@ -78,6 +81,13 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 	}
 	if err := configureFeedback(me, ir, o.OwnFeedback); err != nil {
 		return nil, err
+	}
+	if o.Simulcast {
+		for _, uri := range []string{sdp.SDESMidURI, sdp.SDESRTPStreamIDURI, sdp.SDESRepairRTPStreamIDURI} {
+			if err := me.RegisterHeaderExtension(webrtc.RTPHeaderExtensionCapability{URI: uri}, webrtc.RTPCodecTypeVideo); err != nil {
+				return nil, err
+			}
+		}
 	}
 	se := webrtc.SettingEngine{}
 	lf := logging.NewDefaultLoggerFactory()

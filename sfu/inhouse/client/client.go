@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,12 @@ type Options struct {
 	PC *webrtc.PeerConnection
 	// OnTrack is called for each received track with the user it comes from.
 	OnTrack func(user string, t *webrtc.TrackRemote, r *webrtc.RTPReceiver)
+	// Layers is how many simulcast layers the video sender sends (its track
+	// and encodings with the rids "q", "h", "f", smallest first; an API
+	// with APIOptions.Simulcast; the packets naming their mid and rid in
+	// header extensions, which pion's sender leaves to the caller); 0 or 1
+	// is one stream.
+	Layers int
 }
 
 // Session is a joined participant.
@@ -45,6 +52,8 @@ type message struct {
 	User    string `json:"user,omitempty"`
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
+	Layers  int    `json:"layers,omitempty"`
+	Layer   string `json:"layer,omitempty"`
 }
 
 // Join connects, joins and answers offers until Close or an error; it
@@ -58,7 +67,7 @@ func Join(ctx context.Context, o Options) (*Session, error) {
 	if o.OnTrack != nil {
 		o.PC.OnTrack(func(t *webrtc.TrackRemote, r *webrtc.RTPReceiver) { o.OnTrack(t.StreamID(), t, r) })
 	}
-	if err := s.write(message{Type: "join", Room: o.Room, User: o.User}); err != nil {
+	if err := s.write(message{Type: "join", Room: o.Room, User: o.User, Layers: o.Layers}); err != nil {
 		ws.Close()
 		return nil, err
 	}
@@ -107,7 +116,7 @@ func (s *Session) loop() {
 }
 
 func (s *Session) answer(m message) error {
-	offer, err := s.keepStoppedTransceivers(m.SDP)
+	offer, err := s.keepStoppedTransceivers(withoutLayers(m.SDP))
 	if err != nil {
 		return err
 	}
@@ -124,6 +133,25 @@ func (s *Session) answer(m message) error {
 	// The server is ICE-lite: it learns this side's address from the
 	// connectivity checks, so no candidates need to be sent.
 	return s.write(message{Type: "answer", Seq: m.Seq, SDP: s.pc.LocalDescription().SDP})
+}
+
+// withoutLayers takes out of an offer the layers it asks for: pion's answerer
+// would echo them as layers it receives, beside those its sender sends
+// (which it writes in the answer by itself).
+func withoutLayers(offer string) string {
+	lines := strings.SplitAfter(offer, "\r\n")
+	kept := lines[:0]
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "a=rid:") && !strings.HasPrefix(l, "a=simulcast:") {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "")
+}
+
+// SetLayer asks for one layer ("q", "h" or "f") of user's video.
+func (s *Session) SetLayer(user, rid string) error {
+	return s.write(message{Type: "layer", User: user, Layer: rid})
 }
 
 // keepStoppedTransceivers works around pion's answerer, which stops a

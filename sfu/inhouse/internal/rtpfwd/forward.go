@@ -38,24 +38,40 @@ const (
 	WriteFailed
 )
 
+// mapping takes one source layer's sequence numbers and timestamps into the
+// subscriber's, from its sequence number `from` on.
 type mapping struct {
+	layer  uint8
+	from   uint16
 	seqOff uint16
 	tsOff  uint32
 }
 
+// videoClock is the RTP clock of video, in ticks per millisecond.
+const videoClock = 90
+
 // DownTrack is one publisher track as one subscriber receives it. It gives the
 // subscriber a continuous sequence and timestamp space of its own starting at
-// a random point, and starts video at a keyframe.
+// a random point, and starts video at a keyframe. Of a simulcast track it
+// forwards one layer, and moves to the layer asked for (SetLayer) at that
+// layer's next keyframe, the sequence and timestamps going on from where the
+// last one left them.
 type DownTrack struct {
-	video bool
-	bind  atomic.Pointer[Binding]
-	mapp  atomic.Pointer[mapping]
+	video  bool
+	bind   atomic.Pointer[Binding]
+	mapp   atomic.Pointer[mapping]
+	target atomic.Uint32
 
 	// Owned by the publisher's fan-out goroutine.
 	m        *mapping
 	firstExt int64
 	highest  int64
 	hdr      rtp.Header
+	last     struct {
+		seq     uint16
+		ts      uint32
+		arrived int64
+	}
 
 	// Retransmissions come from the subscriber's RTCP goroutine.
 	rtxMu  sync.Mutex
@@ -67,28 +83,48 @@ type DownTrack struct {
 	Packets atomic.Uint64
 }
 
-// NewDownTrack returns an unbound DownTrack.
+// Largest asks for the largest layer a track has.
+const Largest = 0xff
+
+// NewDownTrack returns an unbound DownTrack that asks for the largest layer.
 func NewDownTrack(video bool) *DownTrack {
-	return &DownTrack{video: video, rtxSeq: uint16(rand.Uint32())}
+	d := &DownTrack{video: video, rtxSeq: uint16(rand.Uint32())}
+	d.target.Store(Largest)
+	return d
 }
 
 // Bind starts writing to b; Bind(nil) stops.
 func (d *DownTrack) Bind(b *Binding) { d.bind.Store(b) }
 
-// Forward writes p to the subscriber. Only the publisher's fan-out goroutine
-// calls it.
-func (d *DownTrack) Forward(p *Packet) Result {
+// SetLayer asks for the simulcast layer the subscriber is to receive (0 the
+// smallest, Largest the largest there is); it takes effect at that layer's
+// next keyframe.
+func (d *DownTrack) SetLayer(layer uint8) { d.target.Store(uint32(layer)) }
+
+// Layer is the layer the subscriber receives, and whether it receives any yet.
+func (d *DownTrack) Layer() (uint8, bool) {
+	if m := d.mapp.Load(); m != nil {
+		return m.layer, true
+	}
+	return 0, false
+}
+
+// Forward writes p to the subscriber; top is the largest layer the track
+// has (0 without simulcast), where a subscriber asking for more is served.
+// Only the publisher's fan-out goroutine calls it.
+func (d *DownTrack) Forward(p *Packet, top uint8) Result {
 	b := d.bind.Load()
 	if b == nil {
 		return Skipped
 	}
-	if d.m == nil {
-		if d.video && !p.KeyframeStart {
+	if d.m == nil || p.Layer != d.m.layer {
+		switch {
+		case p.Layer != min(uint8(d.target.Load()), top):
+			return Skipped
+		case d.video && !p.KeyframeStart:
 			return WaitingForKeyframe
 		}
-		d.m = &mapping{seqOff: uint16(rand.Uint32()) - p.Seq, tsOff: rand.Uint32() - p.TS}
-		d.mapp.Store(d.m)
-		d.firstExt, d.highest = int64(p.Seq), int64(p.Seq)
+		d.follow(p)
 	} else {
 		ext := d.highest + int64(int16(p.Seq-uint16(d.highest)))
 		if ext < d.firstExt {
@@ -97,6 +133,7 @@ func (d *DownTrack) Forward(p *Packet) Result {
 		}
 		d.highest = max(d.highest, ext)
 	}
+	newest := uint16(d.highest) == p.Seq
 	h := &d.hdr
 	h.Version = 2
 	h.Padding = false
@@ -108,6 +145,9 @@ func (d *DownTrack) Forward(p *Packet) Result {
 	h.Timestamp = p.TS + d.m.tsOff
 	h.SSRC = b.SSRC
 	pl := p.Payload()
+	if newest {
+		d.last.seq, d.last.ts, d.last.arrived = h.SequenceNumber, h.Timestamp, p.Arrived
+	}
 	if _, err := b.W.WriteRTP(h, pl); err != nil {
 		return WriteFailed
 	}
@@ -115,12 +155,38 @@ func (d *DownTrack) Forward(p *Packet) Result {
 	return Sent
 }
 
+// follow makes p's layer the one forwarded, from p on: the first layer at a
+// random point, another one where the last left off, its timestamps advanced
+// by the time between the two layers' packets (at least one tick, so a
+// receiver never takes the new layer's first frame for the old one's).
+func (d *DownTrack) follow(p *Packet) {
+	m := &mapping{layer: p.Layer}
+	if d.m == nil {
+		m.seqOff, m.tsOff = uint16(rand.Uint32())-p.Seq, rand.Uint32()-p.TS
+	} else {
+		ticks := int64(1)
+		if gap := p.Arrived - d.last.arrived; d.last.arrived != 0 && gap > 0 {
+			ticks = max(1, gap/1000*videoClock/1000)
+		}
+		m.seqOff, m.tsOff = d.last.seq+1-p.Seq, d.last.ts+uint32(ticks)-p.TS
+	}
+	m.from = p.Seq + m.seqOff
+	d.m = m
+	d.mapp.Store(m)
+	d.firstExt, d.highest = int64(p.Seq), int64(p.Seq)
+}
+
 // Retransmit resends the packet the subscriber knows as seq, from the
-// publisher's history, as RTX (RFC 4588) when the subscriber negotiated it.
-// It reports whether the packet was still there.
-func (d *DownTrack) Retransmit(h *History, seq uint16) bool {
+// history of the layer it receives (history(layer)), as RTX (RFC 4588) when
+// the subscriber negotiated it. It reports whether the packet was still
+// there: one sent before the subscriber's last switch of layer is not.
+func (d *DownTrack) Retransmit(history func(layer uint8) *History, seq uint16) bool {
 	m, b := d.mapp.Load(), d.bind.Load()
-	if m == nil || b == nil {
+	if m == nil || b == nil || int16(seq-m.from) < 0 {
+		return false
+	}
+	h := history(m.layer)
+	if h == nil {
 		return false
 	}
 	p := h.Get(seq - m.seqOff)
@@ -153,7 +219,12 @@ func (d *DownTrack) Retransmit(h *History, seq uint16) bool {
 type Fanout struct {
 	mu   sync.Mutex
 	subs atomic.Pointer[[]*DownTrack]
+	top  atomic.Uint32 // the largest layer the track has
 }
+
+// SetTop says which is the largest layer the track has (as its publisher
+// starts sending each).
+func (f *Fanout) SetTop(layer uint8) { f.top.Store(uint32(layer)) }
 
 // Add subscribes d.
 func (f *Fanout) Add(d *DownTrack) {
@@ -194,7 +265,9 @@ func (f *Fanout) Len() int {
 
 // Counts is what one Forward did.
 type Counts struct {
-	Sent, Failed  int
+	Sent, Failed int
+	// NeedsKeyframe: a subscriber waits for a keyframe of the packet's layer
+	// (to start, or to switch to it); its publisher should be asked for one.
 	NeedsKeyframe bool
 }
 
@@ -205,8 +278,9 @@ func (f *Fanout) Forward(p *Packet) Counts {
 	if subs == nil {
 		return c
 	}
+	top := uint8(f.top.Load())
 	for _, d := range *subs {
-		switch d.Forward(p) {
+		switch d.Forward(p, top) {
 		case Sent:
 			c.Sent++
 		case WaitingForKeyframe:

@@ -104,17 +104,17 @@ func TestVP8KeyframeDetection(t *testing.T) {
 func TestDownTrackStartsAtKeyframeAndRewrites(t *testing.T) {
 	rec := &recorder{}
 	d := NewDownTrack(true)
-	if r := d.Forward(packet(t, 10, 1000, vp8Payload(true, true, "k"), true, false)); r != Skipped {
+	if r := d.Forward(packet(t, 10, 1000, vp8Payload(true, true, "k"), true, false), 0); r != Skipped {
 		t.Fatalf("unbound track: %v", r)
 	}
 	d.Bind(&Binding{W: rec, SSRC: 77, PT: 100})
-	if r := d.Forward(packet(t, 11, 1000, vp8Payload(true, false, "d"), true, true)); r != WaitingForKeyframe {
+	if r := d.Forward(packet(t, 11, 1000, vp8Payload(true, false, "d"), true, true), 0); r != WaitingForKeyframe {
 		t.Fatalf("delta frame before keyframe: %v", r)
 	}
 	seqs := []uint16{65534, 65535, 65533, 0, 1}
 	for i, s := range seqs {
 		pl := vp8Payload(i == 0, i == 0, "x")
-		if r := d.Forward(packet(t, s, 3000+uint32(i), pl, true, true)); (r == Sent) != (s != 65533) {
+		if r := d.Forward(packet(t, s, 3000+uint32(i), pl, true, true), 0); (r == Sent) != (s != 65533) {
 			t.Fatalf("seq %d: %v", s, r)
 		}
 	}
@@ -142,7 +142,7 @@ func TestAudioStartsAtOnce(t *testing.T) {
 	rec := &recorder{}
 	d := NewDownTrack(false)
 	d.Bind(&Binding{W: rec, SSRC: 5, PT: 111})
-	if r := d.Forward(packet(t, 7, 960, []byte("opus"), false, false)); r != Sent {
+	if r := d.Forward(packet(t, 7, 960, []byte("opus"), false, false), 0); r != Sent {
 		t.Fatalf("audio: %v", r)
 	}
 }
@@ -166,7 +166,7 @@ func TestRetransmitFromSharedHistory(t *testing.T) {
 		p.Release()
 	}
 	want := plain.got[1]
-	if !a.Retransmit(&h, want.h.SequenceNumber) {
+	if !a.Retransmit(only(&h), want.h.SequenceNumber) {
 		t.Fatal("plain retransmission failed")
 	}
 	got := plain.got[len(plain.got)-1]
@@ -174,7 +174,7 @@ func TestRetransmitFromSharedHistory(t *testing.T) {
 		t.Fatalf("plain retransmission %+v, want %+v", got, want)
 	}
 	orig := rtx.got[2]
-	if !b.Retransmit(&h, orig.h.SequenceNumber) {
+	if !b.Retransmit(only(&h), orig.h.SequenceNumber) {
 		t.Fatal("RTX retransmission failed")
 	}
 	got = rtx.got[len(rtx.got)-1]
@@ -182,12 +182,149 @@ func TestRetransmitFromSharedHistory(t *testing.T) {
 		!bytes.Equal(got.pl[2:], orig.pl) || got.h.Timestamp != orig.h.Timestamp {
 		t.Fatalf("RTX packet %+v for %+v", got, orig)
 	}
-	if b.Retransmit(&h, orig.h.SequenceNumber+50) {
+	if b.Retransmit(only(&h), orig.h.SequenceNumber+50) {
 		t.Fatal("retransmitted a packet never sent")
 	}
 	f.Remove(a)
 	if f.Len() != 1 {
 		t.Fatalf("%d subscribers after remove", f.Len())
+	}
+}
+
+// only is the history of a track of one layer.
+func only(h *History) func(uint8) *History {
+	return func(layer uint8) *History {
+		if layer != 0 {
+			return nil
+		}
+		return h
+	}
+}
+
+// layered is packet on a simulcast layer, arrived at ms.
+func layered(t testing.TB, layer uint8, seq uint16, ts uint32, key bool, ms int64) *Packet {
+	p := packet(t, seq, ts, vp8Payload(true, key, "l"), true, false)
+	p.Layer, p.Arrived = layer, ms*1e6
+	return p
+}
+
+func TestDownTrackSwitchesLayerAtTheTargetsKeyframe(t *testing.T) {
+	rec := &recorder{}
+	d := NewDownTrack(true)
+	d.Bind(&Binding{W: rec, SSRC: 9, PT: 96})
+	d.SetLayer(2)
+	var hist [3]History
+	defer func() {
+		for i := range hist {
+			hist[i].Clear()
+		}
+	}()
+	histories := func(layer uint8) *History { return &hist[layer] }
+	send := func(p *Packet) Result {
+		defer p.Release()
+		hist[p.Layer].Put(p)
+		return d.Forward(p, 2)
+	}
+	// layers 0 and 2 with sequence and timestamp spaces of their own
+	steps := []struct {
+		p    *Packet
+		want Result
+	}{
+		{layered(t, 0, 500, 70000, true, 0), Skipped},             // not the layer asked for
+		{layered(t, 2, 9000, 1000, false, 0), WaitingForKeyframe}, // the layer asked for, mid-frame
+		{layered(t, 2, 9001, 4000, true, 33), Sent},               // its keyframe: starts
+		{layered(t, 2, 9002, 7000, false, 66), Sent},
+		{layered(t, 0, 501, 73000, true, 66), Skipped},
+	}
+	for i, s := range steps {
+		if r := send(s.p); r != s.want {
+			t.Fatalf("step %d: %v, want %v", i, r, s.want)
+		}
+	}
+	if l, ok := d.Layer(); !ok || l != 2 {
+		t.Fatalf("layer %d %v, want 2", l, ok)
+	}
+	d.SetLayer(0)
+	for i, s := range []struct {
+		p    *Packet
+		want Result
+	}{
+		{layered(t, 2, 9003, 10000, false, 100), Sent}, // the old layer until the new one's keyframe
+		{layered(t, 0, 502, 76000, false, 100), WaitingForKeyframe},
+		{layered(t, 0, 503, 79000, true, 150), Sent},      // switched
+		{layered(t, 2, 9004, 13000, false, 150), Skipped}, // the old layer is left
+		{layered(t, 0, 504, 82000, false, 183), Sent},
+	} {
+		if r := send(s.p); r != s.want {
+			t.Fatalf("after SetLayer(0), step %d: %v, want %v", i, r, s.want)
+		}
+	}
+	if len(rec.got) != 5 {
+		t.Fatalf("forwarded %d packets, want 5", len(rec.got))
+	}
+	for i, g := range rec.got[1:] {
+		if g.h.SequenceNumber != rec.got[i].h.SequenceNumber+1 {
+			t.Fatalf("sequence broken at %d: %d after %d", i+1, g.h.SequenceNumber, rec.got[i].h.SequenceNumber)
+		}
+	}
+	// the switch: 50 ms after the old layer's last packet, 4500 ticks of 90 kHz after its timestamp;
+	// then the new layer's own timestamp steps
+	if gap := rec.got[3].h.Timestamp - rec.got[2].h.Timestamp; gap != 4500 {
+		t.Fatalf("timestamp gap at the switch %d, want 4500", gap)
+	}
+	if gap := rec.got[4].h.Timestamp - rec.got[3].h.Timestamp; gap != 3000 {
+		t.Fatalf("timestamp step on the new layer %d, want 3000", gap)
+	}
+	if l, _ := d.Layer(); l != 0 {
+		t.Fatalf("layer %d after the switch, want 0", l)
+	}
+	// a NACK for a packet of the new layer is served from its history; one from before the switch is
+	// not (its layer's sequence space is another)
+	if !d.Retransmit(histories, rec.got[4].h.SequenceNumber) || !bytes.Equal(rec.got[5].pl, rec.got[4].pl) {
+		t.Fatal("no retransmission of the new layer's packet")
+	}
+	if d.Retransmit(histories, rec.got[2].h.SequenceNumber) {
+		t.Fatal("retransmitted a packet from before the switch")
+	}
+}
+
+func TestASubscriberGetsTheLargestLayerThereIs(t *testing.T) {
+	rec := &recorder{}
+	d := NewDownTrack(true)
+	d.Bind(&Binding{W: rec, SSRC: 9, PT: 96})
+	var f Fanout
+	f.Add(d)
+	f.SetTop(1) // the publisher sends two layers so far
+	for i, s := range []struct {
+		p    *Packet
+		sent int
+	}{
+		{layered(t, 0, 10, 100, true, 0), 0},
+		{layered(t, 1, 20, 200, true, 0), 1},
+		{layered(t, 2, 30, 300, true, 10), 0}, // not announced yet
+	} {
+		if c := f.Forward(s.p); c.Sent != s.sent {
+			t.Fatalf("packet %d: sent %d, want %d", i, c.Sent, s.sent)
+		}
+		s.p.Release()
+	}
+	f.SetTop(2) // its largest layer arrives: the subscriber moves up at its keyframe
+	for i, s := range []struct {
+		p     *Packet
+		sent  int
+		layer uint8
+	}{
+		{layered(t, 1, 21, 3200, false, 33), 1, 1},
+		{layered(t, 2, 31, 3300, true, 40), 1, 2},
+		{layered(t, 1, 22, 6200, false, 66), 0, 2},
+	} {
+		if c := f.Forward(s.p); c.Sent != s.sent {
+			t.Fatalf("after SetTop(2), packet %d: sent %d, want %d", i, c.Sent, s.sent)
+		}
+		if l, _ := d.Layer(); l != s.layer {
+			t.Fatalf("after SetTop(2), packet %d: layer %d, want %d", i, l, s.layer)
+		}
+		s.p.Release()
 	}
 }
 

@@ -28,8 +28,14 @@ type Packet struct {
 	PayloadType uint8
 	// KeyframeStart marks the first packet of a VP8 keyframe.
 	KeyframeStart bool
-	payloadOff    int
-	payloadEnd    int
+	// Layer is the simulcast layer the packet came in on (0 without
+	// simulcast), set by whoever reads it, as is Arrived (unix ns): a
+	// subscriber switched to another layer continues its timestamps by the
+	// time that passed.
+	Layer      uint8
+	Arrived    int64
+	payloadOff int
+	payloadEnd int
 }
 
 // A free list rather than sync.Pool: pion allocates enough to keep the GC

@@ -62,7 +62,7 @@ func BenchmarkFanoutThroughPion(b *testing.B) {
 		if err := p.Parse(n, true); err != nil {
 			b.Fatal(err)
 		}
-		track.history.Put(p)
+		track.sourceOf(0).history.Put(p)
 		conn.Hold()
 		if c := track.fanout.Forward(p); c.Sent != len(subs) {
 			b.Fatalf("forwarded to %d of %d", c.Sent, len(subs))

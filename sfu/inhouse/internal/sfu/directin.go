@@ -121,7 +121,7 @@ type directIn struct {
 }
 
 type inStream struct {
-	t *pubTrack
+	src *source
 	// rtx: the track's retransmissions (RFC 4588), as the packets they
 	// repeat: this payload type and SSRC
 	rtx       bool
@@ -152,29 +152,29 @@ func newDirectIn(pc *webrtc.PeerConnection) (*directIn, error) {
 	return in, nil
 }
 
-// add makes t's feedback and, once started, its packets the direct path's;
+// add makes src's feedback and, once started, its packets the direct path's;
 // recv's parameters name the transport-wide sequence's extension.
-func (in *directIn) add(t *pubTrack, recv *webrtc.RTPReceiver) {
+func (in *directIn) add(src *source, recv *webrtc.RTPReceiver) {
 	for _, e := range recv.GetParameters().HeaderExtensions {
 		if e.URI == sdp.TransportCCURI {
 			in.twccExt.Store(uint32(e.ID))
 		}
 	}
-	info := client.StreamInfo(t.track.Codec(), uint32(t.track.SSRC()))
-	t.feedback = in.feedback.BindRemoteStream(info, interceptor.RTPReaderFunc(
+	info := client.StreamInfo(src.remote.Codec(), uint32(src.remote.SSRC()))
+	src.feedback = in.feedback.BindRemoteStream(info, interceptor.RTPReaderFunc(
 		func(_ []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
-			return t.feedbackLen, a, nil // the packet is in the buffer the caller passed
+			return src.feedbackLen, a, nil // the packet is in the buffer the caller passed
 		}))
 	old := in.streams.Load()
 	streams := make(map[uint32]*inStream, len(*old)+1)
 	for k, v := range *old {
 		streams[k] = v
 	}
-	streams[info.SSRC] = &inStream{t: t}
-	if rtx := uint32(t.track.RtxSSRC()); rtx != 0 {
+	streams[info.SSRC] = &inStream{src: src}
+	if rtx := uint32(src.remote.RtxSSRC()); rtx != 0 {
 		// pion's path would hold them until the track's next packet, which
 		// the direct path takes
-		streams[rtx] = &inStream{t: t, rtx: true, pt: info.PayloadType, ssrc: info.SSRC}
+		streams[rtx] = &inStream{src: src, rtx: true, pt: info.PayloadType, ssrc: info.SSRC}
 	}
 	in.streams.Store(&streams)
 }
@@ -232,7 +232,7 @@ func (in *directIn) take(b []byte, now time.Time) bool {
 			return true
 		}
 	}
-	s.t.forward(p, n)
+	s.src.forward(p, n, now)
 	return true
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/pion/webrtc/v4"
 
 	"sfubench/sfu/inhouse/client"
+	"sfubench/sfu/inhouse/internal/signal"
 	"sfubench/sfu/inhouse/internal/udpbatch"
 )
 
@@ -68,6 +69,8 @@ type clientOptions struct {
 	noUDP bool
 	// deaf participants do not read what they receive (benchmarks).
 	deaf bool
+	// layers publishes the video in that many simulcast layers (publishLayers).
+	layers int
 }
 
 func clientAPI(t testing.TB, o clientOptions) *webrtc.API {
@@ -86,6 +89,7 @@ func clientAPI(t testing.TB, o clientOptions) *webrtc.API {
 	if o.noUDP {
 		opts.NetworkTypes = []webrtc.NetworkType{webrtc.NetworkTypeTCP4}
 	}
+	opts.Simulcast = o.layers > 1
 	api, err := client.NewAPI(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +106,10 @@ type tc struct {
 	sess  *client.Session
 	audio *webrtc.TrackLocalStaticRTP
 	video *webrtc.TrackLocalStaticRTP
+	// layered: the video's simulcast layers, smallest first (video is nil);
+	// sending: how many of them publishLayers sends
+	layered []*webrtc.TrackLocalStaticRTP
+	sending atomic.Int32
 
 	keyframe  atomic.Bool
 	plis      atomic.Int64
@@ -136,9 +144,27 @@ func tryJoin(t testing.TB, url, room, user string, o clientOptions) (*tc, error)
 	}
 	c := &tc{user: user, pc: pc, stop: make(chan struct{}), got: map[string]map[uint32]bool{}, reported: map[string]uint32{}, deaf: o.deaf}
 	c.audio, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", user)
-	c.video, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "video", user)
-	for _, tr := range []*webrtc.TrackLocalStaticRTP{c.audio, c.video} {
+	vp8 := webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}
+	tracks := []*webrtc.TrackLocalStaticRTP{c.audio}
+	if o.layers > 1 {
+		for _, rid := range signal.Rids[:o.layers] {
+			l, _ := webrtc.NewTrackLocalStaticRTP(vp8, "video", user, webrtc.WithRTPStreamID(rid))
+			c.layered = append(c.layered, l)
+		}
+		tracks = append(tracks, c.layered[0])
+	} else {
+		c.video, _ = webrtc.NewTrackLocalStaticRTP(vp8, "video", user)
+		tracks = append(tracks, c.video)
+	}
+	for _, tr := range tracks {
 		sender, err := pc.AddTrack(tr)
+		if err == nil && tr.RID() != "" {
+			for _, l := range c.layered[1:] {
+				if err = sender.AddEncoding(l); err != nil {
+					break
+				}
+			}
+		}
 		if err != nil {
 			pc.Close()
 			return nil, err
@@ -170,7 +196,8 @@ func tryJoin(t testing.TB, url, room, user string, o clientOptions) (*tc, error)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c.sess, err = client.Join(ctx, client.Options{URL: url, Room: room, User: user, PC: pc, OnTrack: c.onTrack})
+	c.sess, err = client.Join(ctx, client.Options{URL: url, Room: room, User: user, PC: pc, OnTrack: c.onTrack,
+		Layers: o.layers})
 	if err != nil {
 		pc.Close()
 		c.wg.Wait()

@@ -69,6 +69,13 @@ func newAPI(cfg *Config, mux ice.UDPMux, direct *directFactory) (*webrtc.API, er
 			return nil, err
 		}
 	}
+	// A simulcast layer's stream is declared by no SSRC: its packets name
+	// their section and layer (simulcast.go).
+	for _, uri := range []string{sdp.SDESMidURI, sdp.SDESRTPStreamIDURI, sdp.SDESRepairRTPStreamIDURI} {
+		if err := me.RegisterHeaderExtension(webrtc.RTPHeaderExtensionCapability{URI: uri}, webrtc.RTPCodecTypeVideo); err != nil {
+			return nil, err
+		}
+	}
 
 	se := webrtc.SettingEngine{}
 	se.SetICEUDPMux(mux)

@@ -60,6 +60,12 @@ type peer struct {
 	pending  bool   // changes made while an offer was out
 	subs     map[*pubTrack]*subTrack
 	pubs     []*pubTrack
+	// layers is how many simulcast layers the participant publishes its
+	// video in, pubVideo the section it publishes it into, and published
+	// its tracks by receiver (a simulcast track's layers share one).
+	layers    int
+	pubVideo  *webrtc.RTPTransceiver
+	published map[*webrtc.RTPReceiver]*pubTrack
 	// freeing holds transceivers of ended subscriptions until an answer
 	// confirms them inactive; free holds them after, for reuse, so a
 	// long-lived participant's SDP does not grow with every join.
@@ -81,7 +87,7 @@ func newPeer(s *Server, ws *websocket.Conn) *peer {
 		out:  make(chan []byte, 64),
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
-		subs: map[*pubTrack]*subTrack{},
+		subs: map[*pubTrack]*subTrack{}, published: map[*webrtc.RTPReceiver]*pubTrack{},
 	}
 }
 
@@ -162,6 +168,12 @@ func (p *peer) readLoop() (closeReason, error) {
 			if err != nil && (!errors.As(err, &se) || se.Code != signal.CodeBadState) {
 				return closeError, err
 			}
+		case signal.Layer:
+			if !joined {
+				err = &signal.Error{Code: signal.CodeBadState, Message: "join first"}
+				break
+			}
+			err = p.setLayer(m)
 		case signal.Leave:
 			return closeLeft, nil
 		}
@@ -238,11 +250,14 @@ func (p *peer) join(j signal.Join) error {
 		pc.Close()
 		return err
 	}
+	var pubVideo *webrtc.RTPTransceiver
 	for _, k := range []webrtc.RTPCodecType{webrtc.RTPCodecTypeAudio, webrtc.RTPCodecTypeVideo} {
-		if _, err := pc.AddTransceiverFromKind(k, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
+		tr, err := pc.AddTransceiverFromKind(k, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly})
+		if err != nil {
 			pc.Close()
 			return err
 		}
+		pubVideo = tr
 	}
 	pc.OnTrack(p.onTrack)
 	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
@@ -262,7 +277,7 @@ func (p *peer) join(j signal.Join) error {
 	})
 	p.mu.Lock()
 	closed := p.closed
-	p.user, p.pc, p.in = j.User, pc, in
+	p.user, p.pc, p.in, p.layers, p.pubVideo = j.User, pc, in, j.Layers, pubVideo
 	p.mu.Unlock()
 	if closed {
 		in.close(p.s.reader)
@@ -295,28 +310,44 @@ func (p *peer) join(j signal.Join) error {
 	return nil
 }
 
+// onTrack takes a track the participant publishes, or one simulcast layer of
+// it: the first of its layers publishes it, the others join it.
 func (p *peer) onTrack(tr *webrtc.TrackRemote, recv *webrtc.RTPReceiver) {
-	t := newPubTrack(p, tr)
+	layer := 0
+	if rid := tr.RID(); rid != "" {
+		if layer = signal.LayerIndex(rid); layer < 0 {
+			return // a stream the SFU did not ask for
+		}
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return
 	}
-	p.pubs = append(p.pubs, t)
-	p.in.add(t, recv)
+	t, known := p.published[recv]
+	if !known {
+		t = newPubTrack(p, tr)
+		p.published[recv] = t
+		p.pubs = append(p.pubs, t)
+	}
+	src := t.addSource(tr, uint8(layer))
+	p.in.add(src, recv)
 	p.mu.Unlock()
 	// The publisher's sender reports date the receiver reports.
 	go func() {
 		buf := make([]byte, 1500)
 		for {
-			n, _, err := recv.Read(buf)
+			n, _, err := recv.ReadSimulcast(buf, tr.RID())
 			if err != nil {
 				return
 			}
 			p.in.readRTCP(buf[:n])
 		}
 	}()
-	go t.run()
+	go src.run()
+	if known {
+		return
+	}
 	subs, ok := p.s.publish(t)
 	if !ok {
 		return
@@ -373,6 +404,20 @@ func (p *peer) subscribeLocked(t *pubTrack) bool {
 	t.fanout.Add(s.dt)
 	go s.readRTCP()
 	return true
+}
+
+// setLayer asks for one layer of the video of a participant whose video p
+// receives.
+func (p *peer) setLayer(m signal.Layer) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for t, s := range p.subs {
+		if t.video && t.owner.user == m.User {
+			s.dt.SetLayer(uint8(signal.LayerIndex(m.Layer)))
+			return nil
+		}
+	}
+	return &signal.Error{Code: signal.CodeBadState, Message: fmt.Sprintf("%q's video is not received here", m.User)}
 }
 
 // unsubscribe ends the subscriptions to tracks, all in one offer.
@@ -435,7 +480,8 @@ func (p *peer) negotiateLocked() {
 	p.offerSeq++
 	seq := p.offerSeq
 	p.awaiting = seq
-	p.send(signal.Encode(signal.Offer{Type: "offer", Seq: seq, SDP: p.pc.LocalDescription().SDP}))
+	sdp := withLayers(p.pc.LocalDescription().SDP, p.pubVideo.Mid(), p.layers)
+	p.send(signal.Encode(signal.Offer{Type: "offer", Seq: seq, SDP: sdp}))
 	if p.answerTimer != nil {
 		p.answerTimer.Stop()
 	}
@@ -517,7 +563,7 @@ func (p *peer) close(reason closeReason, err error) {
 			_ = s.sender.Stop()
 		}
 		for _, t := range pubs {
-			<-t.done
+			t.wait()
 		}
 		if err != nil {
 			select {

@@ -20,83 +20,179 @@ import (
 // however many subscribers ask.
 const keyframeInterval = 500 * time.Millisecond
 
-// pubTrack is one track a participant publishes.
+// pubTrack is one track a participant publishes: one source, or with
+// simulcast one per layer, feeding one fan-out.
 type pubTrack struct {
 	owner   *peer
-	track   *webrtc.TrackRemote
+	kind    webrtc.RTPCodecType
+	codec   webrtc.RTPCodecParameters
 	video   bool
 	vp8     bool
 	dropped bool // the deliberate fault: never forwarded
 	fanout  rtpfwd.Fanout
-	history *rtpfwd.History // video only: Opus is not retransmitted
-	lastKF  atomic.Int64    // unix ns of the last keyframe request
 	// gone is set when the owner leaves the room; no subscription to the
 	// track may start after.
 	gone atomic.Bool
-	done chan struct{}
 
-	// in serialises the packets of both paths (pion's, the direct one)
-	// through the feedback and the fan-out: what follows is its.
-	in          sync.Mutex
+	srcMu   sync.Mutex
+	sources []*source   // by layer, as the publisher's streams arrive
+	layered atomic.Bool // more than one source
+
+	topChecked int64 // unix ns: the track's in
+
+	// in serialises the packets of every source and path (pion's, the
+	// direct one) through the feedback and the fan-out: what follows is its.
+	in    sync.Mutex
+	attrs interceptor.Attributes
+}
+
+// source is one RTP stream of a published track: the track itself, or one
+// of its simulcast layers.
+type source struct {
+	t       *pubTrack
+	layer   uint8
+	remote  *webrtc.TrackRemote
+	history *rtpfwd.History // video only: Opus is not retransmitted
+	lastKF  atomic.Int64    // unix ns of the last keyframe request
+	done    chan struct{}
+
+	// the track's in
 	feedback    interceptor.RTPReader // the NACK and receiver-report interceptors (directIn.add)
 	feedbackLen int
-	attrs       interceptor.Attributes
+	lastAt      int64 // unix ns of its latest packet
 }
 
 func newPubTrack(owner *peer, t *webrtc.TrackRemote) *pubTrack {
 	video := t.Kind() == webrtc.RTPCodecTypeVideo
 	cfg := &owner.s.cfg
-	pt := &pubTrack{owner: owner, track: t, video: video, done: make(chan struct{}),
+	return &pubTrack{owner: owner, kind: t.Kind(), codec: t.Codec(), video: video,
 		vp8:     video && strings.EqualFold(t.Codec().MimeType, webrtc.MimeTypeVP8),
 		dropped: video && cfg.DropVideoFrom != "" && owner.user == cfg.DropVideoFrom,
 		attrs:   interceptor.Attributes{}}
-	if pt.video {
-		pt.history = &rtpfwd.History{}
-	}
-	return pt
 }
 
-// run forwards the packets pion reads of the track until the publisher's
+// addSource makes remote the track's source of layer; subscribers asking for
+// more than the track had get it from its next keyframe.
+func (t *pubTrack) addSource(remote *webrtc.TrackRemote, layer uint8) *source {
+	src := &source{t: t, layer: layer, remote: remote, done: make(chan struct{})}
+	if t.video {
+		src.history = &rtpfwd.History{}
+	}
+	t.srcMu.Lock()
+	defer t.srcMu.Unlock()
+	t.sources = append(t.sources, src)
+	t.layered.Store(len(t.sources) > 1)
+	top := uint8(0)
+	for _, s := range t.sources {
+		top = max(top, s.layer)
+	}
+	t.fanout.SetTop(top)
+	return src
+}
+
+// layerTimeout is how long a layer may send nothing before its subscribers
+// are served another.
+const layerTimeout = time.Second
+
+// liveTop keeps the largest layer subscribers are served to the largest that
+// sent within layerTimeout, checked every fifth of a second, as s sends a
+// packet at now: a publisher short of bandwidth or CPU stops its largest
+// layers (and starts them again), and a subscriber waiting for one would get
+// nothing. The track's in is held.
+func (t *pubTrack) liveTop(s *source, now int64) {
+	s.lastAt = now
+	if now-t.topChecked < int64(layerTimeout/5) {
+		return
+	}
+	t.topChecked = now
+	top := uint8(0)
+	t.srcMu.Lock()
+	for _, x := range t.sources {
+		if now-x.lastAt < int64(layerTimeout) {
+			top = max(top, x.layer)
+		}
+	}
+	t.srcMu.Unlock()
+	t.fanout.SetTop(top)
+}
+
+// sourceOf is the track's source of layer, or nil.
+func (t *pubTrack) sourceOf(layer uint8) *source {
+	t.srcMu.Lock()
+	defer t.srcMu.Unlock()
+	for _, s := range t.sources {
+		if s.layer == layer {
+			return s
+		}
+	}
+	return nil
+}
+
+// historyOf is the retransmission history of one of the track's layers.
+func (t *pubTrack) historyOf(layer uint8) *rtpfwd.History {
+	if s := t.sourceOf(layer); s != nil {
+		return s.history
+	}
+	return nil
+}
+
+// wait returns once every source's reader has stopped.
+func (t *pubTrack) wait() {
+	t.srcMu.Lock()
+	sources := append([]*source(nil), t.sources...)
+	t.srcMu.Unlock()
+	for _, s := range sources {
+		<-s.done
+	}
+}
+
+// run forwards the packets pion reads of the source until the publisher's
 // connection closes: those that came before the direct read path took over.
-func (t *pubTrack) run() {
-	defer close(t.done)
+func (s *source) run() {
+	defer close(s.done)
 	for {
 		p := rtpfwd.NewPacket()
-		n, _, err := t.track.Read(p.Buf())
+		n, _, err := s.remote.Read(p.Buf())
 		if err != nil {
 			p.Release()
 			break
 		}
-		t.forward(p, n)
+		s.forward(p, n, time.Now())
 	}
-	if t.history != nil {
-		t.history.Clear()
+	if s.history != nil {
+		s.history.Clear()
 	}
 }
 
-// forward takes a packet of the track, n bytes of p, whichever path brought
-// it: the feedback sees it, then every subscriber gets it. It releases p.
-func (t *pubTrack) forward(p *rtpfwd.Packet, n int) {
+// forward takes a packet of the source, n bytes of p arrived at now,
+// whichever path brought it: the feedback sees it, then every subscriber
+// gets it. It releases p.
+func (s *source) forward(p *rtpfwd.Packet, n int, now time.Time) {
+	t := s.t
 	t.in.Lock()
 	defer t.in.Unlock()
 	defer p.Release()
-	if t.feedback != nil {
-		t.feedbackLen = n
+	if s.feedback != nil {
+		s.feedbackLen = n
 		clear(t.attrs)
-		_, _, _ = t.feedback.Read(p.Buf()[:n], t.attrs)
+		_, _, _ = s.feedback.Read(p.Buf()[:n], t.attrs)
 	}
 	m, conn := &t.owner.s.m, t.owner.s.cfg.UDP
 	if p.Parse(n, t.vp8) != nil {
 		m.drops[dropMalformed].Add(1)
 		return
 	}
+	p.Layer, p.Arrived = s.layer, now.UnixNano()
+	if t.layered.Load() {
+		t.liveTop(s, p.Arrived)
+	}
 	m.packetsIn.Add(1)
 	m.bytesIn.Add(uint64(n))
 	if t.dropped {
 		return
 	}
-	if t.history != nil {
-		t.history.Put(p)
+	if s.history != nil {
+		s.history.Put(p)
 	}
 	conn.Hold()
 	c := t.fanout.Forward(p)
@@ -107,21 +203,31 @@ func (t *pubTrack) forward(p *rtpfwd.Packet, n int) {
 		m.drops[dropWrite].Add(uint64(c.Failed))
 	}
 	if c.NeedsKeyframe {
-		t.requestKeyframe()
+		s.requestKeyframe()
 	}
 }
 
-func (t *pubTrack) requestKeyframe() {
-	if !t.video {
+func (s *source) requestKeyframe() {
+	if !s.t.video {
 		return
 	}
 	now := time.Now().UnixNano()
-	last := t.lastKF.Load()
-	if now-last < int64(keyframeInterval) || !t.lastKF.CompareAndSwap(last, now) {
+	last := s.lastKF.Load()
+	if now-last < int64(keyframeInterval) || !s.lastKF.CompareAndSwap(last, now) {
 		return
 	}
-	t.owner.s.m.keyframeRequests.Add(1)
-	_ = t.owner.pc.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: uint32(t.track.SSRC())}})
+	s.t.owner.s.m.keyframeRequests.Add(1)
+	_ = s.t.owner.pc.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: uint32(s.remote.SSRC())}})
+}
+
+// requestKeyframe asks for a keyframe of the layer a subscriber receives
+// (a subscriber lost its picture: PLI or FIR).
+func (t *pubTrack) requestKeyframe(d *rtpfwd.DownTrack) {
+	if layer, ok := d.Layer(); ok {
+		if s := t.sourceOf(layer); s != nil {
+			s.requestKeyframe()
+		}
+	}
 }
 
 // subTrack is a pubTrack as one subscriber receives it: pion's TrackLocal
@@ -134,19 +240,19 @@ type subTrack struct {
 }
 
 func (s *subTrack) ID() string {
-	return s.pub.track.Kind().String() + "-" + s.pub.owner.user
+	return s.pub.kind.String() + "-" + s.pub.owner.user
 }
 
 // StreamID is the publisher's user id: that is how a client tells whose
 // tracks it receives.
 func (s *subTrack) StreamID() string          { return s.pub.owner.user }
 func (s *subTrack) RID() string               { return "" }
-func (s *subTrack) Kind() webrtc.RTPCodecType { return s.pub.track.Kind() }
+func (s *subTrack) Kind() webrtc.RTPCodecType { return s.pub.kind }
 
 var errNoCodec = errors.New("sfu: subscriber did not accept the publisher's codec")
 
 func (s *subTrack) Bind(ctx webrtc.TrackLocalContext) (webrtc.RTPCodecParameters, error) {
-	mime := s.pub.track.Codec().MimeType
+	mime := s.pub.codec.MimeType
 	var codec *webrtc.RTPCodecParameters
 	for i, c := range ctx.CodecParameters() {
 		if strings.EqualFold(c.MimeType, mime) {
@@ -187,12 +293,12 @@ func (s *subTrack) readRTCP() {
 		}
 		forEachFeedback(buf[:n], func(nacked uint16) {
 			m.nacks.Add(1)
-			if s.pub.history == nil || !s.dt.Retransmit(s.pub.history, nacked) {
+			if !s.pub.video || !s.dt.Retransmit(s.pub.historyOf, nacked) {
 				m.nackMisses.Add(1)
 				return
 			}
 			m.retransmits.Add(1)
-		}, s.pub.requestKeyframe)
+		}, func() { s.pub.requestKeyframe(s.dt) })
 	}
 }
 

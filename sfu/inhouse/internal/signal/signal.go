@@ -3,15 +3,20 @@
 // The server always makes the offers, so there is no glare: a client joins,
 // then answers every offer it gets, in order.
 //
-//	client → server  {"type":"join","room":"1","user":"alice"}
+//	client → server  {"type":"join","room":"1","user":"alice","layers":3}
 //	server → client  {"type":"joined","room":"1","user":"alice"}
 //	server → client  {"type":"offer","seq":1,"sdp":"v=0..."}
 //	client → server  {"type":"answer","seq":1,"sdp":"v=0..."}
+//	client → server  {"type":"layer","user":"bob","layer":"q"}
 //	client → server  {"type":"leave"}
 //	server → client  {"type":"error","code":"bad_request","message":"..."}
 //
 // Each remote participant's tracks arrive in a media stream whose id is that
-// participant's user id.
+// participant's user id. A join may ask to publish video in simulcast layers
+// ("layers", 1-3, default 1): the offers then ask for them by rid, "q" (a
+// quarter of the picture's size), "h" (half) and "f" (full), as many as
+// asked, smallest first. A subscriber receives the largest layer a publisher
+// sends unless it asks for another ("layer").
 package signal
 
 import (
@@ -50,11 +55,22 @@ func badRequest(format string, args ...any) *Error {
 	return &Error{Code: CodeBadRequest, Message: fmt.Sprintf(format, args...)}
 }
 
-// Join asks to enter a room.
+// Join asks to enter a room; Layers is how many simulcast layers the
+// client's video will be published in.
 type Join struct {
-	Room string
-	User string
+	Room   string
+	User   string
+	Layers int
 }
+
+// Layer asks for one layer of a participant's video, by rid.
+type Layer struct {
+	User  string
+	Layer string
+}
+
+// Rids are the layers' names, smallest first: a layer's index is its rid's.
+var Rids = [...]string{"q", "h", "f"}
 
 // Answer answers the offer with the same Seq.
 type Answer struct {
@@ -69,11 +85,13 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // wire is every field any client message may carry.
 type wire struct {
-	Type *string         `json:"type"`
-	Room json.RawMessage `json:"room"`
-	User *string         `json:"user"`
-	Seq  *uint64         `json:"seq"`
-	SDP  *string         `json:"sdp"`
+	Type   *string         `json:"type"`
+	Room   json.RawMessage `json:"room"`
+	User   *string         `json:"user"`
+	Seq    *uint64         `json:"seq"`
+	SDP    *string         `json:"sdp"`
+	Layers *int            `json:"layers"`
+	Layer  *string         `json:"layer"`
 }
 
 // Decode parses and validates one client message. It returns a Join, an
@@ -95,7 +113,7 @@ func Decode(data []byte) (any, error) {
 	var msg any
 	switch *w.Type {
 	case "join":
-		allowed["room"], allowed["user"] = true, true
+		allowed["room"], allowed["user"], allowed["layers"] = true, true, true
 		room, err := decodeRoom(w.Room)
 		if err != nil {
 			return nil, err
@@ -103,7 +121,22 @@ func Decode(data []byte) (any, error) {
 		if w.User == nil || !idPattern.MatchString(*w.User) {
 			return nil, badRequest(`"user" must be 1-64 characters of A-Z a-z 0-9 _ . -`)
 		}
-		msg = Join{Room: room, User: *w.User}
+		layers := 1
+		if w.Layers != nil {
+			if layers = *w.Layers; layers < 1 || layers > len(Rids) {
+				return nil, badRequest(`"layers" must be 1 to %d`, len(Rids))
+			}
+		}
+		msg = Join{Room: room, User: *w.User, Layers: layers}
+	case "layer":
+		allowed["user"], allowed["layer"] = true, true
+		if w.User == nil || !idPattern.MatchString(*w.User) {
+			return nil, badRequest(`"user" must be 1-64 characters of A-Z a-z 0-9 _ . -`)
+		}
+		if w.Layer == nil || LayerIndex(*w.Layer) < 0 {
+			return nil, badRequest(`"layer" must be one of %q`, Rids)
+		}
+		msg = Layer{User: *w.User, Layer: *w.Layer}
 	case "answer":
 		allowed["seq"], allowed["sdp"] = true, true
 		if w.Seq == nil || *w.Seq == 0 {
@@ -121,12 +154,23 @@ func Decode(data []byte) (any, error) {
 	default:
 		return nil, badRequest("unknown message type %q", *w.Type)
 	}
-	for name, present := range map[string]bool{"room": w.Room != nil, "user": w.User != nil, "seq": w.Seq != nil, "sdp": w.SDP != nil} {
+	for name, present := range map[string]bool{"room": w.Room != nil, "user": w.User != nil, "seq": w.Seq != nil,
+		"sdp": w.SDP != nil, "layers": w.Layers != nil, "layer": w.Layer != nil} {
 		if present && !allowed[name] {
 			return nil, badRequest("%q is not a field of a %q message", name, *w.Type)
 		}
 	}
 	return msg, nil
+}
+
+// LayerIndex is the index of the layer rid names, or -1.
+func LayerIndex(rid string) int {
+	for i, r := range Rids {
+		if r == rid {
+			return i
+		}
+	}
+	return -1
 }
 
 // decodeRoom accepts the room as an id string or as a non-negative integer,

@@ -13,11 +13,13 @@ func TestDecodeAccepts(t *testing.T) {
 		in   string
 		want any
 	}{
-		{`{"type":"join","room":"1","user":"alice"}`, Join{Room: "1", User: "alice"}},
-		{`{"type":"join","room":42,"user":"r1-u.3_x"}`, Join{Room: "42", User: "r1-u.3_x"}},
+		{`{"type":"join","room":"1","user":"alice"}`, Join{Room: "1", User: "alice", Layers: 1}},
+		{`{"type":"join","room":"1","user":"alice","layers":3}`, Join{Room: "1", User: "alice", Layers: 3}},
+		{`{"type":"layer","user":"bob","layer":"q"}`, Layer{User: "bob", Layer: "q"}},
+		{`{"type":"join","room":42,"user":"r1-u.3_x"}`, Join{Room: "42", User: "r1-u.3_x", Layers: 1}},
 		{`{"type":"answer","seq":3,"sdp":"v=0\r\no=- 1 2 IN IP4 0.0.0.0\r\n"}`, Answer{Seq: 3, SDP: "v=0\r\no=- 1 2 IN IP4 0.0.0.0\r\n"}},
 		{`{"type":"leave"}`, Leave{}},
-		{` {"user":"b","type":"join","room":"x"} `, Join{Room: "x", User: "b"}},
+		{` {"user":"b","type":"join","room":"x"} `, Join{Room: "x", User: "b", Layers: 1}},
 	}
 	for _, c := range cases {
 		got, err := Decode([]byte(c.in))
@@ -53,6 +55,11 @@ func TestDecodeRejectsWithClearErrors(t *testing.T) {
 		{`{"type":"answer","seq":1,"sdp":"hello"}`, `"sdp"`},
 		{`{"type":"answer","seq":1,"sdp":"v=0` + strings.Repeat("a", MaxSDP) + `"}`, "longer"},
 		{`{"type":"leave","user":"a"}`, `"user" is not a field`},
+		{`{"type":"join","room":"1","user":"a","layers":4}`, `"layers"`},
+		{`{"type":"join","room":"1","user":"a","layers":0}`, `"layers"`},
+		{`{"type":"layer","user":"a","layer":"x"}`, `"layer"`},
+		{`{"type":"layer","layer":"q"}`, `"user"`},
+		{`{"type":"answer","seq":1,"sdp":"v=0","layer":"q"}`, `"layer" is not a field`},
 		{`{"type":"leave"} {"type":"leave"}`, "trailing"},
 	}
 	for _, c := range cases {
