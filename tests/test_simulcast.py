@@ -25,9 +25,8 @@ USERS = 2
 LAYERED = tuple(name for name in config.available_sfus() if Adapter.load(name).simulcast)
 SFUS = LAYERED if os.environ.get("SFUBENCH_CONFORMANCE") == "all" else ("janus", "inhouse", "livekit")
 # SFUs that choose each receiver's layer by their estimate of its bandwidth (Janus forwards the layer a
-# subscriber asks for, whatever its link: it keeps it; so does the in-house SFU so far, which only
-# moves a receiver off a layer its publisher stopped sending)
-ADAPTIVE = tuple(s for s in SFUS if s not in ("janus", "inhouse"))
+# subscriber asks for, whatever its link: it keeps it)
+ADAPTIVE = tuple(s for s in SFUS if s != "janus")
 # Seconds a switch may take after the link changes. Down: a bandwidth estimate falls within a few
 # (LiveKit here: 2-6 s). Up, the estimate climbs only as the SFU probes and the browser's REMB follows
 # (LiveKit: 34-67 s to the full layer, in a long tail: 67 s in a CI run where one browser's REMB stayed

@@ -61,6 +61,9 @@ type DownTrack struct {
 	bind   atomic.Pointer[Binding]
 	mapp   atomic.Pointer[mapping]
 	target atomic.Uint32
+	// ceiling is the largest layer the subscriber's link is taken to carry
+	// (SetCeiling), whatever it asks for.
+	ceiling atomic.Uint32
 
 	// Owned by the publisher's fan-out goroutine.
 	m        *mapping
@@ -90,6 +93,7 @@ const Largest = 0xff
 func NewDownTrack(video bool) *DownTrack {
 	d := &DownTrack{video: video, rtxSeq: uint16(rand.Uint32())}
 	d.target.Store(Largest)
+	d.ceiling.Store(Largest)
 	return d
 }
 
@@ -100,6 +104,19 @@ func (d *DownTrack) Bind(b *Binding) { d.bind.Store(b) }
 // smallest, Largest the largest there is); it takes effect at that layer's
 // next keyframe.
 func (d *DownTrack) SetLayer(layer uint8) { d.target.Store(uint32(layer)) }
+
+// SSRC is the subscriber's SSRC of the track, 0 while unbound.
+func (d *DownTrack) SSRC() uint32 {
+	if b := d.bind.Load(); b != nil {
+		return b.SSRC
+	}
+	return 0
+}
+
+// SetCeiling caps the layer the subscriber receives below what it asks for
+// (Largest: no cap): what its link carries. A layer above it stops at once,
+// the one below starts at its next keyframe.
+func (d *DownTrack) SetCeiling(layer uint8) { d.ceiling.Store(uint32(layer)) }
 
 // Layer is the layer the subscriber receives, and whether it receives any yet.
 func (d *DownTrack) Layer() (uint8, bool) {
@@ -119,12 +136,16 @@ func (d *DownTrack) Forward(p *Packet, top uint8) Result {
 	}
 	if d.m == nil || p.Layer != d.m.layer {
 		switch {
-		case p.Layer != min(uint8(d.target.Load()), top):
+		case p.Layer != min(uint8(d.target.Load()), uint8(d.ceiling.Load()), top):
 			return Skipped
 		case d.video && !p.KeyframeStart:
 			return WaitingForKeyframe
 		}
 		d.follow(p)
+	} else if p.Layer > uint8(d.ceiling.Load()) {
+		// The link is too narrow for it: more of it would only be lost, and
+		// delay the keyframe of the layer that fits.
+		return Skipped
 	} else {
 		ext := d.highest + int64(int16(p.Seq-uint16(d.highest)))
 		if ext < d.firstExt {
@@ -182,7 +203,7 @@ func (d *DownTrack) follow(p *Packet) {
 // there: one sent before the subscriber's last switch of layer is not.
 func (d *DownTrack) Retransmit(history func(layer uint8) *History, seq uint16) bool {
 	m, b := d.mapp.Load(), d.bind.Load()
-	if m == nil || b == nil || int16(seq-m.from) < 0 {
+	if m == nil || b == nil || int16(seq-m.from) < 0 || m.layer > uint8(d.ceiling.Load()) {
 		return false
 	}
 	h := history(m.layer)
@@ -225,6 +246,9 @@ type Fanout struct {
 // SetTop says which is the largest layer the track has (as its publisher
 // starts sending each).
 func (f *Fanout) SetTop(layer uint8) { f.top.Store(uint32(layer)) }
+
+// Top is the largest layer the track has.
+func (f *Fanout) Top() uint8 { return uint8(f.top.Load()) }
 
 // Add subscribes d.
 func (f *Fanout) Add(d *DownTrack) {

@@ -426,3 +426,40 @@ func BenchmarkFanoutSRTP(b *testing.B) {
 		return &srtpWriter{ctx: ctx, plain: make([]byte, 2*MaxPacket), out: make([]byte, 2*MaxPacket)}
 	})
 }
+
+func TestDownTrackCeilingCapsTheLayerAskedFor(t *testing.T) {
+	rec := &recorder{}
+	d := NewDownTrack(true)
+	d.Bind(&Binding{W: rec, SSRC: 9, PT: 96})
+	var hist History
+	defer hist.Clear()
+	for i, s := range []struct {
+		p       *Packet
+		ceiling uint8 // set before the packet
+		want    Result
+	}{
+		{layered(t, 2, 9000, 1000, true, 0), 1, Skipped}, // the layer asked for, above the ceiling
+		{layered(t, 1, 500, 7000, true, 0), 1, Sent},
+		{layered(t, 2, 9001, 4000, true, 33), Largest, Sent}, // lifted: its keyframe switches at once
+		{layered(t, 1, 501, 10000, false, 33), Largest, Skipped},
+		{layered(t, 2, 9002, 7000, false, 66), 0, Skipped}, // lowered: the layer received stops at once
+		{layered(t, 0, 70, 500, false, 66), 0, WaitingForKeyframe},
+	} {
+		d.SetCeiling(s.ceiling)
+		hist.Put(s.p)
+		r := d.Forward(s.p, 2)
+		s.p.Release()
+		if r != s.want {
+			t.Fatalf("step %d: %v, want %v", i, r, s.want)
+		}
+	}
+	// nor is what was sent of it resent: the link has no room for it
+	if d.Retransmit(func(uint8) *History { return &hist }, rec.got[len(rec.got)-1].h.SequenceNumber) {
+		t.Fatal("a packet of a layer above the ceiling was resent")
+	}
+	p := layered(t, 0, 71, 3500, true, 100)
+	defer p.Release()
+	if r := d.Forward(p, 2); r != Sent {
+		t.Fatalf("the lower layer's keyframe: %v, want Sent", r)
+	}
+}

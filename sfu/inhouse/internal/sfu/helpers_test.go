@@ -124,6 +124,7 @@ type tc struct {
 	mu          sync.Mutex
 	got         map[string]map[uint32]bool // "user/kind" → packet numbers received
 	reported    map[string]uint32          // "user/kind" → packet count of the latest sender report
+	ssrcs       map[string]uint32          // "user/kind" → the SSRC it is received on
 	corrupt     int
 	corruptSeen []string
 }
@@ -142,7 +143,8 @@ func tryJoin(t testing.TB, url, room, user string, o clientOptions) (*tc, error)
 	if err != nil {
 		return nil, err
 	}
-	c := &tc{user: user, pc: pc, stop: make(chan struct{}), got: map[string]map[uint32]bool{}, reported: map[string]uint32{}, deaf: o.deaf}
+	c := &tc{user: user, pc: pc, stop: make(chan struct{}), got: map[string]map[uint32]bool{}, reported: map[string]uint32{},
+		ssrcs: map[string]uint32{}, deaf: o.deaf}
 	c.audio, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", user)
 	vp8 := webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}
 	tracks := []*webrtc.TrackLocalStaticRTP{c.audio}
@@ -283,6 +285,9 @@ func (c *tc) onTrack(user string, t *webrtc.TrackRemote, r *webrtc.RTPReceiver) 
 	}
 	video := t.Kind() == webrtc.RTPCodecTypeVideo
 	key := user + "/" + t.Kind().String()
+	c.mu.Lock()
+	c.ssrcs[key] = uint32(t.SSRC())
+	c.mu.Unlock()
 	c.wg.Add(2)
 	go c.readRTCP(r.ReadRTCP, func(p rtcp.Packet) {
 		if sr, ok := p.(*rtcp.SenderReport); ok {

@@ -33,6 +33,8 @@ type metrics struct {
 	nacks, nackMisses    atomic.Uint64
 	retransmits          atomic.Uint64
 	keyframeRequests     atomic.Uint64
+	ceilingsDown         atomic.Uint64
+	ceilingsUp           atomic.Uint64
 	badMessages          atomic.Uint64
 	closed               [numCloseReasons]atomic.Uint64
 	refused              [numRefusals]atomic.Uint64
@@ -92,6 +94,8 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	counter("sfu_nack_misses_total", "Asked-for packets no longer (or never) in the history.", m.nackMisses.Load())
 	counter("sfu_retransmissions_total", "Packets resent to subscribers.", m.retransmits.Load())
 	counter("sfu_keyframe_requests_total", "PLIs sent to publishers.", m.keyframeRequests.Load())
+	counter("sfu_layer_ceilings_lowered_total", "Times a subscriber's link was taken as too narrow for its simulcast layer (its receiver reports' loss).", m.ceilingsDown.Load())
+	counter("sfu_layer_ceilings_raised_total", "Times a subscriber was tried one simulcast layer up after its reports stayed clear.", m.ceilingsUp.Load())
 	counter("sfu_signalling_errors_total", "Invalid signalling messages answered with an error.", m.badMessages.Load())
 	labelled("sfu_sessions_closed_total", "Ended sessions by reason.", "reason", closeReasonNames[:], m.closed[:])
 	labelled("sfu_connections_refused_total", "Signalling connections refused.", "reason", refusedNames[:], m.refused[:])

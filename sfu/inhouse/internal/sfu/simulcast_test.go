@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
 	"github.com/pion/sdp/v3"
 )
@@ -144,5 +145,44 @@ func TestSimulcastReceiversGetTheLayerTheyAskFor(t *testing.T) {
 	defer bob.mu.Unlock()
 	if bob.corrupt != 0 {
 		t.Fatalf("%d packets with another's payload: %s", bob.corrupt, strings.Join(bob.corruptSeen, "; "))
+	}
+}
+
+// Bob's receiver reports say 40 % of alice's video is lost, for a few
+// seconds: he is moved down to her smallest layer, a layer per report once
+// the last move's reports are in. Then his reports are pion's own, clear:
+// he is tried one layer up, then the largest.
+func TestSimulcastReceiversAreMovedByTheLossTheyReport(t *testing.T) {
+	s, url := startServer(t, nil)
+	alice := join(t, url, "1", "alice", clientOptions{layers: 3})
+	alice.publishLayers()
+	defer alice.close()
+	bob := join(t, url, "1", "bob", clientOptions{})
+	defer bob.close()
+	waitFor(t, "bob to get alice's full layer", 15*time.Second, func() bool { return bob.layersSince("alice", 0)[2] >= 30 })
+
+	bob.mu.Lock()
+	ssrc := bob.ssrcs["alice/video"]
+	bob.mu.Unlock()
+	narrow := time.Now()
+	for time.Since(narrow) < 2*reportLag+time.Second {
+		_ = bob.pc.WriteRTCP([]rtcp.Packet{&rtcp.ReceiverReport{SSRC: 1,
+			Reports: []rtcp.ReceptionReport{{SSRC: ssrc, FractionLost: 102}}}})
+		time.Sleep(200 * time.Millisecond)
+	}
+	asked := bob.newest("alice")
+	waitFor(t, "bob to get alice's smallest layer alone", 10*time.Second, func() bool {
+		got := bob.layersSince("alice", asked+15)
+		return got[0] >= 30 && len(got) == 1
+	})
+	if down := s.m.ceilingsDown.Load(); down != 2 {
+		t.Fatalf("%d ceilings lowered, want 2 (full to half to quarter)", down)
+	}
+	asked = bob.newest("alice")
+	waitFor(t, "bob to get alice's full layer again", 3*holdBase+5*time.Second, func() bool {
+		return bob.layersSince("alice", asked)[2] >= 30
+	})
+	if up := s.m.ceilingsUp.Load(); up != 2 {
+		t.Fatalf("%d ceilings raised, want 2 (quarter to half to full)", up)
 	}
 }

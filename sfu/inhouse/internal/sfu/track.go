@@ -237,6 +237,7 @@ type subTrack struct {
 	dt     *rtpfwd.DownTrack
 	sender *webrtc.RTPSender
 	tr     *webrtc.RTPTransceiver
+	link   *downlink // the subscriber's RTCP goroutine's
 }
 
 func (s *subTrack) ID() string {
@@ -282,7 +283,9 @@ func (s *subTrack) Unbind(webrtc.TrackLocalContext) error {
 }
 
 // readRTCP serves the subscriber's feedback until the sender stops:
-// NACKs from the publisher's history, PLI and FIR by asking the publisher.
+// NACKs from the publisher's history, PLI and FIR by asking the publisher,
+// and, of a simulcast track, the loss its reports say by moving the layer's
+// ceiling.
 func (s *subTrack) readRTCP() {
 	m := &s.pub.owner.s.m
 	buf := make([]byte, 1500)
@@ -298,14 +301,41 @@ func (s *subTrack) readRTCP() {
 				return
 			}
 			m.retransmits.Add(1)
-		}, func() { s.pub.requestKeyframe(s.dt) })
+		}, func() { s.pub.requestKeyframe(s.dt) }, s.lost)
+	}
+}
+
+// lost takes a report block's fraction lost of ssrc.
+func (s *subTrack) lost(ssrc uint32, fraction uint8) {
+	if ssrc != s.dt.SSRC() || !s.pub.layered.Load() {
+		return
+	}
+	layer, ok := s.dt.Layer()
+	if !ok {
+		return
+	}
+	if s.link == nil {
+		s.link = newDownlink()
+	}
+	was := s.link.ceiling
+	ceiling, moved := s.link.report(fraction, time.Now(), layer, s.pub.fanout.Top())
+	if !moved {
+		return
+	}
+	s.dt.SetCeiling(ceiling)
+	s.pub.owner.s.cfg.Log.Debug("layer ceiling moved", "publisher", s.pub.owner.user, "ceiling", ceiling,
+		"layer", layer, "lost256", fraction)
+	if ceiling < min(was, layer) {
+		s.pub.owner.s.m.ceilingsDown.Add(1)
+	} else {
+		s.pub.owner.s.m.ceilingsUp.Add(1)
 	}
 }
 
 // forEachFeedback walks a compound RTCP packet without allocating, calling
-// nack for each sequence number a Generic NACK lists and keyframe for each
-// PLI or FIR.
-func forEachFeedback(b []byte, nack func(seq uint16), keyframe func()) {
+// nack for each sequence number a Generic NACK lists, keyframe for each PLI
+// or FIR, and lost with each report block's SSRC and fraction lost.
+func forEachFeedback(b []byte, nack func(seq uint16), keyframe func(), lost func(ssrc uint32, fraction uint8)) {
 	for len(b) >= 4 {
 		size := 4 * (int(binary.BigEndian.Uint16(b[2:])) + 1)
 		if b[0]>>6 != 2 || size > len(b) {
@@ -313,6 +343,16 @@ func forEachFeedback(b []byte, nack func(seq uint16), keyframe func()) {
 		}
 		fmt, pt, body := b[0]&0x1f, rtcp.PacketType(b[1]), b[4:size]
 		switch {
+		case pt == rtcp.TypeReceiverReport || pt == rtcp.TypeSenderReport:
+			// the reporter's SSRC, and a sender's 20 bytes of sender info
+			blocks := body[min(len(body), 4):]
+			if pt == rtcp.TypeSenderReport {
+				blocks = blocks[min(len(blocks), 20):]
+			}
+			for i := 0; i < int(fmt) && len(blocks) >= 24; i++ {
+				lost(binary.BigEndian.Uint32(blocks), blocks[4])
+				blocks = blocks[24:]
+			}
 		case pt == rtcp.TypeTransportSpecificFeedback && fmt == rtcp.FormatTLN && len(body) >= 8:
 			for fci := body[8:]; len(fci) >= 4; fci = fci[4:] {
 				pid, blp := binary.BigEndian.Uint16(fci), binary.BigEndian.Uint16(fci[2:])
