@@ -30,8 +30,9 @@ ADAPTIVE = tuple(s for s in SFUS if s != "janus")
 # Seconds a switch may take after the link changes. Down: a bandwidth estimate falls within a few
 # (LiveKit here: 2-6 s). Up, the estimate climbs only as the SFU probes and the browser's REMB follows
 # (LiveKit: 34-67 s to the full layer, in a long tail: 67 s in a CI run where one browser's REMB stayed
-# put for 40 s).
-DOWN_S, UP_S = 15, 120
+# put for 40 s). The in-house SFU tries a layer up once its receiver's reports have stayed clear,
+# waiting at most 32 s after tries that met loss (sfu/inhouse/README.md): 60 s bounds it.
+DOWN_S, UP_S, UP_S_OTHERS = 15, {"inhouse": 60}, 120
 # Samples under the narrow link: enough for the switch down, and no more (the window back is the long one)
 NARROW_S = DOWN_S + 5
 
@@ -89,8 +90,9 @@ def test_a_narrow_downlink_switches_receivers_down_and_the_link_back_switches_th
     narrow = tmp_path / "narrow-down.toml"
     narrow.write_text("[down]\nrate_kbps = 700\nqueue_ms = 300\n")
     out = tmp_path / "runs"
+    up_s = UP_S.get(sfu, UP_S_OTHERS)
     r = loadtest(sfu, out, "--shape", "degrade", "--degrade", str(narrow), "--settle", "10",
-                 "--network-samples", str(NARROW_S), "--target-samples", str(UP_S + 1))
+                 "--network-samples", str(NARROW_S), "--target-samples", str(up_s + 1))
     assert r.returncode == 0, f"{sfu}: loadtest exited {r.returncode}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     rows = json.loads((run_dir / "tables.json").read_text())["tables"]["layer_switch_times"]["rows"]
@@ -98,4 +100,4 @@ def test_a_narrow_downlink_switches_receivers_down_and_the_link_back_switches_th
     streams = USERS * (USERS - 1)
     down, up = rows
     assert down[1] == down[2] == streams and down[4] <= DOWN_S and "full" not in down[5], f"{sfu}: {down}"
-    assert up[5] == f"{streams} full" and up[6] <= UP_S, f"{sfu}: {up}"
+    assert up[5] == f"{streams} full" and up[6] <= up_s, f"{sfu}: {up}"
