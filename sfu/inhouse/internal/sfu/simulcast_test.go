@@ -94,17 +94,23 @@ func (c *tc) newest(from string) uint32 {
 	return n
 }
 
-func TestSimulcastReceiversGetTheLayerTheyAskFor(t *testing.T) {
-	_, url := startServer(t, nil)
+// layeredRoom starts a server with alice publishing three layers and bob
+// receiving, once bob gets alice's full layer: by default the largest she
+// sends (her smaller ones may come first, for a moment, as the largest there
+// is so far).
+func layeredRoom(t *testing.T) (*Server, *tc, *tc) {
+	s, url := startServer(t, nil)
 	alice := join(t, url, "1", "alice", clientOptions{layers: 3})
 	alice.publishLayers()
-	defer alice.close()
+	t.Cleanup(alice.close)
 	bob := join(t, url, "1", "bob", clientOptions{})
-	defer bob.close()
-
-	// by default the largest layer alice sends (her smaller ones may come first, for a moment, as the
-	// largest there is so far)
+	t.Cleanup(bob.close)
 	waitFor(t, "bob to get alice's full layer", 15*time.Second, func() bool { return bob.layersSince("alice", 0)[2] >= 30 })
+	return s, alice, bob
+}
+
+func TestSimulcastReceiversGetTheLayerTheyAskFor(t *testing.T) {
+	_, alice, bob := layeredRoom(t)
 	since := bob.newest("alice")
 	time.Sleep(500 * time.Millisecond)
 	if got := bob.layersSince("alice", since); len(got) != 1 || got[2] == 0 {
@@ -153,13 +159,7 @@ func TestSimulcastReceiversGetTheLayerTheyAskFor(t *testing.T) {
 // the last move's reports are in. Then his reports are pion's own, clear:
 // he is tried one layer up, then the largest.
 func TestSimulcastReceiversAreMovedByTheLossTheyReport(t *testing.T) {
-	s, url := startServer(t, nil)
-	alice := join(t, url, "1", "alice", clientOptions{layers: 3})
-	alice.publishLayers()
-	defer alice.close()
-	bob := join(t, url, "1", "bob", clientOptions{})
-	defer bob.close()
-	waitFor(t, "bob to get alice's full layer", 15*time.Second, func() bool { return bob.layersSince("alice", 0)[2] >= 30 })
+	s, _, bob := layeredRoom(t)
 
 	bob.mu.Lock()
 	ssrc := bob.ssrcs["alice/video"]
