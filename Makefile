@@ -55,7 +55,7 @@ test: deps
 # Every local adapter through the conformance suite, mediasoup and Medooze included: their builds
 # take about half an hour each on two cores, once (cached by version), so `make test` leaves them out.
 test-sfus: deps
-	@SFUBENCH_CONFORMANCE=all $(PY) -m pytest -ra tests/test_conformance.py tests/test_synthetic.py tests/test_simulcast.py $(ARGS)
+	@SFUBENCH_CONFORMANCE=all $(PY) -m pytest -ra tests/test_conformance.py tests/test_synthetic.py tests/test_simulcast.py tests/test_codecs.py $(ARGS)
 
 # The cloud path rehearsed on bare Debian hosts for every local SFU (tests/test_cloud_rehearsal.py);
 # `make test` rehearses janus, inhouse and livekit.

@@ -427,6 +427,7 @@ def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Tabl
             "freezes of 0.5 s or more.",
             "Per-frame playback: not measured (no playback.jsonl)."),
         *(layers.section(layers.layers_asked(a.run.meta), shown, fig, _collapsed) if "layers" in shown else ()),
+        "<h2>Video codecs</h2>" + html.table(shown["codecs"]) if shown["codecs"].rows else "",
         "<h2>Video checks</h2>",
         fig("fig-checks", "Video checks per room", "", "Video checks: none recorded."),
         _collapsed(shown["checks"], f"Show the {len(a.rooms)} rooms", 15),
@@ -473,6 +474,7 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     shown["cost"] = tables.cost_table(a.cost)
     shown["traffic"] = tables.traffic_table(a.cost)
     shown["clients"] = tables.kind_table(a.obs, a.run.playback, a.run.checks, a.run.events)
+    shown["codecs"] = tables.codec_table(a.obs)
     net = a.run.meta.get("network") if isinstance(a.run.meta.get("network"), dict) else {}
     shown["network"] = tables.network_table(a.obs, a.run.playback, a.run.events, str(net.get("name") or "plain"),
                                              a.health, a.run.server)

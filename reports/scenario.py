@@ -54,10 +54,13 @@ def windows(config: dict) -> str:
 def describe(config: dict) -> str:
     """The scenario in one line."""
     parts = [mix(config), windows(config)]
+    codec = str(config.get("codec") or "vp8").upper()   # runs from before --codec published VP8
     if (config.get("simulcast") or 1) > 1:
         asked = {"smallest": ", every browser asking for the smallest",
                  "mix": ", every other browser asking for the smallest"}.get(config.get("receive_layer"), "")
-        parts.append(f"simulcast: {config['simulcast']} VP8 layers per browser publisher{asked}")
+        parts.append(f"simulcast: {config['simulcast']} {codec} layers per browser publisher{asked}")
+    else:
+        parts.append(f"{codec} video")
     sfu = budget(config)
     parts.append(f"SFU budget {sfu}" if sfu else "SFU unconfined")
     profile = config.get("sfu_profile")

@@ -73,7 +73,7 @@ def _advance(st: dict, t: float, p: int, m: _Model) -> None:
     st["t"] = t if st["t"] is None else max(t, st["t"])
 
 
-PROBE_FIELDS = ("availableOutgoingBitrate", "bytes", "direction", "frameHeight", "frameWidth", "framesDecoded",
+PROBE_FIELDS = ("availableOutgoingBitrate", "bytes", "codec", "direction", "frameHeight", "frameWidth", "framesDecoded",
                 "framesDropped", "framesEncoded", "framesPerSecond", "freezeCount", "jitter", "kind", "nackCount",
                 "packets", "packetsLost", "peer", "pliCount", "qpSum", "qualityLimitationBandwidth",
                 "qualityLimitationCpu", "qualityLimitationReason", "rtt", "ssrc", "t", "targetBitrate",
@@ -88,6 +88,7 @@ def _sample(st: dict, t: float, phase: str, window: int, p: int, room: int, m: _
     s = dict.fromkeys(PROBE_FIELDS)
     s.update({"t": round(st["t"], 3), "direction": st["direction"],
               "kind": st["kind"], "peer": st["peer"], "ssrc": st["ssrc"], "bytes": st["bytes"],
+              "codec": "vp8" if video else "opus",
               "packets": st["packets"], "packetsLost": int(st["lost"]),
               "jitter": round((0.002 + 0.03 * d) * m.noise(0.3), 5), "rtt": round(m.rtt(p), 5)})
     if video:

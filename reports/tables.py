@@ -1,6 +1,6 @@
 """The report's tables: the 2018 study's Tables IV-VI, the measurements by participant count, the
-rooms' checks, the windows' health, the SFU's cost and traffic, the receivers by kind and the network
-profiles."""
+rooms' checks, the windows' health, the SFU's cost and traffic, the receivers by kind, the video codecs
+and the network profiles."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -49,6 +49,23 @@ def kind_table(obs: list[dict], playback: list[dict], checks: list[dict], events
                  "packets arrived, recognise the clip's frames by their bytes (delay, checks) and tell a "
                  "browser's frames apart by a fingerprint of theirs (checks only). Delay from a synthetic "
                  "sender has no capture or encoding in it.")
+
+
+def codec_table(obs: list[dict]) -> Table:
+    """The codec of the browsers' video streams in the measured windows, sent and received: the run
+    asked for one (--codec), and an SFU that forwarded another would change what is compared."""
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for o in obs:
+        if o["phase"] in MEASURED and o["kind"] == "video" and o["client"] == "browser":
+            counts[(o["direction"], o.get("codec") or "not recorded")] += 1
+    totals: dict[str, int] = defaultdict(int)
+    for (direction, _), n in counts.items():
+        totals[direction] += n
+    rows = [[direction, codec, n, rounded(100 * n / totals[direction], 1)]
+            for (direction, codec), n in sorted(counts.items(), key=lambda kv: (kv[0][0] != "send", kv[0][1]))]
+    return Table("codecs", "Video codecs (browsers)", ["Direction", "Codec", "Streams", "Share of streams (%)"],
+                 rows, note="One stream per measured window, its codec as getStats names it (the codec "
+                 "statistics its RTP stream points to). Runs from before this was recorded say so.")
 
 
 def network_table(obs: list[dict], playback: list[dict], events: list[dict], base: str,

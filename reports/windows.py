@@ -71,7 +71,8 @@ def _observe(first: dict | None, last: dict, within: list[dict], phase, window) 
     obs = {"phase": phase, "window": window, "participants": get("participants"), "t": number(get("t")),
            "room": get("room"), "user": get("user"), "peer": get("peer"), "direction": get("direction"),
            "kind": get("kind"), "client": get("client") or "browser", "bps": None, "dt": None, "lost": None, "expected": None, "freezes": None,
-           "limit": get("qualityLimitationReason"), "height": number(get("frameHeight"))}
+           "limit": get("qualityLimitationReason"), "height": number(get("frameHeight")),
+           "codec": get("codec")}
     if len(within) == 1:
         rtt, jitter = number(get("rtt")), number(get("jitter"))
         obs["rtt"] = [rtt * 1000.0] if rtt is not None else []

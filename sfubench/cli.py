@@ -168,7 +168,8 @@ def _list_sfus(args) -> int:
         a = Adapter.load(name)
         where = " and ".join(a.where) if a.where != ["cloud"] else "the cloud only"
         print(f"{name:10} {a.version:10} runs in {where}; "
-              + ("publishes simulcast" if a.simulcast else "publishes one layer (no --simulcast)"))
+              + ("publishes simulcast" if a.simulcast else "publishes one layer (no --simulcast)")
+              + f"; codecs {', '.join(a.codecs)}")
         profiles = profiles_of(a.data)
         study = resolve_profile(AUTO, profiles)
         for profile, spec in profiles.items():

@@ -25,7 +25,7 @@ from . import outputs, shapes, sites
 from .agent import machine_facts
 from .clock import ClockWatch
 from .collector import Collector
-from .config import ROOT, Config, ConfigError
+from .config import CODECS, ROOT, Config, ConfigError
 from .events import Bus
 from .memory import settle_allocator
 from .pages import PageServer
@@ -122,11 +122,17 @@ def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, progress: Progress
     if cfg.simulcast > 1 and not adapter.simulcast:
         raise ConfigError(f"--simulcast {cfg.simulcast}: {adapter.name}'s page publishes one layer "
                           f"(`sfubench list-sfus` says which publish simulcast)")
+    wanted = cfg.browser_participants < cfg.participants
+    if cfg.codec not in adapter.codecs:
+        raise ConfigError(f"--codec {cfg.codec}: {adapter.name}'s page publishes {', '.join(adapter.codecs)} "
+                          f"(`sfubench list-sfus` lists each adapter's codecs)")
+    if wanted and cfg.codec != CODECS[0]:
+        raise ConfigError(f"--codec {cfg.codec}: synthetic participants send and read {CODECS[0].upper()} only; "
+                          f"run rooms of browsers (--preset browsers)")
     cache = cfg.cache_dir()
     installed = site.install(adapter, cache, progress)
     progress.say(f"media: {cfg.media} profile (built once, then cached)")
     media = media_mod.build(cfg.media, cache)
-    wanted = cfg.browser_participants < cfg.participants
     if wanted and not adapter.synthetic_driver:
         raise ConfigError(f"{adapter.name} has no driver for synthetic participants yet: run it with "
                           f"browsers only (leave --real-per-room and --real-rooms at their defaults)")
@@ -326,7 +332,8 @@ def _client_url(cfg, adapter: Adapter, server, media, page_url: str, token: str)
     settings = {"code": {"width": lay.width, "height": lay.height, "cell": lay.cell,
                          "cells": framecode.CELLS, "rows": framecode.ROWS},
                 "play_audio": cfg.play_audio, "render": cfg.render_video,
-                "audio_processing": cfg.audio_processing, "simulcast": cfg.simulcast, "token": token}
+                "audio_processing": cfg.audio_processing, "simulcast": cfg.simulcast, "codec": cfg.codec,
+                "token": token}
     layers: dict[str, str] = {}   # each browser's, kept when it rejoins
 
     def url(room, user):

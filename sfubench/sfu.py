@@ -20,7 +20,7 @@ from pathlib import Path
 from secrets import token_urlsafe
 from urllib.parse import urlencode
 
-from .config import ROOT, ConfigError
+from .config import CODECS, ROOT, ConfigError
 from .settings import AUTO
 
 PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
@@ -154,6 +154,9 @@ class Adapter:
         for key in ("name", "version", "client", "start", "health"):
             if key not in data:
                 raise AdapterError(f"{folder}/sfu.toml lacks {key!r}")
+        unknown = [c for c in data.get("codecs", []) if c not in CODECS]
+        if unknown:
+            raise AdapterError(f"{folder}/sfu.toml: codecs {unknown} are none of {list(CODECS)}")
         profiles = profiles_of(data)
         profile = resolve_profile(profile, profiles)
         if profile not in profiles:
@@ -204,6 +207,11 @@ class Adapter:
     def simulcast(self) -> bool:
         """Whether its page publishes the simulcast layers a run asks for (`simulcast = true`)."""
         return self.data.get("simulcast") is True
+
+    @property
+    def codecs(self) -> list[str]:
+        """The video codecs its page publishes when a run asks (`codecs`; VP8 alone without it)."""
+        return list(self.data.get("codecs", CODECS[:1]))
 
     @property
     def where(self) -> list[str]:

@@ -18,6 +18,10 @@ const MAX_MESSAGE = 256 << 10;
 const CODECS = [
   {kind: 'audio', mimeType: 'audio/opus', clockRate: 48000, channels: 2},
   {kind: 'video', mimeType: 'video/VP8', clockRate: 90000, parameters: {'x-google-start-bitrate': 1000}},
+  // what a run's --codec may ask browsers for instead; VP8 stays first: producers take it by default
+  {kind: 'video', mimeType: 'video/H264', clockRate: 90000, parameters: {'packetization-mode': 1,
+    'profile-level-id': '42e01f', 'level-asymmetry-allowed': 1, 'x-google-start-bitrate': 1000}},
+  {kind: 'video', mimeType: 'video/VP9', clockRate: 90000, parameters: {'profile-id': 0, 'x-google-start-bitrate': 1000}},
 ];
 
 const workers = [];

@@ -24,6 +24,32 @@
     // Video layers the page publishes (simulcast), when its adapter says it can (sfu.toml
     // `simulcast = true`).
     simulcast: settings.simulcast || 1,
+    // The video codec the run asks browsers to publish: 'vp8', 'h264' or 'vp9' (the names of
+    // sfu.toml's `codecs`).
+    codec: settings.codec || 'vp8',
+    // An SFU's offer with that codec alone in its video sections, then the retransmission format of
+    // it: for a page whose SFU offers several, as the browser sends the offer's first from the
+    // moment it applies it (an answer narrowed by setCodecPreferences may start on another, which
+    // an SFU then cannot place). H.264 as constrained baseline in packetization mode 1 and VP9 as
+    // profile 0, the forms every SFU of the comparison takes. VP8, Chrome's default, changes nothing.
+    offerWithCodec(sdp) {
+      if (api.codec === 'vp8') return sdp;
+      const form = {h264: [/packetization-mode=1/, /profile-level-id=42e01f/], vp9: [/profile-id=0/]}[api.codec] || [];
+      return sdp.split(/\r\n(?=m=)/).map((section) => {
+        if (!section.startsWith('m=video')) return section;
+        const lines = section.split('\r\n');
+        const attr = (name, pt) => (lines.find((l) => l.startsWith(`a=${name}:${pt} `)) || '').replace(/^[^ ]* /, '');
+        const [m, ...rest] = lines;
+        const [head, pts] = [m.split(' ').slice(0, 3), m.split(' ').slice(3)];
+        const media = pts.filter((pt) => attr('rtpmap', pt).toLowerCase().startsWith(api.codec + '/')
+                                 && form.every((re) => re.test(attr('fmtp', pt))));
+        const kept = new Set([...media, ...pts.filter((pt) => attr('rtpmap', pt).toLowerCase().startsWith('rtx/')
+                                                       && media.some((x) => attr('fmtp', pt) === `apt=${x}`))]);
+        const other = (l) => (/^a=(rtpmap|fmtp|rtcp-fb):(\d+)[ ]/.exec(l) || [])[2];
+        return [[...head, ...pts.filter((pt) => kept.has(pt))].join(' '),
+                ...rest.filter((l) => !other(l) || kept.has(other(l)))].join('\r\n');
+      }).join('\r\n');
+    },
     // The layer this participant asks its SFU for: 'largest' (the SFU's default) or 'smallest'.
     receiveLayer: settings.receive_layer || 'largest',
     // Those layers for a camera of width x height, largest first: the full picture, then half and a
@@ -140,12 +166,14 @@
         if (!send && !owners.has(s.trackIdentifier)) return;
         const remote = send && s.remoteId ? byId.get(s.remoteId) : null;
         const limits = s.qualityLimitationDurations;
+        const codec = s.codecId ? byId.get(s.codecId) : null;
         out.push({
           t: s.timestamp,
           direction: send ? 'send' : 'recv',
           kind: s.kind,
           peer: send ? null : owners.get(s.trackIdentifier),
           ssrc: s.ssrc,
+          codec: codec && codec.mimeType ? codec.mimeType.split('/')[1].toLowerCase() : null,
           bytes: num(send ? s.bytesSent : s.bytesReceived),
           packets: num(send ? s.packetsSent : s.packetsReceived),
           packetsLost: send ? (remote ? num(remote.packetsLost) : null) : num(s.packetsLost),

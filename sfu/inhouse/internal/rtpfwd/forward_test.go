@@ -47,7 +47,11 @@ func packet(t testing.TB, seq uint16, ts uint32, payload []byte, vp8 bool, ext b
 	}
 	p := NewPacket()
 	n := copy(p.Buf(), raw)
-	if err := p.Parse(n, vp8); err != nil {
+	codec := NoKeyframes
+	if vp8 {
+		codec = VP8
+	}
+	if err := p.Parse(n, codec); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -67,38 +71,15 @@ func TestParseMatchesPion(t *testing.T) {
 	}
 	padded, _ := (&rtp.Packet{Header: rtp.Header{Version: 2, Padding: true, PaddingSize: 4}, Payload: []byte("abc")}).Marshal()
 	p := NewPacket()
-	if err := p.Parse(copy(p.Buf(), padded), false); err != nil || string(p.Payload()) != "abc" {
+	if err := p.Parse(copy(p.Buf(), padded), NoKeyframes); err != nil || string(p.Payload()) != "abc" {
 		t.Fatalf("padded payload %q err %v", p.Payload(), err)
 	}
 	for _, bad := range [][]byte{nil, {0x80}, make([]byte, 12), {0x90, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, append([]byte{0xa0}, make([]byte, 11)...)} {
-		if err := p.Parse(copy(p.Buf(), bad), true); err == nil {
+		if err := p.Parse(copy(p.Buf(), bad), VP8); err == nil {
 			t.Fatalf("%x parsed without error", bad)
 		}
 	}
 	p.Release()
-}
-
-func TestVP8KeyframeDetection(t *testing.T) {
-	cases := []struct {
-		pl   []byte
-		want bool
-	}{
-		{vp8Payload(true, true, ""), true},
-		{vp8Payload(true, false, ""), false},
-		{vp8Payload(false, true, ""), false},
-		{[]byte{0x10, 0x00}, true},             // no extension
-		{[]byte{0x90, 0x80, 0x05, 0x00}, true}, // 7-bit picture id
-		{[]byte{0x90, 0xf0, 0x81, 0x02, 0x07, 0x20, 0x00}, true},
-		{[]byte{0x11, 0x00}, false}, // partition 1
-		{[]byte{0x90}, false},
-		{[]byte{0x90, 0x80}, false},
-		{nil, false},
-	}
-	for _, c := range cases {
-		if got := IsVP8KeyframeStart(c.pl); got != c.want {
-			t.Errorf("%x: got %v want %v", c.pl, got, c.want)
-		}
-	}
 }
 
 func TestDownTrackStartsAtKeyframeAndRewrites(t *testing.T) {
@@ -398,7 +379,7 @@ func benchFanout(b *testing.B, subs int, mk func(i int) Writer) {
 		n := copy(p.Buf(), raw)
 		binary.BigEndian.PutUint16(p.Buf()[2:], seq)
 		seq++
-		if err := p.Parse(n, true); err != nil {
+		if err := p.Parse(n, VP8); err != nil {
 			b.Fatal(err)
 		}
 		h.Put(p)

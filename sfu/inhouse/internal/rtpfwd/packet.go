@@ -26,7 +26,7 @@ type Packet struct {
 	TS          uint32
 	Marker      bool
 	PayloadType uint8
-	// KeyframeStart marks the first packet of a VP8 keyframe.
+	// KeyframeStart marks the first packet of a keyframe.
 	KeyframeStart bool
 	// Layer is the simulcast layer the packet came in on (0 without
 	// simulcast), set by whoever reads it, as is Arrived (unix ns): a
@@ -93,9 +93,9 @@ var (
 	errPadding = errors.New("rtpfwd: bad padding")
 )
 
-// Parse reads the RTP header of the first n bytes of Buf. vp8 asks for
-// keyframe detection on the payload.
-func (p *Packet) Parse(n int, vp8 bool) error {
+// Parse reads the RTP header of the first n bytes of Buf, and from the
+// payload of codec whether it starts a keyframe.
+func (p *Packet) Parse(n int, codec Codec) error {
 	b := p.buf[:n]
 	if n < 12 {
 		return errShort
@@ -126,38 +126,6 @@ func (p *Packet) Parse(n int, vp8 bool) error {
 	p.Seq = binary.BigEndian.Uint16(b[2:])
 	p.TS = binary.BigEndian.Uint32(b[4:])
 	p.payloadOff, p.payloadEnd = off, end
-	p.KeyframeStart = vp8 && IsVP8KeyframeStart(b[off:end])
+	p.KeyframeStart = codec.KeyframeStart(b[off:end])
 	return nil
-}
-
-// IsVP8KeyframeStart tells whether a VP8 RTP payload (RFC 7741) begins a
-// keyframe: S=1, partition 0, and the VP8 frame header's P bit clear.
-func IsVP8KeyframeStart(pl []byte) bool {
-	if len(pl) < 1 || pl[0]&0x10 == 0 || pl[0]&0x07 != 0 {
-		return false
-	}
-	i := 1
-	if pl[0]&0x80 != 0 {
-		if len(pl) < 2 {
-			return false
-		}
-		x := pl[1]
-		i = 2
-		if x&0x80 != 0 { // PictureID, 7 or 15 bits
-			if len(pl) <= i {
-				return false
-			}
-			if pl[i]&0x80 != 0 {
-				i++
-			}
-			i++
-		}
-		if x&0x40 != 0 { // TL0PICIDX
-			i++
-		}
-		if x&0x30 != 0 { // TID/Y/KEYIDX
-			i++
-		}
-	}
-	return len(pl) > i && pl[i]&0x01 == 0
 }

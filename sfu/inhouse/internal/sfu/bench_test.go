@@ -59,7 +59,7 @@ func BenchmarkFanoutThroughPion(b *testing.B) {
 		binary.BigEndian.PutUint16(p.Buf()[2:], seq)
 		binary.BigEndian.PutUint32(p.Buf()[4:], uint32(seq)*3000)
 		seq++
-		if err := p.Parse(n, true); err != nil {
+		if err := p.Parse(n, rtpfwd.VP8); err != nil {
 			b.Fatal(err)
 		}
 		track.sourceOf(0).history.Put(p)

@@ -71,6 +71,19 @@ type clientOptions struct {
 	deaf bool
 	// layers publishes the video in that many simulcast layers (publishLayers).
 	layers int
+	// codec is the published video's media type (VP8 when empty), its
+	// payloads started as descriptors says.
+	codec string
+}
+
+// descriptors start a keyframe's and another frame's payloads of each video
+// codec but VP8 (payload's own) with what the SFU reads to tell them apart,
+// in VP8's five bytes: a STAP-A holding a sequence parameter set against a
+// non-IDR slice; a frame's start that is not inter-picture predicted against
+// one that is.
+var descriptors = map[string][2][]byte{
+	webrtc.MimeTypeH264: {{0x78, 0x00, 0x01, 0x67, 0x42}, {0x41, 0x9a, 0x00, 0x00, 0x00}},
+	webrtc.MimeTypeVP9:  {{0x08, 0x00, 0x00, 0x00, 0x00}, {0x48, 0x00, 0x00, 0x00, 0x00}},
 }
 
 func clientAPI(t testing.TB, o clientOptions) *webrtc.API {
@@ -106,6 +119,7 @@ type tc struct {
 	sess  *client.Session
 	audio *webrtc.TrackLocalStaticRTP
 	video *webrtc.TrackLocalStaticRTP
+	codec string // clientOptions.codec
 	// layered: the video's simulcast layers, smallest first (video is nil);
 	// sending: how many of them publishLayers sends
 	layered []*webrtc.TrackLocalStaticRTP
@@ -147,6 +161,13 @@ func tryJoin(t testing.TB, url, room, user string, o clientOptions) (*tc, error)
 		ssrcs: map[string]uint32{}, deaf: o.deaf}
 	c.audio, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", user)
 	vp8 := webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}
+	switch o.codec {
+	case webrtc.MimeTypeH264:
+		vp8 = webrtc.RTPCodecCapability{MimeType: o.codec, ClockRate: 90000, SDPFmtpLine: h264Params}
+	case webrtc.MimeTypeVP9:
+		vp8 = webrtc.RTPCodecCapability{MimeType: o.codec, ClockRate: 90000, SDPFmtpLine: "profile-id=0"}
+	}
+	c.codec = o.codec
 	tracks := []*webrtc.TrackLocalStaticRTP{c.audio}
 	if o.layers > 1 {
 		for _, rid := range signal.Rids[:o.layers] {
@@ -265,8 +286,12 @@ func (c *tc) publish() {
 			}
 			if i%5 == 0 {
 				key := c.keyframe.Swap(false)
+				pl := payload(c.user, vn, true, key, 1000)
+				if d, ok := descriptors[c.codec]; ok {
+					copy(pl, d[map[bool]int{true: 0, false: 1}[key]])
+				}
 				_ = c.video.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, Marker: true, SequenceNumber: uint16(vn), Timestamp: vn * 3000},
-					Payload: payload(c.user, vn, true, key, 1000)})
+					Payload: pl})
 				vn++
 			}
 		}

@@ -1,6 +1,7 @@
 package sfu
 
 import (
+	"fmt"
 	"net"
 
 	"github.com/pion/ice/v4"
@@ -12,12 +13,19 @@ import (
 )
 
 // Payload types offered. The SFU forwards payloads untouched, so publisher
-// and subscribers must agree on one codec per kind: VP8 and Opus, as in the
-// KITE studies and Janus's default video room.
+// and subscribers must agree on the codec: Opus, and VP8 first (the KITE
+// studies' and Janus's default video room's), then H.264 (constrained
+// baseline, packetization mode 1) and VP9 (profile 0), which a browser picks
+// by its codec preferences. rtpfwd must tell each video codec's keyframes.
 const (
-	ptOpus = 111
-	ptVP8  = 96
-	ptRTX  = 97
+	ptOpus     = 111
+	ptVP8      = 96
+	ptRTX      = 97
+	ptVP9      = 98
+	ptVP9RTX   = 99
+	ptH264     = 102
+	ptH264RTX  = 103
+	h264Params = "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f"
 )
 
 func newAPI(cfg *Config, mux ice.UDPMux, direct *directFactory) (*webrtc.API, error) {
@@ -27,23 +35,27 @@ func newAPI(cfg *Config, mux ice.UDPMux, direct *directFactory) (*webrtc.API, er
 		{Type: webrtc.TypeRTCPFBNACK},
 		{Type: webrtc.TypeRTCPFBNACK, Parameter: "pli"},
 	}
-	codecs := []struct {
-		c    webrtc.RTPCodecParameters
-		kind webrtc.RTPCodecType
-	}{
-		{webrtc.RTPCodecParameters{RTPCodecCapability: webrtc.RTPCodecCapability{
-			MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2, SDPFmtpLine: "minptime=10;useinbandfec=1",
-		}, PayloadType: ptOpus}, webrtc.RTPCodecTypeAudio},
-		{webrtc.RTPCodecParameters{RTPCodecCapability: webrtc.RTPCodecCapability{
-			MimeType: webrtc.MimeTypeVP8, ClockRate: 90000, RTCPFeedback: videoFB,
-		}, PayloadType: ptVP8}, webrtc.RTPCodecTypeVideo},
-		{webrtc.RTPCodecParameters{RTPCodecCapability: webrtc.RTPCodecCapability{
-			MimeType: webrtc.MimeTypeRTX, ClockRate: 90000, SDPFmtpLine: "apt=96",
-		}, PayloadType: ptRTX}, webrtc.RTPCodecTypeVideo},
+	opus := webrtc.RTPCodecParameters{RTPCodecCapability: webrtc.RTPCodecCapability{
+		MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2, SDPFmtpLine: "minptime=10;useinbandfec=1",
+	}, PayloadType: ptOpus}
+	if err := me.RegisterCodec(opus, webrtc.RTPCodecTypeAudio); err != nil {
+		return nil, err
 	}
-	for _, c := range codecs {
-		if err := me.RegisterCodec(c.c, c.kind); err != nil {
-			return nil, err
+	for _, v := range []struct {
+		mime, fmtp string
+		pt, rtx    webrtc.PayloadType
+	}{
+		{webrtc.MimeTypeVP8, "", ptVP8, ptRTX},
+		{webrtc.MimeTypeH264, h264Params, ptH264, ptH264RTX},
+		{webrtc.MimeTypeVP9, "profile-id=0", ptVP9, ptVP9RTX},
+	} {
+		media := webrtc.RTPCodecCapability{MimeType: v.mime, ClockRate: 90000, SDPFmtpLine: v.fmtp, RTCPFeedback: videoFB}
+		rtx := webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeRTX, ClockRate: 90000, SDPFmtpLine: fmt.Sprintf("apt=%d", v.pt)}
+		for _, c := range []webrtc.RTPCodecParameters{{RTPCodecCapability: media, PayloadType: v.pt},
+			{RTPCodecCapability: rtx, PayloadType: v.rtx}} {
+			if err := me.RegisterCodec(c, webrtc.RTPCodecTypeVideo); err != nil {
+				return nil, err
+			}
 		}
 	}
 

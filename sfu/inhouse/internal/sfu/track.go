@@ -23,13 +23,13 @@ const keyframeInterval = 500 * time.Millisecond
 // pubTrack is one track a participant publishes: one source, or with
 // simulcast one per layer, feeding one fan-out.
 type pubTrack struct {
-	owner   *peer
-	kind    webrtc.RTPCodecType
-	codec   webrtc.RTPCodecParameters
-	video   bool
-	vp8     bool
-	dropped bool // the deliberate fault: never forwarded
-	fanout  rtpfwd.Fanout
+	owner     *peer
+	kind      webrtc.RTPCodecType
+	codec     webrtc.RTPCodecParameters
+	video     bool
+	keyframes rtpfwd.Codec // how its payloads tell a keyframe's start
+	dropped   bool         // the deliberate fault: never forwarded
+	fanout    rtpfwd.Fanout
 	// gone is set when the owner leaves the room; no subscription to the
 	// track may start after.
 	gone atomic.Bool
@@ -66,9 +66,9 @@ func newPubTrack(owner *peer, t *webrtc.TrackRemote) *pubTrack {
 	video := t.Kind() == webrtc.RTPCodecTypeVideo
 	cfg := &owner.s.cfg
 	return &pubTrack{owner: owner, kind: t.Kind(), codec: t.Codec(), video: video,
-		vp8:     video && strings.EqualFold(t.Codec().MimeType, webrtc.MimeTypeVP8),
-		dropped: video && cfg.DropVideoFrom != "" && owner.user == cfg.DropVideoFrom,
-		attrs:   interceptor.Attributes{}}
+		keyframes: rtpfwd.CodecOf(t.Codec().MimeType),
+		dropped:   video && cfg.DropVideoFrom != "" && owner.user == cfg.DropVideoFrom,
+		attrs:     interceptor.Attributes{}}
 }
 
 // addSource makes remote the track's source of layer; subscribers asking for
@@ -178,7 +178,7 @@ func (s *source) forward(p *rtpfwd.Packet, n int, now time.Time) {
 		_, _, _ = s.feedback.Read(p.Buf()[:n], t.attrs)
 	}
 	m, conn := &t.owner.s.m, t.owner.s.cfg.UDP
-	if p.Parse(n, t.vp8) != nil {
+	if p.Parse(n, t.keyframes) != nil {
 		m.drops[dropMalformed].Add(1)
 		return
 	}

@@ -1,0 +1,63 @@
+"""The video codec is part of the scenario (`--codec`): a room of real Chromium browsers publishes
+H.264 or VP9 through each SFU whose page can, the clients confined to a CPU quota as in the
+end-to-end suite. Known answers: every video stream sent and received is of the codec asked for
+(getStats' codec of each RTP stream), every received video plays (its frame code read off decoded
+frames), and the report names the codec. An adapter that cannot publish the codec, or a run with
+synthetic participants (they speak VP8 only), is refused before anything is built or written.
+
+`make test` runs H.264 through janus, inhouse and livekit; `make test-sfus` (SFUBENCH_CONFORMANCE=all)
+adds mediasoup, and VP9 through every adapter that lists it."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sfubench import config
+from sfubench.sfu import Adapter
+
+ROOT = Path(__file__).resolve().parent.parent
+USERS = 3
+ALL = os.environ.get("SFUBENCH_CONFORMANCE") == "all"
+RUNS = [(sfu, codec) for sfu in config.available_sfus() if "local" in Adapter.load(sfu).where
+        for codec in config.CODECS[1:] if codec in Adapter.load(sfu).codecs
+        if ALL or (codec == "h264" and sfu in ("janus", "inhouse", "livekit"))]
+
+
+def loadtest(sfu: str, out: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", sfu, "--users-per-room", str(USERS),
+           "--background-interval", "1", "--settle", "5", "--client-cpus", "1.4", "--quality-frames", "0",
+           "--out", str(out), "--lab-prefix", "sfubk", "--lab-subnet", "127.0.11", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+
+def test_a_codec_an_adapter_cannot_publish_and_synthetic_participants_are_refused(tmp_path):
+    listed = subprocess.run([sys.executable, "-m", "sfubench.cli", "list-sfus"], capture_output=True, text=True,
+                            cwd=ROOT, timeout=60).stdout
+    assert next(line for line in listed.splitlines() if line.startswith("medooze")).endswith("codecs vp8")
+    assert next(line for line in listed.splitlines() if line.startswith("janus")).endswith("codecs vp8, h264, vp9")
+    r = loadtest("medooze", tmp_path, "--preset", "browsers", "--codec", "h264")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "--codec h264: medooze's page publishes vp8" in r.stderr
+    r = loadtest("janus", tmp_path, "--codec", "vp9")   # the default mix: synthetic participants
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "synthetic participants send and read VP8 only" in r.stderr
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sfu,codec", RUNS)
+def test_every_video_is_sent_and_received_in_the_codec_asked_for(sfu, codec, tmp_path):
+    r = loadtest(sfu, tmp_path, "--preset", "browsers", "--codec", codec)
+    assert r.returncode == 0, f"{sfu}: loadtest exited {r.returncode}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["scenario"]["codec"] == codec and meta["checks"]["failed"] == 0
+    assert meta["checks"]["passed"] == USERS * USERS   # each its own video and the others'
+    tables = json.loads((run_dir / "tables.json").read_text())
+    assert tables["clients"].startswith("The clients had headroom"), tables["clients"]
+    rows = tables["tables"]["codecs"]["rows"]
+    assert [(d, c, share) for d, c, _, share in rows] == [("send", codec, 100.0), ("recv", codec, 100.0)], rows
+    assert f"{codec.upper()} video" in (run_dir / "report.html").read_text()
