@@ -32,7 +32,7 @@ def cache_root() -> Path:
 
 # The video codecs a run may ask browsers to publish, as adapters name them in sfu.toml's `codecs`:
 # the first is the default, the 2018 study's and the one synthetic participants speak.
-CODECS = ("vp8", "h264", "vp9")
+CODECS = ("vp8", "h264", "vp9", "av1")
 
 
 def available_sfus() -> list[str]:
@@ -119,9 +119,10 @@ class Settings:
                          "study. The adapter's page must publish them (`sfubench list-sfus` says which "
                          "do); synthetic participants send one layer", min=1, max=3)
     codec: str = opt("vp8", "video codec each browser participant publishes: vp8 (the 2018 study's), h264 "
-                     "(constrained baseline, packetization mode 1) or vp9 (profile 0). The adapter must "
-                     "take it (`sfubench list-sfus` lists each one's codecs); synthetic participants send "
-                     "and read VP8 only, so another codec needs rooms of browsers (--preset browsers)",
+                     "(constrained baseline, packetization mode 1), vp9 or av1 (profile 0, one spatial "
+                     "layer). The adapter must take it (`sfubench list-sfus` lists each one's codecs); "
+                     "synthetic participants send and read VP8 only, so another codec needs rooms of "
+                     "browsers (--preset browsers)",
                      choices=CODECS)
     receive_layer: str = opt("largest", "the layer each browser asks its SFU for, with --simulcast: largest "
                              "(what each SFU forwards by default, the link permitting), smallest, or mix "

@@ -1,12 +1,12 @@
 """The video codec is part of the scenario (`--codec`): a room of real Chromium browsers publishes
-H.264 or VP9 through each SFU whose page can, the clients confined to a CPU quota as in the
+H.264, VP9 or AV1 through each SFU whose page can, the clients confined to a CPU quota as in the
 end-to-end suite. Known answers: every video stream sent and received is of the codec asked for
 (getStats' codec of each RTP stream), every received video plays (its frame code read off decoded
 frames), and the report names the codec. An adapter that cannot publish the codec, or a run with
 synthetic participants (they speak VP8 only), is refused before anything is built or written.
 
 `make test` runs H.264 through janus, inhouse and livekit; `make test-sfus` (SFUBENCH_CONFORMANCE=all)
-adds mediasoup, and VP9 through every adapter that lists it."""
+adds every other codec through every adapter that lists it."""
 import json
 import os
 import subprocess
@@ -29,18 +29,18 @@ RUNS = [(sfu, codec) for sfu in config.available_sfus() if "local" in Adapter.lo
 def loadtest(sfu: str, out: Path, *args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", sfu, "--users-per-room", str(USERS),
            "--background-interval", "1", "--settle", "5", "--client-cpus", "1.4", "--quality-frames", "0",
-           "--out", str(out), "--lab-prefix", "sfubk", "--lab-subnet", "127.0.11", *args]
+           "--out", str(out), "--lab-prefix", "sfubcd", "--lab-subnet", "127.0.12", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
 def test_a_codec_an_adapter_cannot_publish_and_synthetic_participants_are_refused(tmp_path):
     listed = subprocess.run([sys.executable, "-m", "sfubench.cli", "list-sfus"], capture_output=True, text=True,
                             cwd=ROOT, timeout=60).stdout
-    assert next(line for line in listed.splitlines() if line.startswith("medooze")).endswith("codecs vp8")
-    assert next(line for line in listed.splitlines() if line.startswith("janus")).endswith("codecs vp8, h264, vp9")
-    r = loadtest("medooze", tmp_path, "--preset", "browsers", "--codec", "h264")
+    assert next(line for line in listed.splitlines() if line.startswith("jitsi")).endswith("codecs vp8")
+    assert next(line for line in listed.splitlines() if line.startswith("janus")).endswith("codecs vp8, h264, vp9, av1")
+    r = loadtest("mediasoup", tmp_path, "--preset", "browsers", "--codec", "av1")   # mediasoup 3.8 has no AV1
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert "--codec h264: medooze's page publishes vp8" in r.stderr
+    assert "--codec av1: mediasoup's page publishes vp8, h264, vp9" in r.stderr
     r = loadtest("janus", tmp_path, "--codec", "vp9")   # the default mix: synthetic participants
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "synthetic participants send and read VP8 only" in r.stderr

@@ -22,7 +22,8 @@ const TWCC = 'http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extens
 const CAPABILITIES = {
   audio: {codecs: ['opus'], extensions: ['urn:ietf:params:rtp-hdrext:ssrc-audio-level',
                                          'urn:ietf:params:rtp-hdrext:sdes:mid', TWCC]},
-  video: {codecs: ['vp8'], rtx: true,
+  // VP8 first, as a browser offers it; H.264 and VP9 for a run's --codec (its page offers one alone)
+  video: {codecs: ['vp8', 'h264;packetization-mode=1;profile-level-id=42e01f', 'vp9'], rtx: true,
           rtcpfbs: [{id: 'goog-remb'}, {id: 'transport-cc'}, {id: 'ccm', params: ['fir']}, {id: 'nack'},
                     {id: 'nack', params: ['pli']}],
           extensions: ['urn:ietf:params:rtp-hdrext:sdes:mid', TWCC,

@@ -24,17 +24,19 @@
     // Video layers the page publishes (simulcast), when its adapter says it can (sfu.toml
     // `simulcast = true`).
     simulcast: settings.simulcast || 1,
-    // The video codec the run asks browsers to publish: 'vp8', 'h264' or 'vp9' (the names of
+    // The video codec the run asks browsers to publish: 'vp8', 'h264', 'vp9' or 'av1' (the names of
     // sfu.toml's `codecs`).
     codec: settings.codec || 'vp8',
-    // An SFU's offer with that codec alone in its video sections, then the retransmission format of
-    // it: for a page whose SFU offers several, as the browser sends the offer's first from the
-    // moment it applies it (an answer narrowed by setCodecPreferences may start on another, which
-    // an SFU then cannot place). H.264 as constrained baseline in packetization mode 1 and VP9 as
-    // profile 0, the forms every SFU of the comparison takes. VP8, Chrome's default, changes nothing.
+    // An offer with that codec alone in its video sections, then the retransmission format of it:
+    // for a page whose SFU offers several, as the browser sends the offer's first from the moment it
+    // applies it (an answer narrowed by setCodecPreferences may start on another, which an SFU then
+    // cannot place), or whose SFU answers with every codec of the page's own offer. H.264 as
+    // constrained baseline in packetization mode 1, VP9 and AV1 as profile 0: the forms every SFU of
+    // the comparison takes. VP8, Chrome's default, changes nothing.
     offerWithCodec(sdp) {
       if (api.codec === 'vp8') return sdp;
-      const form = {h264: [/packetization-mode=1/, /profile-level-id=42e01f/], vp9: [/profile-id=0/]}[api.codec] || [];
+      const form = {h264: [/packetization-mode=1/, /profile-level-id=42e01f/], vp9: [/profile-id=0/],
+                    av1: [/profile=0/]}[api.codec] || [];
       return sdp.split(/\r\n(?=m=)/).map((section) => {
         if (!section.startsWith('m=video')) return section;
         const lines = section.split('\r\n');

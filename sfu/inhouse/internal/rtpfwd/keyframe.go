@@ -11,6 +11,7 @@ const (
 	VP8
 	VP9
 	H264
+	AV1
 )
 
 // CodecOf is the Codec of a media type ("video/VP8"): NoKeyframes for audio,
@@ -23,6 +24,8 @@ func CodecOf(mime string) Codec {
 		return VP9
 	case "video/h264":
 		return H264
+	case "video/av1":
+		return AV1
 	}
 	return NoKeyframes
 }
@@ -36,6 +39,8 @@ func (c Codec) KeyframeStart(pl []byte) bool {
 		return IsVP9KeyframeStart(pl)
 	case H264:
 		return IsH264KeyframeStart(pl)
+	case AV1:
+		return IsAV1KeyframeStart(pl)
 	}
 	return false
 }
@@ -127,4 +132,11 @@ func IsH264KeyframeStart(pl []byte) bool {
 	default:
 		return key(t)
 	}
+}
+
+// IsAV1KeyframeStart tells whether an AV1 RTP payload (the AOM's RTP
+// specification) begins a keyframe: its aggregation header's N bit, set on
+// the first packet of a coded video sequence, which a keyframe starts.
+func IsAV1KeyframeStart(pl []byte) bool {
+	return len(pl) > 0 && pl[0]&0x08 != 0
 }

@@ -68,6 +68,9 @@ func TestH264KeyframeDetection(t *testing.T) {
 			t.Errorf("%x: got %v want %v", c.pl, got, c.want)
 		}
 	}
+	if CodecOf("video/AV1") != AV1 || !IsAV1KeyframeStart([]byte{0x18, 0x0a}) || IsAV1KeyframeStart([]byte{0x10, 0x32}) {
+		t.Error("AV1: the N bit (a new coded video sequence) starts a keyframe, and nothing else")
+	}
 	if CodecOf("video/H264") != H264 || CodecOf("video/vp9") != VP9 || CodecOf("audio/opus") != NoKeyframes {
 		t.Error("media types read wrong")
 	}

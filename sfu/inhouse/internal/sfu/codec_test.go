@@ -11,7 +11,7 @@ import (
 // keyframe the SFU reads in that codec's payload, which it asks the publisher
 // for when they join.
 func TestEveryOfferedVideoCodecIsForwardedFromAKeyframe(t *testing.T) {
-	for _, codec := range []string{webrtc.MimeTypeVP8, webrtc.MimeTypeH264, webrtc.MimeTypeVP9} {
+	for _, codec := range []string{webrtc.MimeTypeVP8, webrtc.MimeTypeH264, webrtc.MimeTypeVP9, webrtc.MimeTypeAV1} {
 		t.Run(codec, func(t *testing.T) {
 			_, url := startServer(t, nil)
 			alice := join(t, url, "1", "alice", clientOptions{codec: codec})

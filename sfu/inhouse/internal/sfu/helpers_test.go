@@ -78,12 +78,14 @@ type clientOptions struct {
 
 // descriptors start a keyframe's and another frame's payloads of each video
 // codec but VP8 (payload's own) with what the SFU reads to tell them apart,
-// in VP8's five bytes: a STAP-A holding a sequence parameter set against a
-// non-IDR slice; a frame's start that is not inter-picture predicted against
-// one that is.
+// in VP8's five bytes: for H.264 a STAP-A holding a sequence parameter set
+// against a non-IDR slice; for VP9 a frame's start that is not inter-picture
+// predicted against one that is; for AV1 the first packet of a new coded
+// video sequence against another packet.
 var descriptors = map[string][2][]byte{
 	webrtc.MimeTypeH264: {{0x78, 0x00, 0x01, 0x67, 0x42}, {0x41, 0x9a, 0x00, 0x00, 0x00}},
 	webrtc.MimeTypeVP9:  {{0x08, 0x00, 0x00, 0x00, 0x00}, {0x48, 0x00, 0x00, 0x00, 0x00}},
+	webrtc.MimeTypeAV1:  {{0x18, 0x00, 0x00, 0x00, 0x00}, {0x10, 0x00, 0x00, 0x00, 0x00}},
 }
 
 func clientAPI(t testing.TB, o clientOptions) *webrtc.API {
@@ -166,6 +168,8 @@ func tryJoin(t testing.TB, url, room, user string, o clientOptions) (*tc, error)
 		vp8 = webrtc.RTPCodecCapability{MimeType: o.codec, ClockRate: 90000, SDPFmtpLine: h264Params}
 	case webrtc.MimeTypeVP9:
 		vp8 = webrtc.RTPCodecCapability{MimeType: o.codec, ClockRate: 90000, SDPFmtpLine: "profile-id=0"}
+	case webrtc.MimeTypeAV1:
+		vp8 = webrtc.RTPCodecCapability{MimeType: o.codec, ClockRate: 90000, SDPFmtpLine: "level-idx=5;profile=0;tier=0"}
 	}
 	c.codec = o.codec
 	tracks := []*webrtc.TrackLocalStaticRTP{c.audio}

@@ -15,8 +15,8 @@ import (
 // Payload types offered. The SFU forwards payloads untouched, so publisher
 // and subscribers must agree on the codec: Opus, and VP8 first (the KITE
 // studies' and Janus's default video room's), then H.264 (constrained
-// baseline, packetization mode 1) and VP9 (profile 0), which a browser picks
-// by its codec preferences. rtpfwd must tell each video codec's keyframes.
+// baseline, packetization mode 1), VP9 and AV1 (profile 0), which a browser
+// picks by narrowing the offer. rtpfwd must tell each video codec's keyframes.
 const (
 	ptOpus     = 111
 	ptVP8      = 96
@@ -25,6 +25,8 @@ const (
 	ptVP9RTX   = 99
 	ptH264     = 102
 	ptH264RTX  = 103
+	ptAV1      = 45
+	ptAV1RTX   = 46
 	h264Params = "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f"
 )
 
@@ -48,6 +50,7 @@ func newAPI(cfg *Config, mux ice.UDPMux, direct *directFactory) (*webrtc.API, er
 		{webrtc.MimeTypeVP8, "", ptVP8, ptRTX},
 		{webrtc.MimeTypeH264, h264Params, ptH264, ptH264RTX},
 		{webrtc.MimeTypeVP9, "profile-id=0", ptVP9, ptVP9RTX},
+		{webrtc.MimeTypeAV1, "level-idx=5;profile=0;tier=0", ptAV1, ptAV1RTX},
 	} {
 		media := webrtc.RTPCodecCapability{MimeType: v.mime, ClockRate: 90000, SDPFmtpLine: v.fmtp, RTCPFeedback: videoFB}
 		rtx := webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeRTX, ClockRate: 90000, SDPFmtpLine: fmt.Sprintf("apt=%d", v.pt)}
