@@ -291,8 +291,10 @@ func (c *tc) publish() {
 			if i%5 == 0 {
 				key := c.keyframe.Swap(false)
 				pl := payload(c.user, vn, true, key, 1000)
-				if d, ok := descriptors[c.codec]; ok {
-					copy(pl, d[map[bool]int{true: 0, false: 1}[key]])
+				if d, ok := descriptors[c.codec]; ok && key {
+					copy(pl, d[0])
+				} else if ok {
+					copy(pl, d[1])
 				}
 				_ = c.video.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, Marker: true, SequenceNumber: uint16(vn), Timestamp: vn * 3000},
 					Payload: pl})
