@@ -19,6 +19,7 @@ import (
 	"github.com/pion/webrtc/v4"
 
 	"sfubench/sfu/inhouse/client"
+	"sfubench/sfu/inhouse/directrtp"
 	"sfubench/sfu/inhouse/srtpkeys"
 )
 
@@ -46,32 +47,48 @@ const (
 )
 
 // newPeerConnection makes one of a member's connections; its sockets are
-// read by the fast path unless the environment says otherwise.
+// read, and its published media written, by the fast path unless the
+// environment says otherwise.
 func (g *generator) newPeerConnection(conns *fastConns) (*webrtc.PeerConnection, error) {
 	o := g.apiOptions
-	holder := &atomic.Pointer[webrtc.PeerConnection]{}
-	if os.Getenv(pathEnv) != "pion" {
-		o.OwnFeedback = true
-		o.WrapNet = func(n transport.Net) transport.Net { return fastNet{n, conns, holder} }
+	if os.Getenv(pathEnv) == "pion" {
+		api, err := client.NewAPI(o)
+		if err != nil {
+			return nil, err
+		}
+		return api.NewPeerConnection(webrtc.Configuration{})
 	}
+	peer := &fastPeer{}
+	direct := &directrtp.Factory{}
+	o.OwnFeedback = true
+	o.WrapNet = func(n transport.Net) transport.Net { return fastNet{n, conns, peer} }
+	o.First = append(o.First[:len(o.First):len(o.First)], direct) // innermost: what every other interceptor sent
 	api, err := client.NewAPI(o)
 	if err != nil {
 		return nil, err
 	}
-	pc, err := api.NewPeerConnection(webrtc.Configuration{})
+	pc, w, err := direct.NewPeerConnection(api, webrtc.Configuration{})
 	if err != nil {
 		return nil, err
 	}
-	holder.Store(pc)
+	peer.writer.Store(w)
+	peer.pc.Store(pc)
 	return pc, nil
 }
 
-// fastNet opens each UDP socket ICE asks for, for the PeerConnection `pc`
-// will hold, as a fastConn of `conns`.
+// fastPeer is what a connection's sockets share: the connection, once made,
+// and the writer of its published media.
+type fastPeer struct {
+	pc     atomic.Pointer[webrtc.PeerConnection]
+	writer atomic.Pointer[directrtp.Writer]
+}
+
+// fastNet opens each UDP socket ICE asks for, for the connection of `peer`,
+// as a fastConn of `conns`.
 type fastNet struct {
 	transport.Net
 	conns *fastConns
-	pc    *atomic.Pointer[webrtc.PeerConnection]
+	peer  *fastPeer
 }
 
 func (n fastNet) ListenUDP(network string, laddr *net.UDPAddr) (transport.UDPConn, error) {
@@ -82,7 +99,7 @@ func (n fastNet) ListenUDP(network string, laddr *net.UDPAddr) (transport.UDPCon
 	if err != nil {
 		return nil, err
 	}
-	c := &fastConn{sock: s, owner: n.conns, pc: n.pc, toPion: make(chan datagram, toPionQueue),
+	c := &fastConn{sock: s, owner: n.conns, peer: n.peer, toPion: make(chan datagram, toPionQueue),
 		done: make(chan struct{})}
 	polling.add(c)
 	return c, nil
@@ -132,11 +149,12 @@ type fastConn struct {
 	once   sync.Once
 	err    atomic.Pointer[error]
 
-	deadline atomic.Pointer[time.Time]
-	pc       *atomic.Pointer[webrtc.PeerConnection] // whose keys and feedback: set once it is made
-	rx       atomic.Pointer[receiver]
-	checked  time.Time  // when the poller last looked for the DTLS keys
-	hdr      rtp.Header // the poller's, reused: a packet's header
+	deadline    atomic.Pointer[time.Time]
+	peer        *fastPeer // whose keys, feedback and writer
+	rx          atomic.Pointer[receiver]
+	checked     time.Time  // when the poller last looked for the DTLS keys to read with
+	sendChecked time.Time  // and to write with
+	hdr         rtp.Header // the poller's, reused: a packet's header
 }
 
 // take handles one datagram the poller read.
@@ -185,7 +203,7 @@ func (c *fastConn) activate(now time.Time) *receiver {
 		return nil
 	}
 	c.checked = now
-	pc := c.pc.Load()
+	pc := c.peer.pc.Load()
 	if pc == nil {
 		return nil
 	}

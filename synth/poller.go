@@ -64,11 +64,13 @@ func (p *poller) run() {
 	next := time.Now()
 	for round := 1; ; round++ {
 		feedback := round%int(twccInterval/pollEvery) == 0
+		now := time.Now()
 		for _, c := range p.live() {
 			b.drain(c)
 			if rx := c.rx.Load(); feedback && rx != nil {
 				rx.sendTWCC()
 			}
+			c.startSending(now)
 		}
 		next = next.Add(pollEvery)
 		if wait := time.Until(next); wait > 0 {

@@ -10,6 +10,8 @@ import (
 	"github.com/pion/logging"
 	"github.com/pion/sdp/v3"
 	"github.com/pion/webrtc/v4"
+
+	"sfubench/sfu/inhouse/directrtp"
 )
 
 // Payload types offered. The SFU forwards payloads untouched, so publisher
@@ -30,7 +32,7 @@ const (
 	h264Params = "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f"
 )
 
-func newAPI(cfg *Config, mux ice.UDPMux, direct *directFactory) (*webrtc.API, error) {
+func newAPI(cfg *Config, mux ice.UDPMux, direct *directrtp.Factory) (*webrtc.API, error) {
 	me := &webrtc.MediaEngine{}
 	videoFB := []webrtc.RTCPFeedback{
 		{Type: "ccm", Parameter: "fir"},

@@ -241,7 +241,7 @@ func (p *peer) send(b []byte) {
 }
 
 func (p *peer) join(j signal.Join) error {
-	pc, direct, err := p.s.direct.newPC(p.s.api, webrtc.Configuration{BundlePolicy: webrtc.BundlePolicyMaxBundle})
+	pc, direct, err := p.s.direct.NewPeerConnection(p.s.api, webrtc.Configuration{BundlePolicy: webrtc.BundlePolicyMaxBundle})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/pion/ice/v4"
 	"github.com/pion/webrtc/v4"
 
+	"sfubench/sfu/inhouse/directrtp"
 	"sfubench/sfu/inhouse/internal/signal"
 	"sfubench/sfu/inhouse/internal/udpbatch"
 )
@@ -107,7 +108,7 @@ type Server struct {
 	cfg    Config
 	api    *webrtc.API
 	mux    ice.UDPMux
-	direct *directFactory
+	direct *directrtp.Factory
 	reader *directReader
 	m      metrics
 
@@ -135,7 +136,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, rooms: map[string]*room{}, peers: map[*peer]struct{}{}}
 	s.reader = newDirectReader(cfg.UDP, &s.m.directIn)
 	s.mux = newMux(s.reader)
-	s.direct = newDirectFactory(cfg.UDP, &s.m.directPackets)
+	s.direct = &directrtp.Factory{Sent: &s.m.directPackets}
 	api, err := newAPI(&s.cfg, s.mux, s.direct)
 	if err != nil {
 		s.mux.Close()

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pion/rtp"
+	"github.com/pion/webrtc/v4"
+
+	"sfubench/sfu/inhouse/client"
+)
+
+// A participant's published media goes through pion until its connection is
+// up, then through its direct writer; a pion receiver (as an SFU's) decrypts
+// every packet either way, sequence numbers going on across the switch.
+func TestPublishedMediaTakesTheDirectWriterOnceConnected(t *testing.T) {
+	loopback := client.APIOptions{IPFilter: func(ip net.IP) bool { return ip.IsLoopback() }}
+	g := &generator{apiOptions: loopback}
+	conns := newFastConns()
+	pub, err := g.newPeerConnection(conns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "video", "pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.AddTrack(track); err != nil {
+		t.Fatal(err)
+	}
+	api, err := client.NewAPI(loopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := api.NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var received, lastSeq atomic.Uint32
+	gaps := atomic.Int32{}
+	sub.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+		for {
+			p, _, err := tr.ReadRTP()
+			if err != nil {
+				return
+			}
+			if n := received.Add(1); n > 1 && uint16(p.SequenceNumber) != uint16(lastSeq.Load())+1 {
+				gaps.Add(1)
+			}
+			lastSeq.Store(uint32(p.SequenceNumber))
+		}
+	})
+	connect(t, pub, sub)
+
+	// Sequence numbers that wrap early, while pion may still be sending them.
+	seq := uint16(65500)
+	stop := make(chan struct{})
+	sent := make(chan int)
+	go func() {
+		n := 0
+		defer func() { sent <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			p := &rtp.Packet{Header: rtp.Header{Version: 2, SequenceNumber: seq, Timestamp: uint32(n) * 3000, Marker: true},
+				Payload: []byte{0x10, 0, 0, 0x9d, 1, 2, 3, 4}}
+			if track.WriteRTP(p) == nil {
+				n++
+				seq++
+			}
+		}
+	}()
+	writer := conns.writerOf(t, pub)
+	deadline := time.Now().Add(10 * time.Second)
+	for !writer.Started() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !writer.Started() {
+		t.Fatal("the direct writer did not start within 10 s of the connection")
+	}
+	before := received.Load()
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	n := <-sent
+	time.Sleep(100 * time.Millisecond)
+	if got := received.Load(); got < uint32(n)*9/10 || got-before < 50 {
+		t.Fatalf("the receiver decrypted %d of %d packets, %d after the writer started", got, n, got-before)
+	}
+	if gaps.Load() > 2 {
+		t.Errorf("%d gaps in the received sequence", gaps.Load())
+	}
+}
+
+// writerOf is the direct writer of pc's connection, found through the
+// sockets the poller reads.
+func (f *fastConns) writerOf(t *testing.T, pc *webrtc.PeerConnection) interface{ Started() bool } {
+	t.Helper()
+	polling.mu.Lock()
+	defer polling.mu.Unlock()
+	for _, c := range polling.conns {
+		if c.owner == f && c.peer.pc.Load() == pc {
+			return c.peer.writer.Load()
+		}
+	}
+	t.Fatal("no socket of the connection is polled")
+	return nil
+}
+
+// connect runs an offer/answer between a and b with complete candidates and
+// waits for both to be connected.
+func connect(t *testing.T, a, b *webrtc.PeerConnection) {
+	t.Helper()
+	up := make(chan struct{}, 2)
+	for _, pc := range []*webrtc.PeerConnection{a, b} {
+		pc.OnConnectionStateChange(func(s webrtc.PeerConnectionState) {
+			if s == webrtc.PeerConnectionStateConnected {
+				up <- struct{}{}
+			}
+		})
+	}
+	describe := func(pc *webrtc.PeerConnection, d webrtc.SessionDescription) webrtc.SessionDescription {
+		done := webrtc.GatheringCompletePromise(pc)
+		if err := pc.SetLocalDescription(d); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		return *pc.LocalDescription()
+	}
+	offer, err := a.CreateOffer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetRemoteDescription(describe(a, offer)); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := b.CreateAnswer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetRemoteDescription(describe(b, answer)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case <-up:
+		case <-time.After(10 * time.Second):
+			t.Fatal("not connected within 10 s")
+		}
+	}
+}
