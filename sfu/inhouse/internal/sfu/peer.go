@@ -283,14 +283,17 @@ func (p *peer) join(j signal.Join) error {
 		in.close(p.s.reader)
 		return pc.Close()
 	}
-	tracks, replaced, err := p.s.join(p, j.Room)
+	// "joined" is queued as the room admits p: a participant publishing
+	// meanwhile would otherwise have its offer reach p first.
+	tracks, replaced, err := p.s.join(p, j.Room, func() {
+		p.send(signal.Encode(signal.Joined{Type: "joined", Room: j.Room, User: j.User}))
+	})
 	if err != nil {
 		return err
 	}
 	if replaced != nil {
 		replaced.close(closeReplaced, errReplaced)
 	}
-	p.send(signal.Encode(signal.Joined{Type: "joined", Room: j.Room, User: j.User}))
 
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -266,7 +266,7 @@ var (
 
 // join enters p into a room. It returns the tracks p must subscribe to and
 // the earlier session of the same user, which the caller closes.
-func (s *Server) join(p *peer, roomID string) (tracks []*pubTrack, replaced *peer, err error) {
+func (s *Server) join(p *peer, roomID string, admitted func()) (tracks []*pubTrack, replaced *peer, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.rooms[roomID]
@@ -289,6 +289,7 @@ func (s *Server) join(p *peer, roomID string) (tracks []*pubTrack, replaced *pee
 	}
 	r.peers[p.user] = p
 	p.room = r
+	admitted() // before any track published from now on can be offered to p
 	for _, t := range r.tracks {
 		if t.owner != replaced {
 			tracks = append(tracks, t)
