@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -37,6 +38,8 @@ from pathlib import Path
 # runnable as a plain script from a checkout, without installing the package
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import cpushare  # noqa: E402  (bench/, beside this script)
+import kernelfloor  # noqa: E402
 from reports import metrics, runfiles, traffic, windows  # noqa: E402
 from sfubench import config, loadtest  # noqa: E402
 from sfubench.progress import Progress  # noqa: E402
@@ -45,6 +48,9 @@ from sfubench.rundir import read  # noqa: E402
 PACING_MS = 1.0   # the generator's pacing target: p99 under a millisecond
 SFUS = "janus,janus-tuned,mediasoup,livekit,medooze,inhouse"
 KNEE_LOAD = 42    # participants: Janus's knee in the default study (0.5 core), rooms of 7
+GENERATOR_PROFILE_ENV = "SFUBENCH_SYNTH_PROFILE"   # synth/profile.go: its folder gets cpu.pprof
+PROFILED_SFUS = ("inhouse",)   # adapters with a cpu_profile option
+SFU_PROFILE = "sfu.pprof"
 
 
 def generator_rows(run_dir: Path) -> list[dict]:
@@ -71,18 +77,38 @@ def generator_rows(run_dir: Path) -> list[dict]:
     return out
 
 
-def measure(name: str, rooms: int, users: int, out: Path, prefix: str, subnet: str) -> Path:
+def measure(name: str, rooms: int, users: int, out: Path, prefix: str, subnet: str, profiles: Path) -> Path:
+    """One all-synthetic ramp of SFU `name`; the generator's CPU profile goes to `profiles`, and
+    so does the SFU's where its adapter takes a `cpu_profile` option (the in-house SFU)."""
     sfu, _, profile = name.partition("-")
+    profiles.mkdir(parents=True, exist_ok=True)
+    options = f"cpu_profile={profiles / SFU_PROFILE}" if sfu in PROFILED_SFUS else ""
     cfg = config.load(cli={
-        "sfu": sfu, "sfu_profile": profile or "defaults", "preset": "browsers", "rooms": rooms, "users_per_room": users, "real_rooms": 0, "quality_frames": 0,
+        "sfu": sfu, "sfu_profile": profile or "defaults", "sfu_options": options, "preset": "browsers", "rooms": rooms,
+        "users_per_room": users, "real_rooms": 0, "quality_frames": 0,
         "background_interval": 0, "ramp_samples": 4, "target_samples": 6, "sfu_cpuset": "0",
         "client_cpuset": "1", "out": str(out), "lab_prefix": prefix, "lab_subnet": subnet,
         "results_db": str(out / "results.sqlite")}, env={})
     print(f"{name}: an all-synthetic ramp to {rooms} rooms of {users}", flush=True)
-    run_dir, status = loadtest.run(cfg, Progress(open(os.devnull, "w")))
+    os.environ[GENERATOR_PROFILE_ENV] = str(profiles)  # the generator inherits the engine's environment
+    try:
+        run_dir, status = loadtest.run(cfg, Progress(open(os.devnull, "w")))
+    finally:
+        del os.environ[GENERATOR_PROFILE_ENV]
     if status != "ok":
         raise RuntimeError(f"{name}: the run ended {status}; see {run_dir}")
     return run_dir
+
+
+def cpu_shares(profiles: dict[str, Path]) -> dict[str, dict[str, float]]:
+    """Where the CPU went in each SFU run: the SFU's share by part of the work where it was
+    profiled, and the generator's."""
+    out = {}
+    for sfu, folder in profiles.items():
+        for label, path in ((f"{sfu} SFU", folder / SFU_PROFILE), (f"generator ({sfu})", folder / "cpu.pprof")):
+            if path.exists():
+                out[label] = cpushare.shares(path)
+    return out
 
 
 def sfu_cost(analysis: metrics.Analysis) -> dict[int, dict]:
@@ -114,6 +140,21 @@ def summary(cost: dict[str, dict], generator: dict[str, list[dict]], knee_load: 
                 a, b = sfus["inhouse"][key], sfus[other][key]
                 ratios.setdefault(f"inhouse/{other}", {})[key] = a / b if a and b else None
     return {"generator": gen, "sfus": sfus, "ratios": ratios, "runs": 1}
+
+
+def floor_at(cost: dict[str, dict], users: int) -> dict | None:
+    """The kernel's floor (bench/kernelfloor.py) at the runs' packet rates: the median packets per
+    second of a forwarded stream over every SFU's counts; None where it could not be measured."""
+    rates = [r["fwd_pps"] / r["fwd_streams"] for rows in cost.values() for r in rows.values() if r.get("fwd_streams")]
+    try:
+        floor = kernelfloor.measure()
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        print(f"forwarding: the kernel's floor was not measured: {e}", flush=True)
+        return None
+    if not rates:
+        return floor
+    pps = statistics.median(rates)
+    return {**floor, "pps_per_stream": pps, "streams_per_core_ceiling": kernelfloor.ceiling(floor, pps, users)}
 
 
 def combined(rounds: list[dict]) -> dict:
@@ -165,17 +206,19 @@ def main(argv: list[str] | None = None) -> int:
     rounds = []
     try:
         for i in range(a.repeat):
-            cost, generator = {}, {}
+            cost, generator, profiles = {}, {}, {}
             for sfu in sfus:
                 if a.repeat > 1:
                     print(f"round {i + 1} of {a.repeat}: ", end="", flush=True)
-                run_dir = measure(sfu, a.rooms, a.users_per_room, out, a.lab_prefix, a.lab_subnet)
+                profiles[sfu] = out / f"profiles-{sfu}-{i + 1}"
+                run_dir = measure(sfu, a.rooms, a.users_per_room, out, a.lab_prefix, a.lab_subnet, profiles[sfu])
                 analysis = metrics.analyse(runfiles.load(run_dir))
                 for anomaly in traffic.anomalies(analysis.cost):
                     print(f"{sfu}: left out: {anomaly}", flush=True)
                 cost[sfu] = sfu_cost(analysis)
                 generator[sfu] = generator_rows(run_dir)
-            rounds.append({"cost": cost, "generator": generator, "summary": summary(cost, generator, a.knee_load)})
+            rounds.append({"cost": cost, "generator": generator, "summary": summary(cost, generator, a.knee_load),
+                           "cpu_shares": cpu_shares(profiles)})
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -208,11 +251,17 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             print(f"| {sfu} | {r['participants']} ({r['phase']}) | {r['received_streams']} | {r['cores']:.3f} | "
                   f"{r['streams_per_core'] or 0:.0f} | {r['pacing_ms_p99']} |")
+    shares = rounds[0]["cpu_shares"]
+    if shares:
+        print(f"\nWhere the CPU went over each run (pprof, each sample to the part of the work nearest its leaf; "
+              f"profiles in {out}{', the first round' if a.repeat > 1 else ''}):")
+        print("\n".join(cpushare.table(shares)))
     result = combined([r["summary"] for r in rounds])
+    result["generator"]["kernel_floor"] = floor_at(cost, a.users_per_room)
     print_summary(result, a.knee_load)
     if a.json:
-        a.json.write_text(json.dumps({"cost": cost, "generator": generator, "summary": result, "rounds": rounds},
-                                     indent=1, default=str))
+        a.json.write_text(json.dumps({"cost": cost, "generator": generator, "summary": result, "cpu_shares": shares,
+                                      "rounds": rounds}, indent=1, default=str))
     return 0
 
 
@@ -225,6 +274,11 @@ def print_summary(result: dict, knee_load: int) -> None:
               + (f", the median of {runs} rounds{spread(gen, 'streams_per_core')}" if runs > 1 else ""))
     else:
         print(f"\nno step kept the pacing p99 under {PACING_MS:g} ms")
+    floor = gen.get("kernel_floor")
+    if floor and "streams_per_core_ceiling" in floor:
+        print(f"the kernel's floor here: a batched read {floor['receive_us']:.2f} µs and a send {floor['send_us']:.2f} µs "
+              f"of CPU per datagram; at {floor['pps_per_stream']:.0f} packets/s a stream, no generator could pass "
+              f"{floor['streams_per_core_ceiling']:,.0f} received streams per core (bench/kernelfloor.py)")
 
     def num(part, key, fmt):
         v = part.get(key)

@@ -18,7 +18,7 @@ import (
 // testClip encodes a second of test pattern and tone with the real ffmpeg,
 // as the media step does (VP8 in IVF with a keyframe every 15 frames, Opus
 // in Ogg in 20 ms packets).
-func testClip(t *testing.T) *clip {
+func testClip(t testing.TB) *clip {
 	t.Helper()
 	dir := t.TempDir()
 	ivf, ogg := filepath.Join(dir, "v.ivf"), filepath.Join(dir, "a.ogg")

@@ -45,6 +45,19 @@ def test_both_sfus_forward_a_synthetic_room_and_their_cost_is_compared(tmp_path)
     else:
         assert "no step kept the pacing p99 under" in r.stdout, r.stdout
     assert "inhouse / SFU at 5" in r.stdout, r.stdout
+    # where the CPU went, from the profiles both processes wrote (the in-house SFU's and the generator's)
+    shares = res["cpu_shares"]
+    assert set(shares) == {"inhouse SFU", "generator (inhouse)", "generator (janus)"}, shares
+    for name, parts in shares.items():
+        assert abs(sum(parts.values()) - 1) < 1e-9, (name, parts)
+        assert parts.get("SRTP", 0) > 0 and parts.get("system calls", 0) > 0, (name, parts)
+    assert shares["inhouse SFU"].get("routing", 0) > 0, shares
+    assert "Where the CPU went" in r.stdout, r.stdout
+    # the kernel's floor under the generator, measured here at the runs' packet rates
+    floor = summary["generator"]["kernel_floor"]
+    assert floor["receive_us"] > 0 and floor["send_us"] > floor["receive_us"], floor
+    assert 50 < floor["pps_per_stream"] < 150 and floor["streams_per_core_ceiling"] > 0, floor
+    assert "the kernel's floor here" in r.stdout, r.stdout
 
 
 def test_rounds_are_summed_up_as_medians_with_their_spread():
@@ -78,3 +91,39 @@ def test_a_count_whose_sfu_carried_more_than_media_is_left_out_of_its_cost():
     analysis = SimpleNamespace(health=[{"participants": 14, "client_bound": True}],
                                cost=[row(7, 3255.0), row(14, 2.0), row(21, 2.0)])   # what sfu_cost reads
     assert list(forwarding.sfu_cost(analysis)) == [21]
+
+
+# The layout of `go tool pprof -raw`: samples as location ids leaf first, locations with their
+# inlined functions on the lines after.
+RAW = """PeriodType: cpu nanoseconds
+Period: 10000000
+Samples:
+samples/count cpu/nanoseconds
+          3   30000000: 1 2 3
+          1   10000000: 4 2 3
+          2   20000000: 5 6
+          1   10000000: 7
+Locations
+     1: 0x4a M=1 crypto/internal/fips140/aes.encryptBlockAsm /go/src/aes.go:1:0 s=0
+     2: 0x4b M=1 github.com/pion/srtp/v3.(*Context).decryptRTP /m/srtp.go:2:0 s=0
+     3: 0x4c M=1 sfubench/synth.(*fastConn).media /s/fastpath.go:3:0 s=0
+     4: 0x4d M=1 golang.org/x/sys/unix.RawSyscall6 /m/unix.go:4:0 s=0
+     5: 0x4e M=1 runtime.memmove /go/src/memmove.s:5:0 s=0
+             github.com/pion/rtcp.(*ReceiverReport).Marshal /m/rr.go:6:0 s=0
+     6: 0x4f M=1 runtime.gcBgMarkWorker /go/src/mgc.go:7:0 s=0
+     7: 0x50 M=1 runtime.gcBgMarkWorker /go/src/mgc.go:8:0 s=0
+Mappings
+1: 0x400000/0x800000/0x0 /bin/x
+"""
+
+
+def test_a_profile_sample_goes_to_the_part_of_the_work_nearest_its_leaf():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import cpushare
+    samples, locations = cpushare.parse(RAW)
+    assert [ns for ns, _ in samples] == [30000000, 10000000, 20000000, 10000000]
+    assert locations[5] == ["runtime.memmove", "github.com/pion/rtcp.(*ReceiverReport).Marshal"]
+    parts = [cpushare.part_of([fn for loc in stack for fn in locations[loc]]) for _, stack in samples]
+    # AES for the SRTP context is SRTP; a system call is one whoever made it; memmove inlined
+    # into RTCP's marshalling is RTCP's; a stack of the runtime alone is the runtime's
+    assert parts == ["SRTP", "system calls", "RTCP and feedback", cpushare.RUNTIME]

@@ -17,6 +17,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	runtimepprof "runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +55,7 @@ func run() error {
 		pong     = flag.Duration("pong-timeout", 30*time.Second, "signalling silence after which a participant is dropped")
 		iceFail  = flag.Duration("ice-failed-timeout", 10*time.Second, "time a disconnected participant has to come back")
 		withProf = flag.Bool("pprof", false, "serve /debug/pprof/ on -listen, to clients on loopback or private addresses only")
+		cpuProf  = flag.String("cpu-profile", "", "write a CPU profile of the server's whole life to this `file` when it stops (make bench: where the CPU goes)")
 		logLevel = flag.String("log-level", "info", "debug, info, warn or error")
 		version  = flag.Bool("version", false, "print the version and exit")
 	)
@@ -67,6 +69,13 @@ func run() error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if *cpuProf != "" {
+		stop, err := profileCPU(*cpuProf)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 
 	conn, err := udpbatch.Listen(*udp)
 	if err != nil {
@@ -124,4 +133,20 @@ func run() error {
 		err = nil
 	}
 	return err
+}
+
+// profileCPU starts a CPU profile into path; the returned function ends it.
+func profileCPU(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := runtimepprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		runtimepprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
