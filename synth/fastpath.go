@@ -224,7 +224,7 @@ func (c *fastConn) activate(now time.Time) *receiver {
 type receiver struct {
 	conn     *fastConn
 	pc       *webrtc.PeerConnection
-	srtp     []*srtp.Context // the remote's context, or both until a packet says which (the DTLS role)
+	srtp     *srtp.Context // the SFU's: decrypts what it sends
 	feedback interceptor.Interceptor
 	twccExt  uint8
 	twcc     *twcc.Recorder // the poller's alone, as everything here but close
@@ -246,13 +246,10 @@ type fastStream struct {
 }
 
 func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTransport) (*receiver, error) {
-	// As if this side were the DTLS client; which is the SFU's context is
-	// learnt from the first packet that authenticates.
-	local, remote, err := srtpkeys.Contexts(dt, true)
+	_, remote, err := srtpkeys.Contexts(dt)
 	if err != nil {
 		return nil, err
 	}
-	contexts := []*srtp.Context{remote, local}
 	ir, err := client.ReceiveFeedback()
 	if err != nil {
 		return nil, err
@@ -264,7 +261,7 @@ func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTranspor
 	feedback.BindRTCPWriter(interceptor.RTCPWriterFunc(func(pkts []rtcp.Packet, _ interceptor.Attributes) (int, error) {
 		return 0, pc.WriteRTCP(pkts)
 	}))
-	rx := &receiver{conn: c, pc: pc, srtp: contexts, feedback: feedback, twccExt: twccExtension(pc),
+	rx := &receiver{conn: c, pc: pc, srtp: remote, feedback: feedback, twccExt: twccExtension(pc),
 		twcc: twcc.NewRecorder(rand.Uint32()), start: time.Now(), streams: map[uint32]*fastStream{},
 		plain: make([]byte, receiveMTU), buf: make([]byte, receiveMTU), attrs: interceptor.Attributes{}}
 	return rx, nil
@@ -331,16 +328,16 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, now time.Time) bool {
 		}
 		s = rx.bind(reg, h.SSRC)
 	}
-	out, err := rx.decrypt(b, h)
+	out, err := rx.srtp.DecryptRTP(rx.plain[:0], b, h)
 	if err != nil && !s.decrypted {
 		// The stream's first packets went through pion, whose SRTP context
 		// followed their sequence numbers; this one takes a stream's first
 		// packet for rollover 0. If the numbers wrapped in between (they start
 		// anywhere), every packet would fail: a stream stalled after its first
 		// frame. Pion's share is a few packets, so the rollover is 0 or 1.
-		rx.setROC(h.SSRC, 1)
-		if out, err = rx.decrypt(b, h); err != nil {
-			rx.setROC(h.SSRC, 0)
+		rx.srtp.SetROC(h.SSRC, 1)
+		if out, err = rx.srtp.DecryptRTP(rx.plain[:0], b, h); err != nil {
+			rx.srtp.SetROC(h.SSRC, 0)
 		}
 	}
 	if err != nil {
@@ -358,28 +355,6 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, now time.Time) bool {
 		s.reg.in.packet(&rx.pkt, now)
 	}
 	return true
-}
-
-// decrypt opens an SRTP packet with the SFU's context; until one packet
-// has said which context that is, with either.
-func (rx *receiver) decrypt(b []byte, h *rtp.Header) ([]byte, error) {
-	var out []byte
-	var err error
-	for i, ctx := range rx.srtp {
-		if out, err = ctx.DecryptRTP(rx.plain[:0], b, h); err == nil {
-			if len(rx.srtp) > 1 {
-				rx.srtp = rx.srtp[i : i+1] // this is the SFU's
-			}
-			return out, nil
-		}
-	}
-	return nil, err
-}
-
-func (rx *receiver) setROC(ssrc, roc uint32) {
-	for _, ctx := range rx.srtp {
-		ctx.SetROC(ssrc, roc)
-	}
 }
 
 // rtpHeaderKey is the key under which interceptors cache a packet's parsed

@@ -46,7 +46,7 @@ func TestAStreamThatWrappedBeforeTheFastPathTookItOverIsDecrypted(t *testing.T) 
 	conns := newFastConns()
 	in := &inbound{kind: "audio", ssrc: ssrc, clock: 48000}
 	conns.streams[ssrc] = &registration{in: in, track: &webrtc.TrackRemote{}}
-	rx := &receiver{conn: &fastConn{owner: conns}, srtp: []*srtp.Context{ours}, feedback: feedback,
+	rx := &receiver{conn: &fastConn{owner: conns}, srtp: ours, feedback: feedback,
 		streams: map[uint32]*fastStream{}, plain: make([]byte, receiveMTU), buf: make([]byte, receiveMTU),
 		attrs: interceptor.Attributes{}}
 
@@ -179,7 +179,7 @@ func benchReceiver(b *testing.B, c *clip, profile srtp.ProtectionProfile) *recei
 			track: &webrtc.TrackRemote{}}
 	}
 	conn := &fastConn{owner: conns}
-	rx := &receiver{conn: conn, srtp: []*srtp.Context{ctx}, feedback: feedback,
+	rx := &receiver{conn: conn, srtp: ctx, feedback: feedback,
 		streams: map[uint32]*fastStream{}, plain: make([]byte, receiveMTU), buf: make([]byte, receiveMTU),
 		attrs: interceptor.Attributes{}}
 	conn.rx.Store(rx)

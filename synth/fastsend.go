@@ -41,11 +41,7 @@ func (c *fastConn) startSending(now time.Time) {
 	if err != nil || local != c.sock.local.AddrPort() {
 		return // another socket's, or not yet
 	}
-	asClient, err := srtpkeys.LocalIsClient(pc)
-	if err != nil {
-		return
-	}
-	ours, _, err := srtpkeys.Contexts(dt, asClient)
+	ours, _, err := srtpkeys.Contexts(dt)
 	if err != nil {
 		return
 	}

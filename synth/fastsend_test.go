@@ -14,7 +14,10 @@ import (
 
 // A participant's published media goes through pion until its connection is
 // up, then through its direct writer; a pion receiver (as an SFU's) decrypts
-// every packet either way, sequence numbers going on across the switch.
+// every packet either way, sequence numbers going on across the switch. The
+// receiver re-offers first, as Medooze does: the participant's answer then
+// names a DTLS role its connection does not have, which the writer's keys
+// must not follow.
 func TestPublishedMediaTakesTheDirectWriterOnceConnected(t *testing.T) {
 	loopback := client.APIOptions{IPFilter: func(ip net.IP) bool { return ip.IsLoopback() }}
 	g := &generator{apiOptions: loopback}
@@ -55,6 +58,7 @@ func TestPublishedMediaTakesTheDirectWriterOnceConnected(t *testing.T) {
 		}
 	})
 	connect(t, pub, sub)
+	negotiate(t, sub, pub)
 
 	// Sequence numbers that wrap early, while pion may still be sending them.
 	seq := uint16(65500)
@@ -113,8 +117,7 @@ func (f *fastConns) writerOf(t *testing.T, pc *webrtc.PeerConnection) interface{
 	return nil
 }
 
-// connect runs an offer/answer between a and b with complete candidates and
-// waits for both to be connected.
+// connect negotiates between a and b and waits for both to be connected.
 func connect(t *testing.T, a, b *webrtc.PeerConnection) {
 	t.Helper()
 	up := make(chan struct{}, 2)
@@ -125,6 +128,19 @@ func connect(t *testing.T, a, b *webrtc.PeerConnection) {
 			}
 		})
 	}
+	negotiate(t, a, b)
+	for range 2 {
+		select {
+		case <-up:
+		case <-time.After(10 * time.Second):
+			t.Fatal("not connected within 10 s")
+		}
+	}
+}
+
+// negotiate runs an offer from a and b's answer, with complete candidates.
+func negotiate(t *testing.T, a, b *webrtc.PeerConnection) {
+	t.Helper()
 	describe := func(pc *webrtc.PeerConnection, d webrtc.SessionDescription) webrtc.SessionDescription {
 		done := webrtc.GatheringCompletePromise(pc)
 		if err := pc.SetLocalDescription(d); err != nil {
@@ -146,12 +162,5 @@ func connect(t *testing.T, a, b *webrtc.PeerConnection) {
 	}
 	if err := a.SetRemoteDescription(describe(b, answer)); err != nil {
 		t.Fatal(err)
-	}
-	for range 2 {
-		select {
-		case <-up:
-		case <-time.After(10 * time.Second):
-			t.Fatal("not connected within 10 s")
-		}
 	}
 }

@@ -1,6 +1,6 @@
 // Package srtpkeys gives the SRTP contexts of a connection pion has
 // negotiated, for code that encrypts or decrypts media outside pion's own
-// pipeline: the in-house SFU's writes, the synthetic participants' reads.
+// pipeline: the in-house SFU's and the synthetic participants' direct paths.
 package srtpkeys
 
 import (
@@ -9,16 +9,15 @@ import (
 	"unsafe"
 
 	"github.com/pion/dtls/v3"
-	"github.com/pion/sdp/v3"
 	"github.com/pion/srtp/v3"
 	"github.com/pion/webrtc/v4"
 )
 
-// Contexts returns fresh SRTP contexts for the connection dt carries, with
-// this side taken as the DTLS client (asClient) or server: local encrypts
-// what this side sends, remote decrypts what it receives. A context keeps
-// its own rollover counters, so a stream must go through one context only.
-func Contexts(dt *webrtc.DTLSTransport, asClient bool) (local, remote *srtp.Context, err error) {
+// Contexts returns fresh SRTP contexts for the connection dt carries: local
+// encrypts what this side sends, remote decrypts what it receives. A context
+// keeps its own rollover counters, so a stream must go through one context
+// only.
+func Contexts(dt *webrtc.DTLSTransport) (local, remote *srtp.Context, err error) {
 	conn, profile, err := dtlsState(dt)
 	if err != nil {
 		return nil, nil, err
@@ -27,8 +26,12 @@ func Contexts(dt *webrtc.DTLSTransport, asClient bool) (local, remote *srtp.Cont
 	if !ok {
 		return nil, nil, errors.New("no DTLS state")
 	}
+	client, err := isClient(&state)
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg := srtp.Config{Profile: profile}
-	if err := cfg.ExtractSessionKeysFromDTLS(&state, asClient); err != nil {
+	if err := cfg.ExtractSessionKeysFromDTLS(&state, client); err != nil {
 		return nil, nil, err
 	}
 	if local, err = srtp.CreateContext(cfg.Keys.LocalMasterKey, cfg.Keys.LocalMasterSalt, profile); err != nil {
@@ -40,37 +43,22 @@ func Contexts(dt *webrtc.DTLSTransport, asClient bool) (local, remote *srtp.Cont
 	return local, remote, nil
 }
 
-// LocalIsClient reads this side's DTLS role from the descriptions: an
-// answer's setup attribute says which role its writer took.
-func LocalIsClient(pc *webrtc.PeerConnection) (bool, error) {
-	for _, d := range []struct {
-		desc    *webrtc.SessionDescription
-		isLocal bool
-	}{{pc.CurrentLocalDescription(), true}, {pc.CurrentRemoteDescription(), false}} {
-		if d.desc == nil || d.desc.Type != webrtc.SDPTypeAnswer {
-			continue
-		}
-		// parsed here: the description is pion's own, and its Unmarshal
-		// writes the result into it while pion may be reading it
-		parsed := &sdp.SessionDescription{}
-		if err := parsed.UnmarshalString(d.desc.SDP); err != nil {
-			return false, err
-		}
-		for _, m := range parsed.MediaDescriptions {
-			switch v, _ := m.Attribute("setup"); v {
-			case "active":
-				return d.isLocal, nil
-			case "passive":
-				return !d.isLocal, nil
-			}
-		}
+// isClient is the role this side took in the DTLS handshake. The session
+// descriptions do not always say it: after the other side re-offered, this
+// side's answer may name the role its settings prefer, not the one its
+// connection has (a synthetic participant's answers to Medooze's offers
+// did), and keys taken for the wrong role decrypt nothing.
+func isClient(s *dtls.State) (bool, error) {
+	f := reflect.ValueOf(s).Elem().FieldByName("isClient")
+	if !f.IsValid() || f.Kind() != reflect.Bool {
+		return false, errors.New("pion's DTLS state has no isClient field")
 	}
-	return false, errors.New("no answer chose a DTLS role")
+	return f.Bool(), nil
 }
 
 // dtlsState reads the DTLS connection and SRTP profile pion negotiated; pion
-// does not export them (pinned version: the tests of both users fail if they
-// move).
+// does not export them (pinned versions: the tests of both users fail if
+// they move).
 func dtlsState(dt *webrtc.DTLSTransport) (*dtls.Conn, srtp.ProtectionProfile, error) {
 	v := reflect.ValueOf(dt).Elem()
 	conn, profile := v.FieldByName("conn"), v.FieldByName("srtpProtectionProfile")

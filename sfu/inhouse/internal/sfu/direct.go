@@ -19,12 +19,8 @@ func (s *Server) startDirect(pc *webrtc.PeerConnection, w *directrtp.Writer, in 
 	if w.Started() {
 		return nil
 	}
-	asClient, err := srtpkeys.LocalIsClient(pc)
-	if err != nil {
-		return err
-	}
 	dt := pc.SCTP().Transport()
-	local, remote, err := srtpkeys.Contexts(dt, asClient)
+	local, remote, err := srtpkeys.Contexts(dt)
 	if err != nil {
 		return err
 	}
