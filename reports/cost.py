@@ -77,6 +77,8 @@ def cost_series(run: runfiles.Run) -> list[dict]:
         a = acc[p]
         dt = a["dt"]
         cores, pps, streams, pub = a["cpu_s"] / dt, a["pps"] / dt, a["streams"] / dt, a["published"] / dt
+        if pps <= 0:
+            continue   # nothing forwarded (every join failed): no cost per packet or stream to give
         row = {"participants": p, "fwd_streams": round(streams), "fwd_pps": pps, "sfu_cores_fwd": cores,
                "sfu_us_per_packet": 1e6 * cores / pps, "pub_streams": round(pub)}
         if mhz:

@@ -320,6 +320,19 @@ def test_load_tolerates_damage(tmp_path):
     assert "meta.json" in runfiles.load(d).missing
 
 
+def test_a_count_where_nothing_was_forwarded_has_no_cost_row(tmp_path):
+    """Publishers sent, but no receiver got a packet (the SFU took none of their media): the SFU
+    spent CPU and forwarded nothing (a bench run once divided by zero there and lost every SFU's
+    figures)."""
+    lines = [{"t": 1_000 + t, "phase": "ramp", "window": 1, "participants": 7, "user": "a", "peer": peer,
+              "direction": direction, "kind": "video", "packets": packets, "bytes": 100 * packets}
+             for t in (0, 2000) for direction, peer, packets in (("send", None, 10 + t), ("recv", "b", 0))]
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in lines))
+    server = [{"role": "sfu", "edge": "start", "window": 1, "t": 1_000, "cpu_s": 5.0},
+              {"role": "sfu", "edge": "end", "window": 1, "t": 3_000, "cpu_s": 5.1}]
+    assert cost.cost_series(runfiles.Run(path=tmp_path, meta={}, server=server)) == []
+
+
 def test_cost_per_forwarded_packet_and_stream_hand_computed(tmp_path):
     """Two receivers, audio and video each, for 2 s at a count of 2; the SFU used 0.1 core-seconds."""
     lines = []
