@@ -16,6 +16,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+# The generator's functions: `main.` in its binary's profiles, its import path in its tests'.
+SYNTH = r"(main|sfubench/synth)"
 # The parts of the work, each by the functions that do it; a sample goes to the first part one of
 # its frames belongs to, walking from the leaf. Frames of no part (the Go runtime's allocation,
 # memmove, locks; the standard library's crypto) are passed over to the caller that asked for them.
@@ -25,9 +27,9 @@ PARTS = [
     ("RTCP and feedback", re.compile(r"^github\.com/pion/(rtcp|interceptor)[./]")),
     ("routing", re.compile(r"^sfubench/sfu/inhouse/internal/")),
     ("receiving (fast path, counters, frames)",
-     re.compile(r"^sfubench/synth\.(\(\*(fastConn|fastConns|receiver|inbound|series|batch|poller)\)|digest|arrival)")),
+     re.compile(rf"^{SYNTH}\.(\(\*(fastConn|fastConns|receiver|inbound|series|batch|poller)\)|digest|arrival)")),
     ("sending (pacers, packets)",
-     re.compile(r"^sfubench/synth\.(\(\*(pacer|slot|vp8Stream|rtpStream|publisher|outbound|socket)\)|sleepUntil)")),
+     re.compile(rf"^{SYNTH}\.(\(\*(pacer|slot|vp8Stream|rtpStream|publisher|outbound|socket)\)|sleepUntil)")),
     ("pion (tracks, ICE, DTLS)", re.compile(r"^github\.com/pion/")),
     ("posts to the engine (JSON, HTTP)", re.compile(r"^(encoding/json|net/http|net/textproto)\.")),
 ]
@@ -107,7 +109,7 @@ def main(argv: list[str]) -> int:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     try:
-        named = {Path(p).name: shares(Path(p)) for p in argv}
+        named = {p: shares(Path(p)) for p in argv}
     except (RuntimeError, OSError) as e:
         print(f"cpushare: {e}", file=sys.stderr)
         return 1
