@@ -30,25 +30,12 @@ func TestAStreamThatWrappedBeforeTheFastPathTookItOverIsDecrypted(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ir, err := client.ReceiveFeedback()
-	if err != nil {
-		t.Fatal(err)
-	}
-	feedback, err := ir.Build("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	feedback.BindRTCPWriter(interceptor.RTCPWriterFunc(func([]rtcp.Packet, interceptor.Attributes) (int, error) {
-		return 0, nil
-	}))
-	defer feedback.Close()
 	const ssrc = 1234
 	conns := newFastConns()
 	in := &inbound{kind: "audio", ssrc: ssrc, clock: 48000}
 	conns.streams[ssrc] = &registration{in: in, track: &webrtc.TrackRemote{}}
-	rx := &receiver{conn: &fastConn{owner: conns}, srtp: ours, feedback: feedback,
-		streams: map[uint32]*fastStream{}, plain: make([]byte, receiveMTU), buf: make([]byte, receiveMTU),
-		attrs: interceptor.Attributes{}}
+	rx := testReceiver(t, ours, conns)
+	defer rx.close()
 
 	seq := uint16(65530)
 	for sent := 0; sent < 12; sent, seq = sent+1, seq+1 {
@@ -158,17 +145,6 @@ func benchReceiver(b *testing.B, c *clip, profile srtp.ProtectionProfile) *recei
 	if err != nil {
 		b.Fatal(err)
 	}
-	ir, err := client.ReceiveFeedback()
-	if err != nil {
-		b.Fatal(err)
-	}
-	feedback, err := ir.Build("")
-	if err != nil {
-		b.Fatal(err)
-	}
-	feedback.BindRTCPWriter(interceptor.RTCPWriterFunc(func([]rtcp.Packet, interceptor.Attributes) (int, error) {
-		return 0, nil
-	}))
 	conns := newFastConns()
 	for i := range 6 {
 		video := &series{}
@@ -178,6 +154,24 @@ func benchReceiver(b *testing.B, c *clip, profile srtp.ProtectionProfile) *recei
 		conns.streams[uint32(200+i)] = &registration{in: &inbound{kind: "audio", ssrc: uint32(200 + i), clock: 48000},
 			track: &webrtc.TrackRemote{}}
 	}
+	return testReceiver(b, ctx, conns)
+}
+
+// testReceiver is a connection's fast path decrypting with ctx the streams
+// registered in conns, the feedback it would send dropped; its caller closes
+// it.
+func testReceiver(tb testing.TB, ctx *srtp.Context, conns *fastConns) *receiver {
+	ir, err := client.ReceiveFeedback()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	feedback, err := ir.Build("")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	feedback.BindRTCPWriter(interceptor.RTCPWriterFunc(func([]rtcp.Packet, interceptor.Attributes) (int, error) {
+		return 0, nil
+	}))
 	conn := &fastConn{owner: conns}
 	rx := &receiver{conn: conn, srtp: ctx, feedback: feedback,
 		streams: map[uint32]*fastStream{}, plain: make([]byte, receiveMTU), buf: make([]byte, receiveMTU),

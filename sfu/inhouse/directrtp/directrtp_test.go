@@ -53,6 +53,10 @@ func TestAStreamGoesOnFromTheRolloverPionsContextReached(t *testing.T) {
 			var wire collected
 			keys := false
 			w := (&Factory{}).mustMake(t)
+			// What pion's SRTP session does below the writer, stood in for by a
+			// context of the same keys (the real session is synth's
+			// TestPublishedMediaTakesTheDirectWriterOnceConnected): nothing before
+			// DTLS has given keys, then each packet encrypted.
 			write := w.BindLocalStream(&interceptor.StreamInfo{SSRC: 42}, interceptor.RTPWriterFunc(
 				func(h *rtp.Header, payload []byte, _ interceptor.Attributes) (int, error) {
 					if !keys {
