@@ -28,8 +28,11 @@ PARTS = [
     ("routing", re.compile(r"^sfubench/sfu/inhouse/internal/")),
     ("receiving (fast path, counters, frames)",
      re.compile(rf"^{SYNTH}\.(\(\*(fastConn|fastConns|receiver|inbound|series|batch|poller)\)|digest|arrival)")),
-    ("sending (pacers, packets)",
-     re.compile(rf"^{SYNTH}\.(\(\*(pacer|slot|vp8Stream|rtpStream|publisher|outbound|socket)\)|sleepUntil)")),
+    # the direct writer's own work (sfu/inhouse/directrtp: marshalling, queueing) is the sending of
+    # whoever runs it; passed over, it went to pion's interceptor plumbing that calls it
+    ("sending (pacers, packets, direct writes)",
+     re.compile(rf"^({SYNTH}\.(\(\*(pacer|slot|vp8Stream|rtpStream|publisher|outbound|socket)\)|sleepUntil)"
+                r"|sfubench/sfu/inhouse/directrtp\.)")),
     ("pion (tracks, ICE, DTLS)", re.compile(r"^github\.com/pion/")),
     ("posts to the engine (JSON, HTTP)", re.compile(r"^(encoding/json|net/http|net/textproto)\.")),
 ]
