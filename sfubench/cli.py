@@ -169,6 +169,7 @@ def _list_sfus(args) -> int:
         where = " and ".join(a.where) if a.where != ["cloud"] else "the cloud only"
         print(f"{name:10} {a.version:10} runs in {where}; "
               + ("publishes simulcast" if a.simulcast else "publishes one layer (no --simulcast)")
+              + (" (synthetic participants too)" if a.synthetic_simulcast else "")
               + f"; codecs {', '.join(a.codecs)}")
         profiles = profiles_of(a.data)
         study = resolve_profile(AUTO, profiles)
@@ -210,7 +211,7 @@ def _cloud_cleanup(args) -> int:
 
 
 def _media(args) -> int:
-    from . import media
+    from . import encoding, media
     require("ffmpeg")
     cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
     if args.expect_digest and not args.media:
@@ -223,8 +224,8 @@ def _media(args) -> int:
                                    f"({args.expect_digest}): another ffmpeg or source footage; frame codes and "
                                    "full-reference quality would be judged against other pictures")
         if args.synthetic:
-            e = media.encoded(m)
-            print(f"{profile} encoded: {e.ivf} {e.ogg}")
+            e = encoding.encoded(m)
+            print(f"{profile} encoded: {e.full} {e.ogg}")
     return 0
 
 

@@ -117,7 +117,8 @@ class Settings:
     simulcast: int = opt(1, "video layers each browser participant publishes (simulcast: the full "
                          "picture, then half and a quarter of its size); 1: one stream, as in the 2018 "
                          "study. The adapter's page must publish them (`sfubench list-sfus` says which "
-                         "do); synthetic participants send one layer", min=1, max=3)
+                         "do); synthetic participants send them too where the adapter's driver can (`list-sfus`), "
+                         "else the full picture alone", min=1, max=3)
     codec: str = opt("vp8", "video codec each browser participant publishes: vp8 (the 2018 study's), h264 "
                      "(constrained baseline, packetization mode 1), vp9 or av1 (profile 0, one spatial "
                      "layer). The adapter must take it (`sfubench list-sfus` lists each one's codecs); "

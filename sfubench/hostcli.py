@@ -105,7 +105,7 @@ def serve(args) -> int:
 def generate(args) -> int:
     """A synthetic participants' generator as a service: the clip and the binary as a local run
     gets them, then sfubench-synth in its place, listening."""
-    from . import media, synthetic
+    from . import encoding, media, synthetic
     from .agent import TOKEN_ENV
     from .sfu import Adapter
     if not os.environ.get(TOKEN_ENV):
@@ -117,9 +117,9 @@ def generate(args) -> int:
     require("ffmpeg")
     cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
     m = media.build(args.media, cache)
-    clip = media.encoded(m)
+    clip = encoding.encoded(m)
     binary = args.binary or synthetic.build(cache)
-    argv = [str(binary), "-listen", f"{args.address}:{args.port}", "-driver", driver, "-video", str(clip.ivf),
+    argv = [str(binary), "-listen", f"{args.address}:{args.port}", "-driver", driver, "-video", str(clip.full),
             "-audio", str(clip.ogg), "-fps", str(m.fps), "-client-ip", args.address, "-id", f"synth-{args.address}"]
     print(f"generate: {args.sfu} participants from {args.address}:{args.port}", flush=True)
     os.execv(argv[0], argv)

@@ -20,7 +20,7 @@ from quality import framecode
 
 from . import grid as grid_mod
 from . import media as media_mod
-from . import network
+from . import encoding, network
 from . import outputs, shapes, sites
 from .agent import machine_facts
 from .clock import ClockWatch
@@ -141,7 +141,8 @@ def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, progress: Progress
     synth = None
     if wanted:
         # the emulator tells the synthetic participants' frames apart by their own address
-        synth = {"binary": binary, "encoded": media_mod.encoded(media), "driver": adapter.synthetic_driver,
+        layers = cfg.simulcast if adapter.synthetic_simulcast else 1
+        synth = {"binary": binary, "encoded": encoding.encoded(media, layers), "driver": adapter.synthetic_driver,
                  "own_address": net_plan.synthetic is not None}
     return media, synth, net_plan, installed
 
@@ -164,7 +165,8 @@ def _meta(cfg: Config, adapter: Adapter, installed: str | None, media, synth: di
                     "audio_processing": cfg.audio_processing,
                     "participants_per_browser": cfg.participants_per_browser,
                     "synthetic": None if synth is None else {
-                        "driver": synth["driver"], "video_kbps": synth["encoded"].kbps,
+                        "driver": synth["driver"], "layers": len(synth["encoded"].video),
+                        "video_kbps": synth["encoded"].kbps[-1], "layer_kbps": list(synth["encoded"].kbps),
                         "keyframe_every_frames": synth["encoded"].keyframe_every,
                         "note": "a pre-encoded clip at a fixed bitrate: no congestion control, no "
                                 "encoder; receivers send NACKs, receiver reports and TWCC feedback"}},

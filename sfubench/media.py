@@ -5,8 +5,8 @@ Files are cached under `<cache>/media/` by a hash of everything that shapes them
 temporary name and renamed, so a crash never leaves a half file and a change of parameters never
 reuses a stale one.
 
-(Over 400 lines because it holds the clip's file formats too, y4m, WAV and IVF, which no other
-module writes or parses.)
+It holds the clip's file formats too, y4m and WAV, which no other module writes or parses; the
+synthetic participants' encodings of the clip are `encoding.py`'s.
 """
 
 from __future__ import annotations
@@ -48,13 +48,6 @@ PROFILES: dict[str, dict] = {
     "paper": {"width": 540, "height": 360, "fps": 30},
     "hd": {"width": 960, "height": 540, "fps": 15},
 }
-# The synthetic participants' pre-encoded clip: Chrome's default bitrate cap for each picture size
-# (what its encoder sends on an unconstrained link, e.g. a loopback), a keyframe every second, and
-# Opus at 32 kbit/s in 20 ms packets, as Chrome sends a microphone.
-ENCODE_KBPS = {"local": 600, "paper": 1700, "hd": 2000}
-OPUS_KBPS = 32
-# Bump when the encoding settings below change, so cached encodings rebuild.
-ENCODER = 2
 
 
 class MediaError(RuntimeError):
@@ -103,7 +96,7 @@ def _source_path() -> Path:
     return path
 
 
-def _ffmpeg() -> str:
+def ffmpeg() -> str:
     if not os.access(FFMPEG, os.X_OK):
         raise MediaError(f"{FFMPEG} not found: apt-get install ffmpeg")
     return FFMPEG
@@ -164,13 +157,13 @@ def _load(meta: Path) -> Media | None:
         return None
 
 
-def _tmp(path: Path) -> Path:
+def tmp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
 def _build(profile: str, params: dict, digest: str, stem: Path, source: Path) -> Media:
     w, h, fps = params["width"], params["height"], params["fps"]
-    _ffmpeg()
+    ffmpeg()
     log.info("media %s: decoding %s at %dx%d", profile, source.name, w, h)
     forward = _decode_source(source, w, h, params["step"])
     # Forward then backward: the last frame leads smoothly back into the first.
@@ -180,7 +173,7 @@ def _build(profile: str, params: dict, digest: str, stem: Path, source: Path) ->
     y4m, wav, meta = stem.with_suffix(".y4m"), stem.with_suffix(".wav"), stem.with_suffix(".json")
 
     log.info("media %s: stamping and writing %d frames (%.2f s loop)", profile, frames, frames / fps)
-    tmp = _tmp(y4m)
+    tmp = tmp_path(y4m)
     try:
         _write_y4m(tmp, (_stamp(f, n, layout) for n, f in enumerate(loop)), w, h, fps)
         os.replace(tmp, y4m)
@@ -189,7 +182,7 @@ def _build(profile: str, params: dict, digest: str, stem: Path, source: Path) ->
 
     log.info("media %s: synthesising audio", profile)
     samples = music(frames * AUDIO_RATE // fps, AUDIO_RATE)
-    tmp = _tmp(wav)
+    tmp = tmp_path(wav)
     try:
         _write_wav(tmp, samples, AUDIO_RATE)
         os.replace(tmp, wav)
@@ -210,7 +203,7 @@ def _build(profile: str, params: dict, digest: str, stem: Path, source: Path) ->
         "audio_channels": 1,
         "audio_samples": len(samples),
     }
-    tmp = _tmp(meta)
+    tmp = tmp_path(meta)
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, meta)
     media = _load(meta)
@@ -218,76 +211,12 @@ def _build(profile: str, params: dict, digest: str, stem: Path, source: Path) ->
     return media
 
 
-@dataclasses.dataclass(frozen=True)
-class Encoded:
-    """The clip as synthetic participants publish it: VP8 frame i is loop position i (frame code i)."""
-    ivf: Path
-    ogg: Path
-    kbps: int
-    keyframe_every: int   # frames
-
-
-def encoded(media: Media) -> Encoded:
-    """`media` pre-encoded once for synthetic publishers (VP8 in IVF, Opus in Ogg), cached beside it
-    by a hash of the media and the encoder settings."""
-    kbps, gop = ENCODE_KBPS[media.profile], media.fps
-    params = {"media": media.meta.name, "encoder": ENCODER, "kbps": kbps, "gop": gop, "opus": OPUS_KBPS}
-    digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
-    stem = media.meta.with_name(f"{media.meta.stem}-synth-{digest}")
-    ivf, ogg, done = stem.with_suffix(".ivf"), stem.with_suffix(".ogg"), stem.with_suffix(".json")
-    out = Encoded(ivf, ogg, kbps, gop)
-    if done.exists() and ivf.exists() and ogg.exists():
-        return out
-    with open(stem.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if done.exists() and ivf.exists() and ogg.exists():
-            return out
-        log.info("media %s: encoding the clip for synthetic participants (VP8 %d kbit/s)", media.profile, kbps)
-        # Realtime libvpx as a browser runs it: no look-ahead or alternate reference frames, and no
-        # dropped frames, so that frame i of the file is loop position i.
-        video = ["-c:v", "libvpx", "-deadline", "realtime", "-cpu-used", "8", "-b:v", f"{kbps}k",
-                 "-maxrate", f"{kbps}k", "-bufsize", f"{kbps}k", "-g", str(gop), "-keyint_min", str(gop),
-                 "-auto-alt-ref", "0", "-lag-in-frames", "0", "-error-resilient", "default",
-                 "-drop-threshold", "0", "-fps_mode", "passthrough", "-f", "ivf"]
-        audio = ["-c:a", "libopus", "-b:a", f"{OPUS_KBPS}k", "-vbr", "off", "-frame_duration", "20", "-application",
-                 "voip", "-ar", "48000", "-ac", "1", "-f", "ogg"]
-        for src, args, dst in ((media.y4m, video, ivf), (media.wav, audio, ogg)):
-            tmp = _tmp(dst)
-            try:
-                proc = subprocess.run([_ffmpeg(), "-v", "error", "-nostdin", "-y", "-i", str(src), *args,
-                                       str(tmp)], capture_output=True)
-                if proc.returncode != 0:
-                    raise MediaError(f"ffmpeg failed encoding {src}: "
-                                     f"{proc.stderr.decode(errors='replace').strip()[-500:]}")
-                os.replace(tmp, dst)
-            finally:
-                tmp.unlink(missing_ok=True)
-        frames = ivf_frames(ivf)
-        if frames != media.frames:
-            raise MediaError(f"{ivf} has {frames} frames, the clip {media.frames}: frame codes would not "
-                             "match loop positions")
-        done.write_text(json.dumps({**params, "frames": frames}) + "\n")
-    return out
-
-
-def ivf_frames(path: Path) -> int:
-    """How many frames an IVF file holds (from its frame headers; the file header's count may lie)."""
-    data = path.read_bytes()
-    if data[:4] != b"DKIF":
-        raise MediaError(f"{path} is not an IVF file")
-    off, n = int.from_bytes(data[6:8], "little"), 0
-    while off + 12 <= len(data):
-        off += 12 + int.from_bytes(data[off:off + 4], "little")
-        n += 1
-    return n
-
-
 def _decode_source(source: Path, w: int, h: int, step: int) -> list[np.ndarray]:
     vf = (
         f"select=not(mod(n\\,{step})),"
         f"scale={w}:{h}:force_original_aspect_ratio=increase:flags=lanczos,crop={w}:{h},setsar=1"
     )
-    cmd = [_ffmpeg(), "-v", "error", "-nostdin", "-i", str(source), "-an", "-vf", vf,
+    cmd = [ffmpeg(), "-v", "error", "-nostdin", "-i", str(source), "-an", "-vf", vf,
            "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"]
     proc = subprocess.run(cmd, capture_output=True)
     if proc.returncode != 0:
@@ -323,7 +252,7 @@ def _stamp(frame: np.ndarray, number: int, layout: Layout) -> np.ndarray:
 
 def _write_y4m(path: Path, frames, w: int, h: int, fps: int) -> None:
     # Limited-range BT.601 4:2:0, what Chrome's fake capture expects and what the code levels assume.
-    cmd = [_ffmpeg(), "-v", "error", "-nostdin", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24",
+    cmd = [ffmpeg(), "-v", "error", "-nostdin", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24",
            "-s", f"{w}x{h}", "-framerate", str(fps), "-i", "-",
            "-vf", "scale=out_color_matrix=bt601:out_range=tv,setsar=1", "-pix_fmt", "yuv420p",
            "-f", "yuv4mpegpipe", str(path)]

@@ -296,6 +296,12 @@ class Adapter:
         """The signalling driver of sfubench-synth for this SFU (`[synthetic] driver`), if it has one."""
         return self.data.get("synthetic", {}).get("driver")
 
+    @property
+    def synthetic_simulcast(self) -> bool:
+        """Whether its synthetic driver publishes the layers --simulcast asks for (`[synthetic]
+        simulcast = true`); without it synthetic participants send the full picture alone."""
+        return self.data.get("synthetic", {}).get("simulcast") is True
+
     def firewall(self) -> tuple[list[int], list[tuple[int, int]]]:
         """What a host's firewall opens to this SFU's clients: TCP ports and UDP port ranges. A
         `<name>_min`/`<name>_max` pair of `[ports]` is a UDP range, `media` one UDP port, and every

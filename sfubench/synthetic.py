@@ -45,7 +45,7 @@ class Generator:
 
     def __init__(self, binary: Path, driver: str, collect_url: str, encoded, fps: int, client_ip: str,
                  log: Path, token: str, wrap=lambda argv: argv):
-        self.argv = wrap([str(binary), "-driver", driver, "-collect", collect_url, "-video", str(encoded.ivf),
+        self.argv = wrap([str(binary), "-driver", driver, "-collect", collect_url, "-video", ",".join(map(str, encoded.video)),
                           "-audio", str(encoded.ogg), "-fps", str(fps), "-client-ip", client_ip])
         self.log_path = log
         self.env = {**os.environ, TOKEN_ENV: token}

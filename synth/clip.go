@@ -10,15 +10,23 @@ import (
 )
 
 // clip is the media step's frame-coded clip, pre-encoded once: VP8 frames
-// (loop position i carries frame code i) and 20 ms Opus packets. Every
-// participant plays it from memory, so publishing costs no encoding.
+// in one or more simulcast layers (loop position i carries frame code i in
+// each) and 20 ms Opus packets. Every participant plays it from memory, so
+// publishing costs no encoding.
 type clip struct {
+	layers  []layer        // smallest picture first; the last is the full picture
+	nextKey []int          // the first position at or after each where every layer has a keyframe
+	codes   map[uint64]int // a frame's digest, in any layer → its loop position
+	audio   [][]byte
+}
+
+// layer is one simulcast layer's encoding of the clip.
+type layer struct {
 	width, height int
 	frames        [][]byte
-	nextKey       []int // the first keyframe at or after each position
-	codes         map[uint64]int
-	audio         [][]byte
 }
+
+func (c *clip) full() *layer { return &c.layers[len(c.layers)-1] }
 
 // digest identifies a VP8 frame by its bytes. An SFU forwards the frame
 // data untouched (it rewrites only RTP headers and the payload
@@ -43,34 +51,61 @@ func keyframeSize(f []byte) (w, h int, ok bool) {
 	return int(binary.LittleEndian.Uint16(f[6:]) & 0x3fff), int(binary.LittleEndian.Uint16(f[8:]) & 0x3fff), true
 }
 
-func loadClip(ivfPath, oggPath string) (*clip, error) {
-	frames, err := readIVF(ivfPath)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ivfPath, err)
+// loadClip reads the clip's layers (IVF files, smallest picture first) and
+// its audio. The layers must have the same frames and their keyframes at the
+// same positions, so that a keyframe asked for arrives in every layer at once.
+func loadClip(ivfPaths []string, oggPath string) (*clip, error) {
+	c := &clip{codes: map[uint64]int{}}
+	for _, path := range ivfPaths {
+		frames, err := readIVF(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(frames) == 0 || !isKeyframe(frames[0]) {
+			return nil, fmt.Errorf("%s: the clip must start with a keyframe", path)
+		}
+		if len(c.layers) > 0 && len(frames) != len(c.layers[0].frames) {
+			return nil, fmt.Errorf("%s: %d frames, the other layers %d", path, len(frames), len(c.layers[0].frames))
+		}
+		l := layer{frames: frames}
+		l.width, l.height, _ = keyframeSize(frames[0])
+		c.layers = append(c.layers, l)
 	}
-	if len(frames) == 0 || !isKeyframe(frames[0]) {
-		return nil, fmt.Errorf("%s: the clip must start with a keyframe", ivfPath)
+	if len(c.layers) == 0 {
+		return nil, errors.New("no video layer")
 	}
-	c := &clip{frames: frames, nextKey: make([]int, len(frames)), codes: make(map[uint64]int, len(frames))}
-	c.width, c.height, _ = keyframeSize(frames[0])
+	n := len(c.layers[0].frames)
+	c.nextKey = make([]int, n)
 	next := 0 // the clip loops: past the last keyframe comes position 0
-	for i := len(frames) - 1; i >= 0; i-- {
-		if isKeyframe(frames[i]) {
+	for i := n - 1; i >= 0; i-- {
+		keys := 0
+		for _, l := range c.layers {
+			if isKeyframe(l.frames[i]) {
+				keys++
+			}
+		}
+		if keys != 0 && keys != len(c.layers) {
+			return nil, fmt.Errorf("frame %d is a keyframe in %d layers of %d: the layers' keyframes must be at the same positions", i, keys, len(c.layers))
+		}
+		if keys != 0 {
 			next = i
 		}
 		c.nextKey[i] = next
 	}
 	dupes := map[uint64]bool{}
-	for i, f := range frames {
-		d := digest(f)
-		if _, seen := c.codes[d]; seen {
-			dupes[d] = true
+	for _, l := range c.layers {
+		for i, f := range l.frames {
+			d := digest(f)
+			if _, seen := c.codes[d]; seen {
+				dupes[d] = true
+			}
+			c.codes[d] = i
 		}
-		c.codes[d] = i
 	}
-	for d := range dupes { // two positions with the same bytes cannot be told apart
+	for d := range dupes { // two frames with the same bytes cannot be told apart
 		delete(c.codes, d)
 	}
+	var err error
 	if c.audio, err = readOggOpus(oggPath); err != nil {
 		return nil, fmt.Errorf("%s: %w", oggPath, err)
 	}

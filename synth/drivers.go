@@ -33,9 +33,14 @@ type Participant struct {
 	NewPeerConnection func() (*webrtc.PeerConnection, error)
 	// Tracks are published: Opus audio and VP8 video.
 	Tracks []webrtc.TrackLocal
+	// Encodings are the video's further simulcast layers, larger pictures
+	// than its track's (whose rid names the smallest), for a driver that
+	// publishes layers (layeredDrivers) to add to the video's sender
+	// (AddEncoding); none when the video is one stream.
+	Encodings []webrtc.TrackLocal
 	// Publishing must be called with the RTPSender of each published track,
-	// so its RTCP is read (PLIs, receiver reports, and NACKs for pion's
-	// responder).
+	// once its encodings are added, so its RTCP is read (PLIs, receiver
+	// reports, and NACKs for pion's responder).
 	Publishing func(*webrtc.RTPSender)
 	// OnTrack must be called for each received track with the user id of
 	// the participant who published it ("" when it is no participant's).
@@ -61,6 +66,10 @@ var drivers = map[string]Driver{
 	"mediasoup": mediasoupDriver{},
 	"medooze":   medoozeDriver{},
 }
+
+// layeredDrivers publish Participant.Encodings; the others the video's
+// track alone.
+var layeredDrivers = map[string]bool{"inhouse": true}
 
 func driverNames() string {
 	var names []string
@@ -109,6 +118,11 @@ func (inhouseDriver) Join(ctx context.Context, p Participant) (Session, error) {
 	}
 	for _, t := range p.Tracks {
 		s, err := pc.AddTrack(t)
+		for _, e := range p.Encodings {
+			if err == nil && t.Kind() == webrtc.RTPCodecTypeVideo {
+				err = s.AddEncoding(e)
+			}
+		}
 		if err != nil {
 			pc.Close()
 			return nil, fmt.Errorf("adding %s track: %w", t.Kind(), err)
@@ -116,7 +130,7 @@ func (inhouseDriver) Join(ctx context.Context, p Participant) (Session, error) {
 		p.Publishing(s)
 	}
 	s, err := client.Join(ctx, client.Options{
-		URL: url, Room: p.Room, User: p.User, PC: pc,
+		URL: url, Room: p.Room, User: p.User, PC: pc, Layers: 1 + len(p.Encodings),
 		OnTrack: func(user string, t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) { p.OnTrack(user, t) },
 	})
 	if err != nil {

@@ -120,7 +120,7 @@ func subscriberTraffic(b *testing.B, c *clip, profile srtp.ProtectionProfile, pu
 			audio[i].skip(audioStep)
 			add(audio[i].next(c.audio[tick%len(c.audio)], true), uint32(200+i), 111)
 			if tick*15/50 != (tick+1)*15/50 {
-				video[i].send(c.frames[(tick*15/50)%len(c.frames)], 6000, func(p *rtp.Packet) error {
+				video[i].send(c.full().frames[(tick*15/50)%len(c.nextKey)], 6000, func(p *rtp.Packet) error {
 					add(p, uint32(100+i), 96)
 					return nil
 				})

@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -63,7 +64,7 @@ func run() error {
 		driverName = flag.String("driver", "", "the SFU's signalling: "+driverNames())
 		collect    = flag.String("collect", "", "the engine's /collect `URL`")
 		id         = flag.String("id", "synth-1", "this generator's name in the engine's records")
-		video      = flag.String("video", "", "the clip's VP8 `IVF` file")
+		video      = flag.String("video", "", "the clip's VP8 `IVF` files, one per simulcast layer, smallest picture first, comma-separated")
 		audio      = flag.String("audio", "", "the clip's Opus `Ogg` file")
 		fps        = flag.Int("fps", 15, "the clip's frame rate")
 		local      = flag.String("client-ip", "127.0.0.1", "the participants' own `address`")
@@ -89,11 +90,17 @@ func run() error {
 	if token == "" {
 		return fmt.Errorf("%s must hold the run's token", tokenEnv)
 	}
-	c, err := loadClip(*video, *audio)
+	c, err := loadClip(strings.Split(*video, ","), *audio)
 	if err != nil {
 		return err
 	}
-	options := client.APIOptions{IPFilter: func(a net.IP) bool { return a.Equal(ip) }, ReadBuffer: readBuffer}
+	if n := len(c.layers); n > len(client.Rids) {
+		return fmt.Errorf("-video names %d layers: at most %d", n, len(client.Rids))
+	} else if n > 1 && !layeredDrivers[*driverName] {
+		return fmt.Errorf("-video names %d layers: the %s driver publishes one", n, *driverName)
+	}
+	options := client.APIOptions{IPFilter: func(a net.IP) bool { return a.Equal(ip) }, ReadBuffer: readBuffer,
+		Simulcast: len(c.layers) > 1}
 	if _, err := client.NewAPI(options); err != nil {
 		return err
 	}

@@ -25,7 +25,8 @@ type member struct {
 	fast   *fastConns
 
 	mu      sync.Mutex
-	state   string // joining, joined, failed
+	pcs     []*webrtc.PeerConnection // every one its driver made
+	state   string                   // joining, joined, failed
 	reason  string
 	sess    Session
 	inbound []*inbound
@@ -34,7 +35,7 @@ type member struct {
 
 func newMember(user string, room int, params map[string]string, c *clip, fps int) *member {
 	m := &member{user: user, room: room, params: params, camera: &series{}, state: "joining", fast: newFastConns()}
-	m.pub = newPublisher(c, fps, user, m.camera)
+	m.pub = newPublisher(c, fps, user, m.camera, m.midOf)
 	return m
 }
 
@@ -44,9 +45,11 @@ func (m *member) join(g *generator) {
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
 	sess, err := g.driver.Join(ctx, Participant{
-		Room: strconv.Itoa(m.room), User: m.user, Params: m.params, Width: g.clip.width, Height: g.clip.height,
-		NewPeerConnection: func() (*webrtc.PeerConnection, error) { return g.newPeerConnection(m.fast) },
+		Room: strconv.Itoa(m.room), User: m.user, Params: m.params,
+		Width: g.clip.full().width, Height: g.clip.full().height,
+		NewPeerConnection: func() (*webrtc.PeerConnection, error) { return m.newPeerConnection(g) },
 		Tracks:            m.pub.tracks(),
+		Encodings:         m.pub.encodings(),
 		Publishing:        m.pub.watch,
 		OnTrack:           func(from string, t *webrtc.TrackRemote) { m.receive(from, t, g.clip) },
 	})
@@ -64,6 +67,31 @@ func (m *member) join(g *generator) {
 	}
 	m.sess, m.state = sess, "joined"
 	m.pub.start()
+}
+
+func (m *member) newPeerConnection(g *generator) (*webrtc.PeerConnection, error) {
+	pc, err := g.newPeerConnection(m.fast)
+	if err == nil {
+		m.mu.Lock()
+		m.pcs = append(m.pcs, pc)
+		m.mu.Unlock()
+	}
+	return pc, err
+}
+
+// midOf is the section s's track was given, once negotiated.
+func (m *member) midOf(s *webrtc.RTPSender) string {
+	m.mu.Lock()
+	pcs := m.pcs
+	m.mu.Unlock()
+	for _, pc := range pcs {
+		for _, tr := range pc.GetTransceivers() {
+			if tr.Sender() == s {
+				return tr.Mid()
+			}
+		}
+	}
+	return ""
 }
 
 func (m *member) receive(from string, t *webrtc.TrackRemote, c *clip) {

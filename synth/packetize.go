@@ -17,6 +17,11 @@ type rtpStream struct {
 	seq uint16
 	ts  uint32
 	pkt rtp.Packet
+	// ext are header extensions every packet carries (a simulcast layer's
+	// names), with their profile; their slice is full, so that an
+	// interceptor adding one copies it.
+	ext        []rtp.Extension
+	extProfile uint16
 }
 
 const (
@@ -37,7 +42,8 @@ func newRTPStream() *rtpStream {
 // timestamp. Payload type and SSRC are left to the track, which sets them
 // per connection.
 func (s *rtpStream) next(payload []byte, marker bool) *rtp.Packet {
-	s.pkt.Header = rtp.Header{Version: 2, Marker: marker, SequenceNumber: s.seq, Timestamp: s.ts}
+	s.pkt.Header = rtp.Header{Version: 2, Marker: marker, SequenceNumber: s.seq, Timestamp: s.ts,
+		Extension: s.ext != nil, ExtensionProfile: s.extProfile, Extensions: s.ext}
 	s.pkt.Payload = payload
 	s.seq++
 	return &s.pkt

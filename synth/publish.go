@@ -6,8 +6,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pion/interceptor"
 	"github.com/pion/rtcp"
+	"github.com/pion/rtp"
+	"github.com/pion/sdp/v3"
 	"github.com/pion/webrtc/v4"
+
+	"sfubench/sfu/inhouse/client"
 )
 
 const (
@@ -54,6 +59,28 @@ func (o *outbound) reports(blocks []rtcp.ReceptionReport, now time.Time) {
 	}
 }
 
+func (o *outbound) setSSRC(ssrc uint32) {
+	o.mu.Lock()
+	o.ssrc = ssrc
+	o.mu.Unlock()
+}
+
+// sample is the stream as a getStats outbound-rtp record.
+func (o *outbound) sample(now time.Time, kind string) map[string]any {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := map[string]any{"t": ms(now), "peer": nil, "direction": "send", "kind": kind, "ssrc": o.ssrc,
+		"bytes": o.bytes, "packets": o.packets, "rtt": nil}
+	if o.rtt >= 0 {
+		s["rtt"] = o.rtt
+	}
+	if kind == "video" {
+		s["framesEncoded"] = o.frames
+		s["framesPerSecond"] = o.recent.perSecond(now)
+	}
+	return s
+}
+
 func compactNTP(t time.Time) uint32 {
 	const ntpEpochOffset = 2208988800
 	secs := uint64(t.Unix() + ntpEpochOffset)
@@ -61,69 +88,146 @@ func compactNTP(t time.Time) uint32 {
 	return uint32(secs&0xffff)<<16 | uint32(frac>>16)
 }
 
-// publisher plays the clip on one participant's two tracks in real time:
-// a video frame every 1/fps s and an Opus packet every 20 ms.
+// publisher plays the clip on one participant's tracks in real time: a
+// video frame every 1/fps s, in each of the clip's layers, and an Opus
+// packet every 20 ms.
 type publisher struct {
-	clip         *clip
-	period       time.Duration // between video frames
-	vstep        uint32        // RTP ticks per video frame
-	video, audio *webrtc.TrackLocalStaticRTP
-	vout, aout   outbound
-	vrtp         *vp8Stream
-	artp         *rtpStream
-	pos, apos    int
-	keyframe     atomic.Bool // a receiver asked for one (PLI/FIR)
-	camera       *series     // own frames as sent: (time, code), for delay
-	slots        []*slot
-	wg           sync.WaitGroup
+	clip     *clip
+	period   time.Duration // between video frames
+	vstep    uint32        // RTP ticks per video frame
+	audio    *webrtc.TrackLocalStaticRTP
+	aout     outbound
+	artp     *rtpStream
+	video    []*layerOut // as clip.layers: smallest first
+	sender   atomic.Pointer[webrtc.RTPSender]
+	midOf    func(*webrtc.RTPSender) string // the section a sender's track was given
+	pos      int
+	apos     int
+	keyframe atomic.Bool // a receiver asked for one (PLI/FIR)
+	camera   *series     // own frames as sent: (time, code), for delay
+	slots    []*slot
+	wg       sync.WaitGroup
 }
 
-func newPublisher(c *clip, fps int, user string, camera *series) *publisher {
+// layerOut is one published layer of the video.
+type layerOut struct {
+	track  *webrtc.TrackLocalStaticRTP
+	stream *vp8Stream
+	out    outbound
+}
+
+func newPublisher(c *clip, fps int, user string, camera *series, midOf func(*webrtc.RTPSender) string) *publisher {
 	p := &publisher{clip: c, period: time.Second / time.Duration(fps), vstep: uint32(90000 / fps),
-		camera: camera}
-	p.vout.rtt, p.aout.rtt = -1, -1
-	p.video, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "video", user)
+		camera: camera, midOf: midOf, artp: newRTPStream()}
+	p.aout.rtt = -1
 	p.audio, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", user)
-	p.vrtp, p.artp = newVP8Stream(), newRTPStream()
+	vp8 := webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}
+	for i := range c.layers {
+		var opts []func(*webrtc.TrackLocalStaticRTP)
+		if len(c.layers) > 1 {
+			opts = append(opts, webrtc.WithRTPStreamID(client.Rids[i]))
+		}
+		l := &layerOut{stream: newVP8Stream()}
+		l.track, _ = webrtc.NewTrackLocalStaticRTP(vp8, "video", user, opts...)
+		l.out.rtt = -1
+		p.video = append(p.video, l)
+	}
 	return p
 }
 
-func (p *publisher) tracks() []webrtc.TrackLocal { return []webrtc.TrackLocal{p.audio, p.video} }
+func (p *publisher) tracks() []webrtc.TrackLocal {
+	return []webrtc.TrackLocal{p.audio, p.video[0].track}
+}
 
-// watch reads a sender's RTCP: PLI and FIR make the next video frame a
-// keyframe, receiver reports give the round-trip time. It must be called for
-// each sender, so that pion's NACK responder sees the NACKs too.
+// encodings are the video's layers above its track's (Participant.Encodings).
+func (p *publisher) encodings() []webrtc.TrackLocal {
+	var out []webrtc.TrackLocal
+	for _, l := range p.video[1:] {
+		out = append(out, l.track)
+	}
+	return out
+}
+
+// watch reads a sender's RTCP, each layer's apart: PLI and FIR make the next
+// video frame a keyframe, receiver reports give the round-trip time. It must
+// be called for each sender, so that pion's NACK responder sees the NACKs too.
 func (p *publisher) watch(s *webrtc.RTPSender) {
-	out := &p.aout
-	if s.Track() != nil && s.Track().Kind() == webrtc.RTPCodecTypeVideo {
-		out = &p.vout
+	encodings := s.GetParameters().Encodings
+	if s.Track() == nil || s.Track().Kind() != webrtc.RTPCodecTypeVideo {
+		if len(encodings) > 0 {
+			p.aout.setSSRC(uint32(encodings[0].SSRC))
+		}
+		p.wg.Go(func() { p.readRTCP(s.ReadRTCP, &p.aout, false) })
+		return
 	}
-	if enc := s.GetParameters().Encodings; len(enc) > 0 {
-		out.mu.Lock()
-		out.ssrc = uint32(enc[0].SSRC)
-		out.mu.Unlock()
+	p.sender.Store(s)
+	for i, e := range encodings[:min(len(encodings), len(p.video))] {
+		out := &p.video[i].out
+		out.setSSRC(uint32(e.SSRC))
+		read := s.ReadRTCP
+		if rid := e.RID; rid != "" {
+			read = func() ([]rtcp.Packet, interceptor.Attributes, error) { return s.ReadSimulcastRTCP(rid) }
+		}
+		p.wg.Go(func() { p.readRTCP(read, out, true) })
 	}
-	p.wg.Go(func() {
-		for {
-			pkts, _, err := s.ReadRTCP()
-			if err != nil {
-				return
-			}
-			now := time.Now()
-			for _, pkt := range pkts {
-				switch r := pkt.(type) {
-				case *rtcp.PictureLossIndication, *rtcp.FullIntraRequest:
-					if out == &p.vout {
-						p.keyframe.Store(true)
-					}
-				case *rtcp.ReceiverReport:
-					out.reports(r.Reports, now)
-				case *rtcp.SenderReport:
-					out.reports(r.Reports, now)
+}
+
+func (p *publisher) readRTCP(read func() ([]rtcp.Packet, interceptor.Attributes, error), out *outbound, video bool) {
+	for {
+		pkts, _, err := read()
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		for _, pkt := range pkts {
+			switch r := pkt.(type) {
+			case *rtcp.PictureLossIndication, *rtcp.FullIntraRequest:
+				if video {
+					p.keyframe.Store(true)
 				}
+			case *rtcp.ReceiverReport:
+				out.reports(r.Reports, now)
+			case *rtcp.SenderReport:
+				out.reports(r.Reports, now)
 			}
 		}
-	})
+	}
+}
+
+// nameLayers makes each layer's packets carry the video section's mid and
+// the layer's rid, as a receiver of simulcast tells layers apart by (pion's
+// sender leaves these header extensions to its caller), once the section is
+// negotiated. It reports whether the layers can be sent; one stream needs
+// no names.
+func (p *publisher) nameLayers() bool {
+	if len(p.video) == 1 || p.video[0].stream.ext != nil {
+		return true
+	}
+	s := p.sender.Load()
+	if s == nil {
+		return false
+	}
+	mid := p.midOf(s)
+	var midID, ridID int
+	for _, e := range s.GetParameters().HeaderExtensions {
+		switch e.URI {
+		case sdp.SDESMidURI:
+			midID = e.ID
+		case sdp.SDESRTPStreamIDURI:
+			ridID = e.ID
+		}
+	}
+	if mid == "" || midID == 0 || ridID == 0 {
+		return false
+	}
+	for _, l := range p.video {
+		var h rtp.Header
+		if h.SetExtension(uint8(midID), []byte(mid)) != nil || h.SetExtension(uint8(ridID), []byte(l.track.RID())) != nil {
+			return false
+		}
+		l.stream.ext, l.stream.extProfile = h.Extensions[:2:2], h.ExtensionProfile
+	}
+	return true
 }
 
 // start schedules both streams on the pacers, each from a random phase, as
@@ -135,20 +239,30 @@ func (p *publisher) start() {
 	}
 }
 
+// sendVideo sends the frame at the clip's position in every layer, so that
+// a receiver switched between layers sees the same frame codes go on.
 func (p *publisher) sendVideo(skipped int) {
-	n := len(p.clip.frames)
+	if !p.nameLayers() {
+		return
+	}
+	n := len(p.clip.nextKey)
 	if skipped > 0 {
 		p.pos = (p.pos + skipped) % n
-		p.vrtp.skip(uint32(skipped) * p.vstep)
+		for _, l := range p.video {
+			l.stream.skip(uint32(skipped) * p.vstep)
+		}
 	}
 	// A receiver that lost the picture gets the clip's next keyframe now
-	// rather than at its place in the loop.
+	// rather than at its place in the loop (in every layer: they have their
+	// keyframes at the same positions).
 	if p.keyframe.Swap(false) {
 		p.pos = p.clip.nextKey[p.pos]
 	}
 	now := time.Now()
-	packets, bytes := p.vrtp.send(p.clip.frames[p.pos], p.vstep, p.video.WriteRTP)
-	p.vout.sent(packets, bytes, now, true)
+	for i, l := range p.video {
+		packets, bytes := l.stream.send(p.clip.layers[i].frames[p.pos], p.vstep, l.track.WriteRTP)
+		l.out.sent(packets, bytes, now, true)
+	}
 	p.camera.add(now, p.pos, nil)
 	p.pos = (p.pos + 1) % n
 }
@@ -176,25 +290,13 @@ func (p *publisher) close() {
 	p.wg.Wait()
 }
 
-// samples are the published streams as getStats outbound-rtp records.
+// samples are the published streams as getStats outbound-rtp records: the
+// audio, then each video layer.
 func (p *publisher) samples(now time.Time) []map[string]any {
-	out := make([]map[string]any, 0, 2)
-	for _, o := range []*outbound{&p.aout, &p.vout} {
-		o.mu.Lock()
-		s := map[string]any{"t": ms(now), "peer": nil, "direction": "send", "ssrc": o.ssrc,
-			"bytes": o.bytes, "packets": o.packets, "rtt": nil}
-		if o.rtt >= 0 {
-			s["rtt"] = o.rtt
-		}
-		if o == &p.vout {
-			s["kind"] = "video"
-			s["framesEncoded"] = o.frames
-			s["framesPerSecond"] = o.recent.perSecond(now)
-			s["frameWidth"], s["frameHeight"] = p.clip.width, p.clip.height
-		} else {
-			s["kind"] = "audio"
-		}
-		o.mu.Unlock()
+	out := []map[string]any{p.aout.sample(now, "audio")}
+	for i, l := range p.video {
+		s := l.out.sample(now, "video")
+		s["frameWidth"], s["frameHeight"] = p.clip.layers[i].width, p.clip.layers[i].height
 		out = append(out, s)
 	}
 	return out

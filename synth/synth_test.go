@@ -17,32 +17,50 @@ import (
 
 // testClip encodes a second of test pattern and tone with the real ffmpeg,
 // as the media step does (VP8 in IVF with a keyframe every 15 frames, Opus
-// in Ogg in 20 ms packets).
+// in Ogg in 20 ms packets): one layer, 160x96.
 func testClip(t testing.TB) *clip {
 	t.Helper()
-	dir := t.TempDir()
-	ivf, ogg := filepath.Join(dir, "v.ivf"), filepath.Join(dir, "a.ogg")
-	for _, args := range [][]string{
-		{"-f", "lavfi", "-i", "testsrc=size=160x96:rate=15", "-frames:v", "30", "-c:v", "libvpx", "-deadline",
-			"realtime", "-b:v", "300k", "-g", "15", "-keyint_min", "15", "-auto-alt-ref", "0", "-lag-in-frames", "0", ivf},
-		{"-f", "lavfi", "-i", "sine=frequency=440:duration=1", "-c:a", "libopus", "-frame_duration", "20", "-ar", "48000", ogg},
-	} {
-		cmd := exec.Command("ffmpeg", append([]string{"-v", "error", "-nostdin", "-y"}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("ffmpeg: %v\n%s", err, out)
-		}
-	}
-	c, err := loadClip(ivf, ogg)
+	c, err := loadClip(encodeLayers(t, 15, "160x96"), encodeAudio(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
+// encodeLayers encodes the test pattern at each size, a keyframe every gop
+// frames, and returns the IVF files.
+func encodeLayers(t testing.TB, gop int, sizes ...string) []string {
+	t.Helper()
+	var out []string
+	for _, size := range sizes {
+		ivf := filepath.Join(t.TempDir(), size+".ivf")
+		ffmpeg(t, "-f", "lavfi", "-i", "testsrc=size="+size+":rate=15", "-frames:v", "30", "-c:v", "libvpx", "-deadline",
+			"realtime", "-b:v", "300k", "-g", strconv.Itoa(gop), "-keyint_min", strconv.Itoa(gop), "-auto-alt-ref", "0",
+			"-lag-in-frames", "0", ivf)
+		out = append(out, ivf)
+	}
+	return out
+}
+
+func encodeAudio(t testing.TB) string {
+	t.Helper()
+	ogg := filepath.Join(t.TempDir(), "a.ogg")
+	ffmpeg(t, "-f", "lavfi", "-i", "sine=frequency=440:duration=1", "-c:a", "libopus", "-frame_duration", "20", "-ar", "48000", ogg)
+	return ogg
+}
+
+func ffmpeg(t testing.TB, args ...string) {
+	t.Helper()
+	cmd := exec.Command("ffmpeg", append([]string{"-v", "error", "-nostdin", "-y"}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v\n%s", err, out)
+	}
+}
+
 func TestClipIsReadAsEncoded(t *testing.T) {
 	c := testClip(t)
-	if len(c.frames) != 30 || c.width != 160 || c.height != 96 {
-		t.Fatalf("%d frames of %dx%d, want 30 of 160x96", len(c.frames), c.width, c.height)
+	if l := c.full(); len(c.layers) != 1 || len(l.frames) != 30 || l.width != 160 || l.height != 96 {
+		t.Fatalf("%d layers, the full one %d frames of %dx%d, want 1 of 30 frames of 160x96", len(c.layers), len(l.frames), l.width, l.height)
 	}
 	for i, want := range map[int]int{0: 0, 1: 15, 14: 15, 15: 15, 16: 0, 29: 0} {
 		if c.nextKey[i] != want {
@@ -60,7 +78,7 @@ func TestClipIsReadAsEncoded(t *testing.T) {
 
 // packets are frame i of the clip as a VP8 packetizer sends it.
 func packets(c *clip, pk rtp.Packetizer, i int) []*rtp.Packet {
-	return pk.Packetize(c.frames[i], 6000)
+	return pk.Packetize(c.full().frames[i], 6000)
 }
 
 func TestReceiverCountsRecognisesAndTimesFrames(t *testing.T) {
@@ -117,7 +135,7 @@ func TestAFrameNotFromTheClipIsFingerprinted(t *testing.T) {
 	video.follow(true)
 	in := &inbound{peer: "browser", kind: "video", clock: 90000, clip: c, video: video}
 	pk := rtp.NewPacketizer(mtu, 96, 1, &codecs.VP8Payloader{}, rtp.NewFixedSequencer(1), 90000)
-	frame := append([]byte(nil), c.frames[3]...)
+	frame := append([]byte(nil), c.full().frames[3]...)
 	frame[len(frame)-1] ^= 0xff // a browser's frame: bytes no clip frame has
 	for _, p := range pk.Packetize(frame, 6000) {
 		in.packet(p, time.Now())

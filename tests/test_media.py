@@ -122,3 +122,26 @@ def test_a_host_checks_its_media_against_the_runners_digest(local_media):
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "are not the runner's" in r.stderr, r.stderr
     r = media_cli("--expect-digest", digest)
     assert r.returncode == 2 and "--expect-digest needs --media" in r.stderr
+
+
+def test_synthetic_layers_are_the_clip_at_halved_sizes_with_keyframes_together(local_media):
+    """The synthetic publishers' simulcast layers (real ffmpeg): each the whole loop, each side
+    halved per layer, keyframes at the same positions in every layer (a keyframe asked for comes in
+    all at once), bitrates in Chrome's proportions; the full layer is the one-layer encoding's file."""
+    from sfubench import encoding
+    one = encoding.encoded(local_media)
+    three = encoding.encoded(local_media, 3)
+    assert three.full == one.full and three.ogg == one.ogg and len(three.video) == 3
+    assert three.kbps == (75, 225, 600) and three.keyframe_every == local_media.fps
+    keyframes = []
+    for path, (w, h) in zip(three.video, ((80, 45), (160, 90), (320, 180))):
+        assert encoding.ivf_frames(path) == local_media.frames
+        probe = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries",
+                                "stream=width,height:frame=key_frame", "-of", "json", str(path)],
+                               capture_output=True, text=True, check=True)
+        info = json.loads(probe.stdout)
+        assert (info["streams"][0]["width"], info["streams"][0]["height"]) == (w, h)
+        keyframes.append([i for i, f in enumerate(info["frames"]) if f["key_frame"]])
+    assert keyframes[0] == keyframes[1] == keyframes[2] == list(range(0, local_media.frames, local_media.fps))
+    with pytest.raises(media.MediaError, match="1 to 3"):
+        encoding.encoded(local_media, 4)

@@ -5,6 +5,9 @@ layers (960, 480 and 240 px wide); a receiver that asks for the smallest layer t
 API gets exactly that one; the others, left to the SFU's defaults on an unconstrained link, get the
 largest.
 
+Synthetic publishers send the layers too where their driver can: a browser asking for the smallest
+layer gets it from each of them.
+
 `make test` runs janus, inhouse and livekit (their builds are cached by the conformance suite);
 `make test-sfus` (SFUBENCH_CONFORMANCE=all) adds mediasoup."""
 import json
@@ -24,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 USERS = 2
 LAYERED = tuple(name for name in config.available_sfus() if Adapter.load(name).simulcast)
 SFUS = LAYERED if os.environ.get("SFUBENCH_CONFORMANCE") == "all" else ("janus", "inhouse", "livekit")
+# SFUs whose synthetic participants publish the layers too
+SYNTHETIC_LAYERED = tuple(s for s in SFUS if Adapter.load(s).synthetic_simulcast)
 # SFUs that choose each receiver's layer by their estimate of its bandwidth (Janus forwards the layer a
 # subscriber asks for, whatever its link: it keeps it)
 ADAPTIVE = tuple(s for s in SFUS if s != "janus")
@@ -101,3 +106,28 @@ def test_a_narrow_downlink_switches_receivers_down_and_the_link_back_switches_th
     down, up = rows
     assert down[1] == down[2] == streams and down[4] <= DOWN_S and "full" not in down[5], f"{sfu}: {down}"
     assert up[5] == f"{streams} full" and up[6] <= up_s, f"{sfu}: {up}"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sfu", SYNTHETIC_LAYERED)
+def test_synthetic_publishers_send_three_layers_and_a_browser_gets_the_smallest(sfu, tmp_path):
+    """The default scenario's first room (one browser, six synthetic participants) with three layers,
+    the browser asking for the smallest: each synthetic publisher sends the clip's three layers (pre-
+    encoded at 960, 480 and 240 px), and what the browser receives from all six is the 240-px one."""
+    cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", sfu, "--shape", "ramp", "--simulcast", "3",
+           "--receive-layer", "smallest", "--client-cpus", "1.6", "--quality-frames", "0", "--out", str(tmp_path),
+           "--lab-prefix", "sfubs", "--lab-subnet", "127.0.9"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert r.returncode == 0, f"{sfu}: loadtest exited {r.returncode}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["clients"]["synthetic"]["layers"] == 3 and meta["checks"]["failed"] == 0
+    sent: dict[str, set] = {}
+    for line in (run_dir / "samples.jsonl").open():
+        s = json.loads(line)
+        if s.get("client") == "synthetic" and s.get("direction") == "send" and s.get("kind") == "video":
+            sent.setdefault(s["user"], set()).add((s["frameWidth"], s.get("packets", 0) > 0))
+    assert len(sent) == 6 and all(v == {(960, True), (480, True), (240, True)} for v in sent.values()), sent
+    rows = json.loads((run_dir / "tables.json").read_text())["tables"]["layers"]["rows"]
+    received = [row for row in rows if row[1] == "recv"]
+    assert received and all(row[2] == "1/4" and row[4] >= 6 for row in received), rows   # 6 per window

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import media as media_mod
+from .. import encoding, media as media_mod
 from ..config import ROOT, Config, ConfigError
 from ..agent import PROBE_PORT
 from ..grid import check_answering
@@ -174,7 +174,7 @@ def describe_plan(c: Cloud, cfg: Config, plan: dict, grid: KubeGrid, needs: list
     pods = grid.peak_cores(cfg) * cost["hours"] * vcpu_hour
     # every participant sends the clip and receives everyone else's in its room, through the SFU
     participants = cfg.rooms_cap * cfg.users_per_room
-    kbps = (media_mod.ENCODE_KBPS[cfg.media] + media_mod.OPUS_KBPS) * participants * cfg.users_per_room
+    kbps = (encoding.ENCODE_KBPS[cfg.media] + encoding.OPUS_KBPS) * participants * cfg.users_per_room
     traffic_gb = kbps * 1000 / 8 * 3600 * cost["hours"] / 1e9
     lines.append(f"grid pods: {grid.peak_cores(cfg):g} vCPU at the peak x {cost['hours']:g} h x ${vcpu_hour}/vCPU-h = "
                  f"${pods:.2f} (an upper bound: the peak for the whole run, on the cluster's nodes)")

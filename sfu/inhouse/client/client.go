@@ -14,7 +14,12 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/pion/sdp/v3"
 	"github.com/pion/webrtc/v4"
+
+	"sfubench/sfu/inhouse/internal/signal"
 )
+
+// Rids name the simulcast layers Options.Layers sends, smallest first.
+var Rids = signal.Rids
 
 // Options describe one participant.
 type Options struct {
