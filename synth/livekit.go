@@ -34,6 +34,22 @@ type livekitDriver struct{}
 // announces; the server enables features (packed stream ids among them) by it.
 const livekitProtocol = 17
 
+// livekitLayers describe the video's layers as livekit-client does: one per
+// rid, the full picture HIGH and each smaller one a quality lower.
+func livekitLayers(p Participant, video webrtc.TrackLocal) []*livekit.VideoLayer {
+	if len(p.Encodings) == 0 {
+		return []*livekit.VideoLayer{{Quality: livekit.VideoQuality_HIGH, Width: uint32(p.Width), Height: uint32(p.Height)}}
+	}
+	tracks := append([]webrtc.TrackLocal{video}, p.Encodings...)
+	var out []*livekit.VideoLayer
+	for i, t := range tracks {
+		down := len(tracks) - 1 - i // halvings below the full picture
+		out = append(out, &livekit.VideoLayer{Quality: livekit.VideoQuality_HIGH - livekit.VideoQuality(down),
+			Width: uint32(p.Width >> down), Height: uint32(p.Height >> down), Rid: t.RID()})
+	}
+	return out
+}
+
 func (livekitDriver) Join(ctx context.Context, p Participant) (Session, error) {
 	base, err := server(p)
 	if err != nil {
@@ -56,17 +72,23 @@ func (livekitDriver) Join(ctx context.Context, p Participant) (Session, error) {
 	var adds []*livekit.AddTrackRequest
 	for _, t := range p.Tracks {
 		tr, err := pc.AddTransceiverFromTrack(t, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendonly})
+		video := t.Kind() == webrtc.RTPCodecTypeVideo
+		for _, e := range p.Encodings {
+			if err == nil && video {
+				err = tr.Sender().AddEncoding(e)
+			}
+		}
 		if err != nil {
 			return fail(fmt.Errorf("adding %s track: %w", t.Kind(), err))
 		}
 		p.Publishing(tr.Sender())
 		add := &livekit.AddTrackRequest{Cid: t.ID(), Name: t.Kind().String(), Stream: "camera", DisableDtx: true}
-		if t.Kind() == webrtc.RTPCodecTypeAudio {
+		if !video {
 			add.Type, add.Source = livekit.TrackType_AUDIO, livekit.TrackSource_MICROPHONE
 		} else {
 			add.Type, add.Source = livekit.TrackType_VIDEO, livekit.TrackSource_CAMERA
 			add.Width, add.Height = uint32(p.Width), uint32(p.Height)
-			add.Layers = []*livekit.VideoLayer{{Quality: livekit.VideoQuality_HIGH, Width: add.Width, Height: add.Height}}
+			add.Layers = livekitLayers(p, t)
 		}
 		adds = append(adds, add)
 	}

@@ -38,7 +38,8 @@ type APIOptions struct {
 	// reads itself. The session description offers the same either way.
 	OwnFeedback bool
 	// Simulcast names each stream's section and layer in its packets (the
-	// MID and rid header extensions), as a sender of simulcast layers must.
+	// MID and rid header extensions, and the repaired rid on a layer's
+	// retransmissions), as a sender of simulcast layers must.
 	Simulcast bool
 }
 
@@ -78,6 +79,9 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 	ir := &interceptor.Registry{}
 	for _, f := range o.First {
 		ir.Add(f)
+	}
+	if o.Simulcast {
+		ir.Add(repairNamerFactory{})
 	}
 	if err := configureFeedback(me, ir, o.OwnFeedback); err != nil {
 		return nil, err
