@@ -27,8 +27,10 @@ type mediasoupDriver struct{}
 // The router's header extensions the driver asks for: the ones pion's stack
 // here handles (transport-wide congestion feedback) and the mid.
 var mediasoupExtensions = map[string]bool{
-	"urn:ietf:params:rtp-hdrext:sdes:mid":                                       true,
-	"http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01": true,
+	sdp.SDESMidURI:               true,
+	sdp.TransportCCURI:           true,
+	sdp.SDESRTPStreamIDURI:       true, // a simulcast layer's packets name it
+	sdp.SDESRepairRTPStreamIDURI: true,
 }
 
 type msTransport struct {
@@ -330,6 +332,11 @@ func (s *msSession) publish(ctx context.Context) error {
 	var senders []*webrtc.RTPTransceiver
 	for _, track := range s.p.Tracks {
 		tr, err := s.send.AddTransceiverFromTrack(track, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendonly})
+		for _, e := range s.p.Encodings {
+			if err == nil && track.Kind() == webrtc.RTPCodecTypeVideo {
+				err = tr.Sender().AddEncoding(e)
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("adding %s track: %w", track.Kind(), err)
 		}
@@ -366,6 +373,7 @@ func (s *msSession) publish(ctx context.Context) error {
 		}
 		params = append(params, rp)
 		media(&answer, &t, rp, m.MediaName.Media, "recvonly", "passive", nil)
+		acceptLayers(&answer, m)
 	}
 	if err := s.send.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer.String()}); err != nil {
 		return fmt.Errorf("the answer for mediasoup: %w", err)
@@ -375,10 +383,14 @@ func (s *msSession) publish(ctx context.Context) error {
 		if len(enc) == 0 {
 			return errors.New("a sender without an SSRC")
 		}
+		// Each layer by its SSRC, smallest first, as mediasoup orders them.
 		rp := params[i]
-		rp.Encodings = append(rp.Encodings[:0], struct {
-			SSRC uint32 `json:"ssrc"`
-		}{uint32(enc[0].SSRC)})
+		rp.Encodings = rp.Encodings[:0]
+		for _, e := range enc {
+			rp.Encodings = append(rp.Encodings, struct {
+				SSRC uint32 `json:"ssrc"`
+			}{uint32(e.SSRC)})
+		}
 		rp.Rtcp.Cname, rp.Rtcp.ReducedSize = s.p.User, true
 		if err := s.request(ctx, "produce", map[string]any{"transportId": t.ID, "kind": tr.Kind().String(),
 			"rtpParameters": rp}, nil); err != nil {
@@ -386,6 +398,21 @@ func (s *msSession) publish(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// acceptLayers answers an offered section's simulcast layers: each rid the
+// offer sends, received.
+func acceptLayers(b *strings.Builder, m *sdp.MediaDescription) {
+	layers, ok := m.Attribute("simulcast")
+	if !ok {
+		return
+	}
+	for _, a := range m.Attributes {
+		if rid, ok := strings.CutSuffix(a.Value, " send"); a.Key == "rid" && ok {
+			fmt.Fprintf(b, "a=rid:%s recv\r\n", rid)
+		}
+	}
+	fmt.Fprintf(b, "a=simulcast:recv %s\r\n", strings.TrimPrefix(layers, "send "))
 }
 
 // producerParameters picks from one offered m-section the router's codec
