@@ -69,7 +69,7 @@ var drivers = map[string]Driver{
 
 // layeredDrivers publish Participant.Encodings; the others the video's
 // track alone.
-var layeredDrivers = map[string]bool{"inhouse": true, "livekit": true, "mediasoup": true}
+var layeredDrivers = map[string]bool{"inhouse": true, "janus": true, "livekit": true, "mediasoup": true}
 
 func driverNames() string {
 	var names []string

@@ -165,6 +165,11 @@ func (s *janusSession) publish(ctx context.Context) error {
 	s.pub.mu.Unlock()
 	for _, t := range s.p.Tracks {
 		tr, err := pc.AddTransceiverFromTrack(t, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendonly})
+		for _, e := range s.p.Encodings {
+			if err == nil && t.Kind() == webrtc.RTPCodecTypeVideo {
+				err = tr.Sender().AddEncoding(e)
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("adding %s track: %w", t.Kind(), err)
 		}
@@ -178,6 +183,7 @@ func (s *janusSession) publish(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	jsep.RidOrder = "lmh" // client.Rids: the smallest layer first
 	var answer janusJSEP
 	if err := s.c.message(ctx, h, map[string]any{"request": "configure", "audio": true, "video": true}, jsep, nil, &answer); err != nil {
 		return fmt.Errorf("configure: %w", err)
@@ -425,6 +431,9 @@ type janusJSEP struct {
 	Type    string `json:"type"`
 	SDP     string `json:"sdp"`
 	Trickle *bool  `json:"trickle,omitempty"`
+	// RidOrder says how an offer lists its simulcast layers: Janus takes
+	// them largest first (janus.js's "hml") unless told "lmh".
+	RidOrder string `json:"rid_order,omitempty"`
 }
 
 type janusPublisher struct {
