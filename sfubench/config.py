@@ -125,9 +125,10 @@ class Settings:
                      "synthetic participants send and read VP8 only, so another codec needs rooms of "
                      "browsers (--preset browsers)",
                      choices=CODECS)
-    receive_layer: str = opt("largest", "the layer each browser asks its SFU for, with --simulcast: largest "
+    receive_layer: str = opt("largest", "the layer each participant asks its SFU for, with --simulcast: largest "
                              "(what each SFU forwards by default, the link permitting), smallest, or mix "
-                             "(every other browser to join asks for the smallest)",
+                             "(the even-numbered participants of each room ask for the smallest); synthetic "
+                             "participants ask as browsers do",
                              choices=("largest", "smallest", "mix"))
     on_client_failure: str = opt("continue", "what a failed participant or a browser given up does to "
                                  "the run: continue (it counts as failed streams) or abort",
@@ -296,6 +297,12 @@ class Settings:
     def real(self, room: int, index: int) -> bool:
         """Whether the `index`-th participant (from 1) of room `room` (from 1) is a browser."""
         return room <= self.real_rooms and index <= self.real_per_room
+
+    def receive_layer_of(self, user: str) -> str:
+        """The layer participant `user` (r<room>u<n>) asks for: largest or smallest."""
+        if self.receive_layer != "mix":
+            return self.receive_layer
+        return "smallest" if int(user.rpartition("u")[2]) % 2 == 0 else "largest"
 
     @property
     def browser_participants(self) -> int:

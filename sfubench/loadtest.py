@@ -336,13 +336,9 @@ def _client_url(cfg, adapter: Adapter, server, media, page_url: str, token: str)
                 "play_audio": cfg.play_audio, "render": cfg.render_video,
                 "audio_processing": cfg.audio_processing, "simulcast": cfg.simulcast, "codec": cfg.codec,
                 "token": token}
-    layers: dict[str, str] = {}   # each browser's, kept when it rejoins
 
     def url(room, user):
-        if user not in layers:
-            mixed = cfg.receive_layer == "mix"
-            layers[user] = ("largest", "smallest")[len(layers) % 2] if mixed else cfg.receive_layer
-        probe = json.dumps({**settings, "receive_layer": layers[user]}, separators=(",", ":"))
+        probe = json.dumps({**settings, "receive_layer": cfg.receive_layer_of(user)}, separators=(",", ":"))
         return adapter.client_url(page_url, room, user, server.values, probe)
     return url
 

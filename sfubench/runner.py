@@ -194,7 +194,7 @@ class Runner:
         self.event("participant_started", room=room, user=p_id, client="synthetic")
         self.say(f"room {room}/{self.cfg.rooms_cap}: {p_id} joining, synthetic ({self.status.participants} "
                  "participants)")
-        self.synthetic.join(p_id, room, self.client_params(room, p_id))
+        self.synthetic.join(p_id, room, self.client_params(room, p_id), self.cfg.receive_layer_of(p_id))
 
     def _load(self, p: Participant) -> None:
         url = self.client_url(p.room, p.id)
@@ -222,7 +222,7 @@ class Runner:
         self.event("participant_rejoined", room=p.room, user=p_id)
         self.say(f"room {p.room}: {p_id} joining again")
         if p.browser is None:
-            self.synthetic.join(p_id, p.room, self.client_params(p.room, p_id))
+            self.synthetic.join(p_id, p.room, self.client_params(p.room, p_id), self.cfg.receive_layer_of(p_id))
         else:
             self._load(p)
 

@@ -73,10 +73,11 @@ class Generator:
             except BrokenPipeError:
                 pass
 
-    def join(self, user: str, room: int, params: dict[str, str]) -> None:
+    def join(self, user: str, room: int, params: dict[str, str], receive_layer: str = "largest") -> None:
         """`params`: the adapter's client parameters for this participant (a token among them:
-        they go to the process's stdin, never its command line or the run folder)."""
-        self._send({"cmd": "join", "user": user, "room": room, "params": params})
+        they go to the process's stdin, never its command line or the run folder);
+        `receive_layer`: the simulcast layer it asks for (largest or smallest)."""
+        self._send({"cmd": "join", "user": user, "room": room, "params": params, "receive_layer": receive_layer})
 
     def leave(self, user: str) -> None:
         self._send({"cmd": "leave", "user": user})
@@ -130,7 +131,7 @@ class RemoteGenerators:
         with self._opener.open(request, timeout=self.timeout) as r:
             r.read()
 
-    def join(self, user: str, room: int, params: dict[str, str]) -> None:
+    def join(self, user: str, room: int, params: dict[str, str], receive_layer: str = "largest") -> None:
         try:
             generators = list(host_urls(self.url, self.addresses).values())
         except OSError as e:
@@ -143,7 +144,7 @@ class RemoteGenerators:
         url = min(generators, key=lambda g: (len(self.carrying.get(g, ())), g))
         try:
             self._post(url, {"cmd": "join", "user": user, "room": room, "params": params,
-                             "collect": self.collect_url})
+                             "receive_layer": receive_layer, "collect": self.collect_url})
         except OSError as e:
             self.failed(user, f"its synthetic generator at {url} could not be reached: {e}")
             return

@@ -42,6 +42,10 @@ type Participant struct {
 	// once its encodings are added, so its RTCP is read (PLIs, receiver
 	// reports, and NACKs for pion's responder).
 	Publishing func(*webrtc.RTPSender)
+	// ReceiveLayer is the simulcast layer to ask the SFU for of every
+	// received video, through its own API: "smallest", or "largest" (what
+	// SFUs forward unasked).
+	ReceiveLayer string
 	// OnTrack must be called for each received track with the user id of
 	// the participant who published it ("" when it is no participant's).
 	OnTrack func(remoteUser string, t *webrtc.TrackRemote)
@@ -66,6 +70,9 @@ var drivers = map[string]Driver{
 	"mediasoup": mediasoupDriver{},
 	"medooze":   medoozeDriver{},
 }
+
+// smallestLayer is Participant.ReceiveLayer asking for the smallest layer.
+const smallestLayer = "smallest"
 
 // layeredDrivers publish Participant.Encodings; the others the video's
 // track alone.
@@ -129,8 +136,12 @@ func (inhouseDriver) Join(ctx context.Context, p Participant) (Session, error) {
 		}
 		p.Publishing(s)
 	}
+	var layer string // the SFU's choice
+	if p.ReceiveLayer == smallestLayer {
+		layer = client.Rids[0]
+	}
 	s, err := client.Join(ctx, client.Options{
-		URL: url, Room: p.Room, User: p.User, PC: pc, Layers: 1 + len(p.Encodings),
+		URL: url, Room: p.Room, User: p.User, PC: pc, Layers: 1 + len(p.Encodings), Layer: layer,
 		OnTrack: func(user string, t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) { p.OnTrack(user, t) },
 	})
 	if err != nil {

@@ -357,7 +357,28 @@ func (s *janusSession) answer(ctx context.Context, h uint64, offer janusJSEP, d 
 	if err != nil {
 		return err
 	}
-	return s.c.message(ctx, h, map[string]any{"request": "start", "room": s.room}, jsep, nil, nil)
+	if err := s.c.message(ctx, h, map[string]any{"request": "start", "room": s.room}, jsep, nil, nil); err != nil {
+		return err
+	}
+	return s.askLowest(ctx, h, d)
+}
+
+// askLowest asks, with ReceiveLayer "smallest", for substream 0 of each
+// video the offer's streams list, as the page does once a stream is set up.
+func (s *janusSession) askLowest(ctx context.Context, h uint64, d videoroomData) error {
+	if s.p.ReceiveLayer != smallestLayer {
+		return nil
+	}
+	var streams []map[string]any
+	for _, st := range d.Streams {
+		if st.Type == "video" && st.FeedDisplay != "" {
+			streams = append(streams, map[string]any{"mid": st.Mid, "substream": 0})
+		}
+	}
+	if len(streams) == 0 {
+		return nil
+	}
+	return s.c.message(ctx, h, map[string]any{"request": "configure", "streams": streams}, nil, nil, nil)
 }
 
 func (s *janusSession) keepalive() {
@@ -449,6 +470,7 @@ type videoroomData struct {
 	Publishers []janusPublisher `json:"publishers"`
 	Streams    []struct {
 		Mid         string `json:"mid"`
+		Type        string `json:"type"`
 		FeedDisplay string `json:"feed_display"`
 	} `json:"streams"`
 }

@@ -345,6 +345,9 @@ func (s *livekitSession) track(t *webrtc.TrackRemote) {
 		named := s.named
 		s.mu.Unlock()
 		if ok {
+			if t.Kind() == webrtc.RTPCodecTypeVideo && s.p.ReceiveLayer == smallestLayer {
+				s.askLowest(t)
+			}
 			s.p.OnTrack(name, t)
 			return
 		}
@@ -356,6 +359,16 @@ func (s *livekitSession) track(t *webrtc.TrackRemote) {
 		case <-s.done:
 			return
 		}
+	}
+}
+
+// askLowest asks for the lowest quality of a received video, as
+// livekit-client's setVideoQuality(LOW) does.
+func (s *livekitSession) askLowest(t *webrtc.TrackRemote) {
+	_, track, _ := strings.Cut(t.StreamID(), "|")
+	if err := s.send(&livekit.SignalRequest{Message: &livekit.SignalRequest_TrackSetting{TrackSetting: &livekit.UpdateTrackSettings{
+		TrackSids: []string{track}, Quality: livekit.VideoQuality_LOW}}}); err != nil {
+		fmt.Fprintf(os.Stderr, "livekit: %s asking for the lowest layer of %s: %v\n", s.p.User, track, err)
 	}
 }
 

@@ -8,14 +8,16 @@
 //
 // The engine starts it and sends it one JSON command per line on stdin:
 //
-//	{"cmd": "join", "user": "r2u1", "room": 2, "params": {"server": "ws://..."}}
+//	{"cmd": "join", "user": "r2u1", "room": 2, "params": {"server": "ws://..."}, "receive_layer": "smallest"}
 //	{"cmd": "leave", "user": "r2u1"}
 //
-// params are the adapter's client parameters, the same a page gets. End of
-// input leaves every room and exits. With -listen it is started before its
-// run instead (a cloud's generators, on the grid's hosts) and takes the same
-// commands over HTTP, one per POST /command, each join carrying the engine's
-// /collect URL; it runs until SIGTERM.
+// params are the adapter's client parameters, the same a page gets;
+// receive_layer is the simulcast layer it asks for ("largest", the SFU's
+// choice, when absent). End of input leaves every room and exits. With
+// -listen it is started before its run instead (a cloud's generators, on
+// the grid's hosts) and takes the same commands over HTTP, one per POST
+// /command, each join carrying the engine's /collect URL; it runs until
+// SIGTERM.
 package main
 
 import (
@@ -148,6 +150,7 @@ func run() error {
 				Room    int               `json:"room"`
 				Params  map[string]string `json:"params"`
 				Collect string            `json:"collect"`
+				Layer   string            `json:"receive_layer"`
 			}
 			if err := json.Unmarshal(line, &cmd); err != nil || cmd.User == "" {
 				fmt.Fprintf(os.Stderr, "sfubench-synth: ignoring %q\n", line)
@@ -158,7 +161,7 @@ func run() error {
 				if cmd.Collect != "" {
 					g.setCollect(cmd.Collect)
 				}
-				g.add(newMember(cmd.User, cmd.Room, cmd.Params, c, *fps))
+				g.add(newMember(cmd.User, cmd.Room, cmd.Params, cmd.Layer, c, *fps))
 			case "leave":
 				g.remove(cmd.User)
 			default:

@@ -462,8 +462,11 @@ func (s *msSession) producerParameters(m *sdp.MediaDescription) (msRTPParameters
 // connection with every consumer so far in the server's offer.
 func (s *msSession) consume(ctx context.Context, pr msProducerInfo) error {
 	c := &msConsumer{user: pr.User}
-	if err := s.request(ctx, "consume", map[string]any{"transportId": s.recvT.ID, "producerId": pr.ProducerID,
-		"rtpCapabilities": s.caps}, c); err != nil {
+	req := map[string]any{"transportId": s.recvT.ID, "producerId": pr.ProducerID, "rtpCapabilities": s.caps}
+	if s.p.ReceiveLayer == smallestLayer {
+		req["preferredLayers"] = map[string]int{"spatialLayer": 0} // as the page asks (server.js)
+	}
+	if err := s.request(ctx, "consume", req, c); err != nil {
 		return err
 	}
 	s.mu.Lock()

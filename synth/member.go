@@ -20,6 +20,7 @@ type member struct {
 	user   string
 	room   int
 	params map[string]string
+	layer  string // the simulcast layer it asks for
 	pub    *publisher
 	camera *series
 	fast   *fastConns
@@ -33,8 +34,9 @@ type member struct {
 	closed  bool
 }
 
-func newMember(user string, room int, params map[string]string, c *clip, fps int) *member {
-	m := &member{user: user, room: room, params: params, camera: &series{}, state: "joining", fast: newFastConns()}
+func newMember(user string, room int, params map[string]string, layer string, c *clip, fps int) *member {
+	m := &member{user: user, room: room, params: params, layer: layer, camera: &series{}, state: "joining",
+		fast: newFastConns()}
 	m.pub = newPublisher(c, fps, user, m.camera, m.midOf)
 	return m
 }
@@ -50,6 +52,7 @@ func (m *member) join(g *generator) {
 		NewPeerConnection: func() (*webrtc.PeerConnection, error) { return m.newPeerConnection(g) },
 		Tracks:            m.pub.tracks(),
 		Encodings:         m.pub.encodings(),
+		ReceiveLayer:      m.layer,
 		Publishing:        m.pub.watch,
 		OnTrack:           func(from string, t *webrtc.TrackRemote) { m.receive(from, t, g.clip) },
 	})

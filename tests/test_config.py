@@ -76,6 +76,15 @@ def test_simulcast_picks_a_camera_large_enough_for_its_layers():
         load(cli={"receive_layer": "medium"}, env={})
 
 
+def test_each_participant_asks_for_the_layer_the_setting_gives_it_browser_or_synthetic():
+    users = ["r1u1", "r1u2", "r1u7", "r12u10"]
+    assert [load(env={}).receive_layer_of(u) for u in users] == ["largest"] * 4
+    assert [load(cli={"receive_layer": "smallest"}, env={}).receive_layer_of(u) for u in users] == ["smallest"] * 4
+    # mix: the even-numbered participants of each room, whatever joined before them
+    assert [load(cli={"receive_layer": "mix"}, env={}).receive_layer_of(u) for u in users] == \
+        ["largest", "smallest", "largest", "smallest"]
+
+
 def test_auto_settings_resolve_for_a_remote_site():
     """A remote SFU's host is its own budget and the remote grid carries browsers throughout."""
     for c in (load(env={}, remote=True),

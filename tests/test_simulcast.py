@@ -110,10 +110,12 @@ def test_a_narrow_downlink_switches_receivers_down_and_the_link_back_switches_th
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("sfu", SYNTHETIC_LAYERED)
-def test_synthetic_publishers_send_three_layers_and_a_browser_gets_the_smallest(sfu, tmp_path):
+def test_synthetic_participants_send_three_layers_and_every_receiver_gets_the_smallest(sfu, tmp_path):
     """The default scenario's first room (one browser, six synthetic participants) with three layers,
-    the browser asking for the smallest: each synthetic publisher sends the clip's three layers (pre-
-    encoded at 960, 480 and 240 px), and what the browser receives from all six is the 240-px one."""
+    every participant asking for the smallest through its SFU's API: each synthetic publisher sends
+    the clip's three layers (pre-encoded at 960, 480 and 240 px), the browser receives the 240-px one
+    of all six, and each synthetic participant the 240-px one of everyone else's (the browser's
+    included)."""
     cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", sfu, "--shape", "ramp", "--simulcast", "3",
            "--receive-layer", "smallest", "--client-cpus", "1.6", "--quality-frames", "0", "--out", str(tmp_path),
            "--lab-prefix", "sfubs", "--lab-subnet", "127.0.9"]
@@ -123,11 +125,17 @@ def test_synthetic_publishers_send_three_layers_and_a_browser_gets_the_smallest(
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["clients"]["synthetic"]["layers"] == 3 and meta["checks"]["failed"] == 0
     sent: dict[str, set] = {}
+    got: dict[tuple, set] = {}
     for line in (run_dir / "samples.jsonl").open():
         s = json.loads(line)
-        if s.get("client") == "synthetic" and s.get("direction") == "send" and s.get("kind") == "video":
+        if s.get("client") != "synthetic" or s.get("kind") != "video":
+            continue
+        if s.get("direction") == "send":
             sent.setdefault(s["user"], set()).add((s["frameWidth"], s.get("packets", 0) > 0))
+        elif s.get("phase") in ("ramp", "target"):
+            got.setdefault((s["user"], s["peer"]), set()).add(s.get("frameHeight"))
     assert len(sent) == 6 and all(v == {(960, True), (480, True), (240, True)} for v in sent.values()), sent
+    assert len(got) == 6 * 6 and all(v == {135} for v in got.values()), got
     rows = json.loads((run_dir / "tables.json").read_text())["tables"]["layers"]["rows"]
     received = [row for row in rows if row[1] == "recv"]
     assert received and all(row[2] == "1/4" and row[4] >= 6 for row in received), rows   # 6 per window

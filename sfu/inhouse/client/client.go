@@ -37,6 +37,9 @@ type Options struct {
 	// header extensions, which pion's sender leaves to the caller); 0 or 1
 	// is one stream.
 	Layers int
+	// Layer, if set, is the layer (a rid of Rids) asked for of every
+	// publisher's video as it arrives; unset leaves the choice to the SFU.
+	Layer string
 }
 
 // Session is a joined participant.
@@ -69,9 +72,14 @@ func Join(ctx context.Context, o Options) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{ws: ws, pc: o.PC, done: make(chan struct{})}
-	if o.OnTrack != nil {
-		o.PC.OnTrack(func(t *webrtc.TrackRemote, r *webrtc.RTPReceiver) { o.OnTrack(t.StreamID(), t, r) })
-	}
+	o.PC.OnTrack(func(t *webrtc.TrackRemote, r *webrtc.RTPReceiver) {
+		if o.Layer != "" && t.Kind() == webrtc.RTPCodecTypeVideo {
+			_ = s.write(message{Type: "layer", User: t.StreamID(), Layer: o.Layer})
+		}
+		if o.OnTrack != nil {
+			o.OnTrack(t.StreamID(), t, r)
+		}
+	})
 	if err := s.write(message{Type: "join", Room: o.Room, User: o.User, Layers: o.Layers}); err != nil {
 		ws.Close()
 		return nil, err
