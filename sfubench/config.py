@@ -84,6 +84,15 @@ def resolve_auto(values: dict, remote: bool) -> dict:
     return out
 
 
+def tile_layer(videos: int) -> str:
+    """The smallest layer (largest, half or smallest: the full picture, a half, a quarter of its
+    height) that covers a tile in the most square grid of `videos` tiles in a 16:9 window, the full
+    picture filling the window (a one-to-one call). 16:9 tiles in c columns are 1/c of the window's
+    height."""
+    tile = 1 / math.ceil(math.sqrt(max(videos, 1)))
+    return "smallest" if tile <= 1 / 4 else "half" if tile <= 1 / 2 else "largest"
+
+
 @dataclass(frozen=True)
 class Settings:
     """The settings every run has; Config adds each load shape's and output's own (sfubench/shapes/,
@@ -126,10 +135,12 @@ class Settings:
                      "browsers (--preset browsers)",
                      choices=CODECS)
     receive_layer: str = opt("largest", "the layer each participant asks its SFU for, with --simulcast: largest "
-                             "(what each SFU forwards by default, the link permitting), smallest, or mix "
-                             "(the even-numbered participants of each room ask for the smallest); synthetic "
+                             "(what each SFU forwards by default, the link permitting), half, smallest, tile "
+                             "(the smallest layer that fills the participant's tile in a grid of the room's "
+                             "other videos in a 16:9 window: with rooms of 7, half) or mix (the "
+                             "even-numbered participants of each room ask for the smallest); synthetic "
                              "participants ask as browsers do",
-                             choices=("largest", "smallest", "mix"))
+                             choices=("largest", "half", "smallest", "tile", "mix"))
     on_client_failure: str = opt("continue", "what a failed participant or a browser given up does to "
                                  "the run: continue (it counts as failed streams) or abort",
                                  choices=("continue", "abort"), scenario=False)
@@ -299,10 +310,12 @@ class Settings:
         return room <= self.real_rooms and index <= self.real_per_room
 
     def receive_layer_of(self, user: str) -> str:
-        """The layer participant `user` (r<room>u<n>) asks for: largest or smallest."""
-        if self.receive_layer != "mix":
-            return self.receive_layer
-        return "smallest" if int(user.rpartition("u")[2]) % 2 == 0 else "largest"
+        """The layer participant `user` (r<room>u<n>) asks for: largest, half or smallest."""
+        if self.receive_layer == "mix":
+            return "smallest" if int(user.rpartition("u")[2]) % 2 == 0 else "largest"
+        if self.receive_layer == "tile":
+            return tile_layer(self.users_per_room - 1)
+        return self.receive_layer
 
     @property
     def browser_participants(self) -> int:

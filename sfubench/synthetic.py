@@ -76,7 +76,7 @@ class Generator:
     def join(self, user: str, room: int, params: dict[str, str], receive_layer: str = "largest") -> None:
         """`params`: the adapter's client parameters for this participant (a token among them:
         they go to the process's stdin, never its command line or the run folder);
-        `receive_layer`: the simulcast layer it asks for (largest or smallest)."""
+        `receive_layer`: the simulcast layer it asks for (largest, half or smallest)."""
         self._send({"cmd": "join", "user": user, "room": room, "params": params, "receive_layer": receive_layer})
 
     def leave(self, user: str) -> None:

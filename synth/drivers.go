@@ -43,8 +43,8 @@ type Participant struct {
 	// reports, and NACKs for pion's responder).
 	Publishing func(*webrtc.RTPSender)
 	// ReceiveLayer is the simulcast layer to ask the SFU for of every
-	// received video, through its own API: "smallest", or "largest" (what
-	// SFUs forward unasked).
+	// received video, through its own API: "smallest", "half", or
+	// "largest" (what SFUs forward unasked).
 	ReceiveLayer string
 	// OnTrack must be called for each received track with the user id of
 	// the participant who published it ("" when it is no participant's).
@@ -71,8 +71,20 @@ var drivers = map[string]Driver{
 	"medooze":   medoozeDriver{},
 }
 
-// smallestLayer is Participant.ReceiveLayer asking for the smallest layer.
-const smallestLayer = "smallest"
+// receiveIndex is the layer to ask for of every received video as its index
+// among the layers published, smallest first (every publisher of a run sends
+// as many as this one), or false to leave the choice to the SFU.
+func (p Participant) receiveIndex() (int, bool) {
+	layers := 1 + len(p.Encodings)
+	switch {
+	case layers < 2 || p.ReceiveLayer == "" || p.ReceiveLayer == "largest":
+		return 0, false
+	case p.ReceiveLayer == "smallest":
+		return 0, true
+	default: // half
+		return layers - 2, true
+	}
+}
 
 // layeredDrivers publish Participant.Encodings; the others the video's
 // track alone.
@@ -137,8 +149,8 @@ func (inhouseDriver) Join(ctx context.Context, p Participant) (Session, error) {
 		p.Publishing(s)
 	}
 	var layer string // the SFU's choice
-	if p.ReceiveLayer == smallestLayer {
-		layer = client.Rids[0]
+	if i, ok := p.receiveIndex(); ok {
+		layer = client.Rids[i]
 	}
 	s, err := client.Join(ctx, client.Options{
 		URL: url, Room: p.Room, User: p.User, PC: pc, Layers: 1 + len(p.Encodings), Layer: layer,

@@ -360,19 +360,21 @@ func (s *janusSession) answer(ctx context.Context, h uint64, offer janusJSEP, d 
 	if err := s.c.message(ctx, h, map[string]any{"request": "start", "room": s.room}, jsep, nil, nil); err != nil {
 		return err
 	}
-	return s.askLowest(ctx, h, d)
+	return s.askLayer(ctx, h, d)
 }
 
-// askLowest asks, with ReceiveLayer "smallest", for substream 0 of each
-// video the offer's streams list, as the page does once a stream is set up.
-func (s *janusSession) askLowest(ctx context.Context, h uint64, d videoroomData) error {
-	if s.p.ReceiveLayer != smallestLayer {
+// askLayer asks for the substream Participant.ReceiveLayer names (0 the
+// smallest) of each video the offer's streams list, as the page does once a
+// stream is set up.
+func (s *janusSession) askLayer(ctx context.Context, h uint64, d videoroomData) error {
+	substream, ok := s.p.receiveIndex()
+	if !ok {
 		return nil
 	}
 	var streams []map[string]any
 	for _, st := range d.Streams {
 		if st.Type == "video" && st.FeedDisplay != "" {
-			streams = append(streams, map[string]any{"mid": st.Mid, "substream": 0})
+			streams = append(streams, map[string]any{"mid": st.Mid, "substream": substream})
 		}
 	}
 	if len(streams) == 0 {

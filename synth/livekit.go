@@ -35,7 +35,7 @@ type livekitDriver struct{}
 const livekitProtocol = 17
 
 // livekitLayers describe the video's layers as livekit-client does: one per
-// rid, the full picture HIGH and each smaller one a quality lower.
+// rid, each rid's quality (q LOW, h MEDIUM, f HIGH).
 func livekitLayers(p Participant, video webrtc.TrackLocal) []*livekit.VideoLayer {
 	if len(p.Encodings) == 0 {
 		return []*livekit.VideoLayer{{Quality: livekit.VideoQuality_HIGH, Width: uint32(p.Width), Height: uint32(p.Height)}}
@@ -44,7 +44,7 @@ func livekitLayers(p Participant, video webrtc.TrackLocal) []*livekit.VideoLayer
 	var out []*livekit.VideoLayer
 	for i, t := range tracks {
 		down := len(tracks) - 1 - i // halvings below the full picture
-		out = append(out, &livekit.VideoLayer{Quality: livekit.VideoQuality_HIGH - livekit.VideoQuality(down),
+		out = append(out, &livekit.VideoLayer{Quality: livekit.VideoQuality_LOW + livekit.VideoQuality(i),
 			Width: uint32(p.Width >> down), Height: uint32(p.Height >> down), Rid: t.RID()})
 	}
 	return out
@@ -345,8 +345,8 @@ func (s *livekitSession) track(t *webrtc.TrackRemote) {
 		named := s.named
 		s.mu.Unlock()
 		if ok {
-			if t.Kind() == webrtc.RTPCodecTypeVideo && s.p.ReceiveLayer == smallestLayer {
-				s.askLowest(t)
+			if i, ok := s.p.receiveIndex(); ok && t.Kind() == webrtc.RTPCodecTypeVideo {
+				s.askLayer(t, livekit.VideoQuality(i))
 			}
 			s.p.OnTrack(name, t)
 			return
@@ -362,13 +362,13 @@ func (s *livekitSession) track(t *webrtc.TrackRemote) {
 	}
 }
 
-// askLowest asks for the lowest quality of a received video, as
-// livekit-client's setVideoQuality(LOW) does.
-func (s *livekitSession) askLowest(t *webrtc.TrackRemote) {
+// askLayer asks for a quality of a received video, as livekit-client's
+// setVideoQuality does.
+func (s *livekitSession) askLayer(t *webrtc.TrackRemote, q livekit.VideoQuality) {
 	_, track, _ := strings.Cut(t.StreamID(), "|")
 	if err := s.send(&livekit.SignalRequest{Message: &livekit.SignalRequest_TrackSetting{TrackSetting: &livekit.UpdateTrackSettings{
-		TrackSids: []string{track}, Quality: livekit.VideoQuality_LOW}}}); err != nil {
-		fmt.Fprintf(os.Stderr, "livekit: %s asking for the lowest layer of %s: %v\n", s.p.User, track, err)
+		TrackSids: []string{track}, Quality: q}}}); err != nil {
+		fmt.Fprintf(os.Stderr, "livekit: %s asking for quality %s of %s: %v\n", s.p.User, q, track, err)
 	}
 }
 

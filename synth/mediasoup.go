@@ -463,8 +463,8 @@ func (s *msSession) producerParameters(m *sdp.MediaDescription) (msRTPParameters
 func (s *msSession) consume(ctx context.Context, pr msProducerInfo) error {
 	c := &msConsumer{user: pr.User}
 	req := map[string]any{"transportId": s.recvT.ID, "producerId": pr.ProducerID, "rtpCapabilities": s.caps}
-	if s.p.ReceiveLayer == smallestLayer {
-		req["preferredLayers"] = map[string]int{"spatialLayer": 0} // as the page asks (server.js)
+	if i, ok := s.p.receiveIndex(); ok {
+		req["preferredLayers"] = map[string]int{"spatialLayer": i} // as the page asks (server.js)
 	}
 	if err := s.request(ctx, "consume", req, c); err != nil {
 		return err

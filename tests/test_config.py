@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from sfubench import config
-from sfubench.config import ConfigError, load
+from sfubench.config import ConfigError, load, tile_layer
 from sfubench.sfu import Adapter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +83,10 @@ def test_each_participant_asks_for_the_layer_the_setting_gives_it_browser_or_syn
     # mix: the even-numbered participants of each room, whatever joined before them
     assert [load(cli={"receive_layer": "mix"}, env={}).receive_layer_of(u) for u in users] == \
         ["largest", "smallest", "largest", "smallest"]
+    # tile: rooms of 7 show six videos in 3 columns, a third of the window high: the half layer
+    assert load(cli={"receive_layer": "tile"}, env={}).receive_layer_of("r1u1") == "half"
+    assert [tile_layer(n) for n in (1, 2, 4, 5, 9, 10, 16, 30)] == \
+        ["largest", "half", "half", "half", "half", "smallest", "smallest", "smallest"]
 
 
 def test_auto_settings_resolve_for_a_remote_site():

@@ -5,8 +5,9 @@ layers (960, 480 and 240 px wide); a receiver that asks for the smallest layer t
 API gets exactly that one; the others, left to the SFU's defaults on an unconstrained link, get the
 largest.
 
-Synthetic publishers send the layers too where their driver can: a browser asking for the smallest
-layer gets it from each of them.
+Synthetic participants send the layers too where their driver can, and ask for a layer as browsers
+do: with `--receive-layer tile` every receiver, browser or synthetic, gets the half layer of every
+publisher, browser or synthetic.
 
 `make test` runs janus, inhouse and livekit (their builds are cached by the conformance suite);
 `make test-sfus` (SFUBENCH_CONFORMANCE=all) adds mediasoup."""
@@ -110,14 +111,14 @@ def test_a_narrow_downlink_switches_receivers_down_and_the_link_back_switches_th
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("sfu", SYNTHETIC_LAYERED)
-def test_synthetic_participants_send_three_layers_and_every_receiver_gets_the_smallest(sfu, tmp_path):
+def test_synthetic_participants_send_three_layers_and_every_receiver_gets_the_tiles_layer(sfu, tmp_path):
     """The default scenario's first room (one browser, six synthetic participants) with three layers,
-    every participant asking for the smallest through its SFU's API: each synthetic publisher sends
-    the clip's three layers (pre-encoded at 960, 480 and 240 px), the browser receives the 240-px one
-    of all six, and each synthetic participant the 240-px one of everyone else's (the browser's
-    included)."""
+    every participant asking for the layer its tile needs (`--receive-layer tile`: six videos in
+    three columns, a third of the window high, take the half layer) through its SFU's API: each
+    synthetic publisher sends the clip's three layers (pre-encoded at 960, 480 and 240 px), and every
+    receiver, the browser and each synthetic participant, gets the 480-px one of everyone else's."""
     cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", sfu, "--shape", "ramp", "--simulcast", "3",
-           "--receive-layer", "smallest", "--client-cpus", "1.6", "--quality-frames", "0", "--out", str(tmp_path),
+           "--receive-layer", "tile", "--client-cpus", "1.6", "--quality-frames", "0", "--out", str(tmp_path),
            "--lab-prefix", "sfubs", "--lab-subnet", "127.0.9"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert r.returncode == 0, f"{sfu}: loadtest exited {r.returncode}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
@@ -135,7 +136,7 @@ def test_synthetic_participants_send_three_layers_and_every_receiver_gets_the_sm
         elif s.get("phase") in ("ramp", "target"):
             got.setdefault((s["user"], s["peer"]), set()).add(s.get("frameHeight"))
     assert len(sent) == 6 and all(v == {(960, True), (480, True), (240, True)} for v in sent.values()), sent
-    assert len(got) == 6 * 6 and all(v == {135} for v in got.values()), got
+    assert len(got) == 6 * 6 and all(v == {270} for v in got.values()), got
     rows = json.loads((run_dir / "tables.json").read_text())["tables"]["layers"]["rows"]
     received = [row for row in rows if row[1] == "recv"]
-    assert received and all(row[2] == "1/4" and row[4] >= 6 for row in received), rows   # 6 per window
+    assert received and all(row[2] == "1/2" and row[4] >= 6 for row in received), rows   # 6 per window

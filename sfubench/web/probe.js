@@ -52,8 +52,14 @@
                 ...rest.filter((l) => !other(l) || kept.has(other(l)))].join('\r\n');
       }).join('\r\n');
     },
-    // The layer this participant asks its SFU for: 'largest' (the SFU's default) or 'smallest'.
+    // The layer this participant asks its SFU for: 'largest' (the SFU's default), 'half' or 'smallest'.
     receiveLayer: settings.receive_layer || 'largest',
+    // That layer's index among those published, smallest first (its rid's in q, h, f; its spatial
+    // layer or substream), or null to leave the choice to the SFU ('largest', or one layer).
+    receiveIndex() {
+      if (api.receiveLayer === 'largest' || api.simulcast < 2) return null;
+      return api.receiveLayer === 'smallest' ? 0 : api.simulcast - 2;
+    },
     // Those layers for a camera of width x height, largest first: the full picture, then half and a
     // quarter of its size, each capped at what Chrome gives a simulcast layer of its size when a
     // page sets nothing (webrtc's kSimulcastFormats), so that every SFU is sent the same.
