@@ -72,7 +72,7 @@ def test_simulcast_picks_a_camera_large_enough_for_its_layers():
     assert load(cli={"simulcast": "3"}, env={}).scenario()["media"] == "hd"
     with pytest.raises(ConfigError, match="--simulcast must be at most 3"):
         load(cli={"simulcast": "4"}, env={})
-    with pytest.raises(ConfigError, match="--receive-layer must be one of largest, smallest, mix"):
+    with pytest.raises(ConfigError, match="--receive-layer must be one of largest, half, smallest, tile, mix"):
         load(cli={"receive_layer": "medium"}, env={})
 
 
