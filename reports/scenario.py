@@ -56,9 +56,13 @@ def describe(config: dict) -> str:
     parts = [mix(config), windows(config)]
     codec = str(config.get("codec") or "vp8").upper()   # runs from before --codec published VP8
     if (config.get("simulcast") or 1) > 1:
-        asked = {"smallest": ", every browser asking for the smallest",
-                 "mix": ", every other browser asking for the smallest"}.get(config.get("receive_layer"), "")
-        parts.append(f"simulcast: {config['simulcast']} {codec} layers per browser publisher{asked}")
+        asked = {"smallest": ", every participant asking for the smallest",
+                 "half": ", every participant asking for the half",
+                 "tile": ", every participant asking for its tile's layer",
+                 "mix": ", the even-numbered participants asking for the smallest"}.get(config.get("receive_layer"), "")
+        n = config["simulcast"]
+        kind = f"SVC: {n} {codec} spatial layers (L{n}T3_KEY)" if config.get("svc") else f"simulcast: {n} {codec} layers"
+        parts.append(f"{kind} per browser publisher{asked}")
     else:
         parts.append(f"{codec} video")
     sfu = budget(config)

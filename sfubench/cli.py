@@ -170,7 +170,8 @@ def _list_sfus(args) -> int:
         print(f"{name:10} {a.version:10} runs in {where}; "
               + ("publishes simulcast" if a.simulcast else "publishes one layer (no --simulcast)")
               + (" (synthetic participants too)" if a.synthetic_simulcast else "")
-              + f"; codecs {', '.join(a.codecs)}")
+              + f"; codecs {', '.join(a.codecs)}"
+              + (f"; SVC in {', '.join(a.svc)}" if a.svc else ""))
         profiles = profiles_of(a.data)
         study = resolve_profile(AUTO, profiles)
         for profile, spec in profiles.items():

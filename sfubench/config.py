@@ -33,6 +33,7 @@ def cache_root() -> Path:
 # The video codecs a run may ask browsers to publish, as adapters name them in sfu.toml's `codecs`:
 # the first is the default, the 2018 study's and the one synthetic participants speak.
 CODECS = ("vp8", "h264", "vp9", "av1")
+SVC_CODECS = ("vp9", "av1")   # those Chrome encodes as SVC spatial layers (--svc)
 
 
 def available_sfus() -> list[str]:
@@ -134,6 +135,10 @@ class Settings:
                      "synthetic participants send and read VP8 only, so another codec needs rooms of "
                      "browsers (--preset browsers)",
                      choices=CODECS)
+    svc: bool = opt(False, "publish the --simulcast layers as the spatial layers of one SVC stream "
+                    "(L<n>T3_KEY, as Chrome encodes VP9 and AV1 SVC) instead of simulcast streams; needs "
+                    "--codec vp9 or av1, and an adapter whose page does SVC in that codec (`sfubench "
+                    "list-sfus`)")
     receive_layer: str = opt("largest", "the layer each participant asks its SFU for, with --simulcast: largest "
                              "(what each SFU forwards by default, the link permitting), half, smallest, tile "
                              "(the smallest layer that fills the participant's tile in a grid of the room's "
@@ -244,6 +249,9 @@ class Settings:
                 raise ConfigError(f"{flag} must be at most {meta['max']}, got {value}")
             if meta["choices"] and value not in meta["choices"]:
                 raise ConfigError(f"{flag} must be one of {', '.join(meta['choices'])}, got {value!r}")
+        if self.svc and (self.simulcast < 2 or self.codec not in SVC_CODECS):
+            raise ConfigError(f"--svc makes the --simulcast layers spatial layers of one {' or '.join(SVC_CODECS)} "
+                              f"stream: it needs --simulcast 2 or 3 and --codec {' or '.join(SVC_CODECS)}")
         sfus = available_sfus()
         if self.sfu not in sfus:
             raise ConfigError(f"unknown SFU {self.sfu!r}; available: {', '.join(sfus)}")

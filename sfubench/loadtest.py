@@ -122,6 +122,10 @@ def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, progress: Progress
     if cfg.simulcast > 1 and not adapter.simulcast:
         raise ConfigError(f"--simulcast {cfg.simulcast}: {adapter.name}'s page publishes one layer "
                           f"(`sfubench list-sfus` says which publish simulcast)")
+    if cfg.svc and cfg.codec not in adapter.svc:
+        raise ConfigError(f"--svc --codec {cfg.codec}: {adapter.name}'s page publishes "
+                          + (f"SVC in {', '.join(adapter.svc)} only" if adapter.svc else "no SVC")
+                          + " (`sfubench list-sfus` says which do)")
     wanted = cfg.browser_participants < cfg.participants
     if cfg.codec not in adapter.codecs:
         raise ConfigError(f"--codec {cfg.codec}: {adapter.name}'s page publishes {', '.join(adapter.codecs)} "
@@ -335,6 +339,7 @@ def _client_url(cfg, adapter: Adapter, server, media, page_url: str, token: str)
                          "cells": framecode.CELLS, "rows": framecode.ROWS},
                 "play_audio": cfg.play_audio, "render": cfg.render_video,
                 "audio_processing": cfg.audio_processing, "simulcast": cfg.simulcast, "codec": cfg.codec,
+                "svc": f"L{cfg.simulcast}T3_KEY" if cfg.svc else None,
                 "token": token}
 
     def url(room, user):

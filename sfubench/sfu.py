@@ -20,7 +20,7 @@ from pathlib import Path
 from secrets import token_urlsafe
 from urllib.parse import urlencode
 
-from .config import CODECS, ROOT, ConfigError
+from .config import CODECS, ROOT, SVC_CODECS, ConfigError
 from .settings import AUTO
 
 PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
@@ -157,6 +157,9 @@ class Adapter:
         unknown = [c for c in data.get("codecs", []) if c not in CODECS]
         if unknown:
             raise AdapterError(f"{folder}/sfu.toml: codecs {unknown} are none of {list(CODECS)}")
+        not_svc = [c for c in data.get("svc", []) if c not in SVC_CODECS or c not in data.get("codecs", [])]
+        if not_svc:
+            raise AdapterError(f"{folder}/sfu.toml: svc {not_svc} are not of its codecs among {list(SVC_CODECS)}")
         profiles = profiles_of(data)
         profile = resolve_profile(profile, profiles)
         if profile not in profiles:
@@ -207,6 +210,11 @@ class Adapter:
     def simulcast(self) -> bool:
         """Whether its page publishes the simulcast layers a run asks for (`simulcast = true`)."""
         return self.data.get("simulcast") is True
+
+    @property
+    def svc(self) -> list[str]:
+        """The codecs its page publishes as SVC spatial layers when --svc asks (`svc`; none without)."""
+        return list(self.data.get("svc", []))
 
     @property
     def codecs(self) -> list[str]:

@@ -28,6 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 USERS = 2
 LAYERED = tuple(name for name in config.available_sfus() if Adapter.load(name).simulcast)
 SFUS = LAYERED if os.environ.get("SFUBENCH_CONFORMANCE") == "all" else ("janus", "inhouse", "livekit")
+# SFUs whose page publishes VP9 SVC (--svc): `make test` runs LiveKit's, `make test-sfus` every one
+SVC = tuple(s for s in LAYERED if "vp9" in Adapter.load(s).svc
+            and (os.environ.get("SFUBENCH_CONFORMANCE") == "all" or s == "livekit"))
 # SFUs whose synthetic participants publish the layers too: `make test` runs the in-house SFU's (its
 # simulcast row in the study rests on them), `make test-sfus` every one
 SYNTHETIC_LAYERED = tuple(s for s in LAYERED if Adapter.load(s).synthetic_simulcast
@@ -64,6 +67,13 @@ def test_an_adapter_whose_page_publishes_one_layer_says_so_and_is_refused_layers
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "--simulcast 3: medooze's page publishes one layer" in r.stderr
     assert not any(tmp_path.iterdir())   # refused before anything was built or written
+    # SVC: VP9 or AV1 alone, and an adapter whose page does it in that codec
+    r = loadtest("livekit", tmp_path, "--svc")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--codec vp9 or av1" in r.stderr, r.stderr
+    r = loadtest("inhouse", tmp_path, "--svc", "--codec", "vp9")
+    assert r.returncode == 2 and "inhouse's page publishes no SVC" in r.stderr, r.stderr
+    assert "SVC in vp9, av1" in next(line for line in listed.splitlines() if line.startswith("livekit"))
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.e2e
@@ -87,6 +97,26 @@ def test_every_browser_sends_three_layers_and_receives_the_layer_it_asks_for(sfu
     got = {(row[0], row[1]): row[5] for row in tables["tables"]["layer_switches"]["rows"]}
     assert got == {(r, s): asked[r] for r in asked for s in asked if s != r}, f"{sfu}: last layers {got}"
     assert (run_dir / "report-layers.png").stat().st_size > 5000
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sfu", SVC)
+def test_vp9_svc_is_one_stream_per_browser_and_each_receiver_gets_the_spatial_layer_it_asks_for(sfu, tmp_path):
+    """`--svc --codec vp9`: each browser sends one VP9 stream of three spatial layers (L3T3_KEY); the
+    browser asking for the smallest gets the quarter picture of it, the other the full one."""
+    r = loadtest(sfu, tmp_path, "--codec", "vp9", "--svc", "--receive-layer", "mix")
+    assert r.returncode == 0, f"{sfu}: loadtest exited {r.returncode}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["scenario"]["svc"] is True and meta["checks"]["failed"] == 0
+    tables = json.loads((run_dir / "tables.json").read_text())
+    sent = {row[2] for row in tables["tables"]["layers"]["rows"] if row[1] == "send"}
+    assert sent == {"full"}, f"{sfu}: sent layers {sent}"   # one stream, the full picture's size
+    codecs = {row[1] for row in tables["tables"]["codecs"]["rows"]}
+    assert codecs == {"vp9"}, codecs
+    asked = {"r1u1": "full", "r1u2": "1/4"}
+    got = {(row[0], row[1]): row[5] for row in tables["tables"]["layer_switches"]["rows"]}
+    assert got == {(r, s): asked[r] for r in asked for s in asked if s != r}, f"{sfu}: last layers {got}"
 
 
 @pytest.mark.e2e
