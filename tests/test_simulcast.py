@@ -10,7 +10,7 @@ do: with `--receive-layer tile` every receiver, browser or synthetic, gets the h
 publisher, browser or synthetic.
 
 `make test` runs janus, inhouse and livekit (the synthetic layers' test the in-house SFU alone) (their builds are cached by the conformance suite);
-`make test-sfus` (SFUBENCH_CONFORMANCE=all) adds mediasoup."""
+`make test-sfus` (SFUBENCH_CONFORMANCE=all) adds mediasoup, and H.264 simulcast through each."""
 import json
 import os
 import subprocess
@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 USERS = 2
 LAYERED = tuple(name for name in config.available_sfus() if Adapter.load(name).simulcast)
 SFUS = LAYERED if os.environ.get("SFUBENCH_CONFORMANCE") == "all" else ("janus", "inhouse", "livekit")
+# H.264 simulcast, in `make test-sfus` (VP8's is the same path in every page but the codec)
+H264_LAYERED = LAYERED if os.environ.get("SFUBENCH_CONFORMANCE") == "all" else ()
 # SFUs whose page publishes VP9 SVC (--svc): `make test` runs LiveKit's, `make test-sfus` every one
 SVC = tuple(s for s in LAYERED if "vp9" in Adapter.load(s).svc
             and (os.environ.get("SFUBENCH_CONFORMANCE") == "all" or s == "livekit"))
@@ -77,9 +79,9 @@ def test_an_adapter_whose_page_publishes_one_layer_says_so_and_is_refused_layers
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("sfu", SFUS)
-def test_every_browser_sends_three_layers_and_receives_the_layer_it_asks_for(sfu, tmp_path):
-    r = loadtest(sfu, tmp_path, "--receive-layer", "mix")
+@pytest.mark.parametrize("sfu,codec", [(s, "vp8") for s in SFUS] + [(s, "h264") for s in H264_LAYERED])
+def test_every_browser_sends_three_layers_and_receives_the_layer_it_asks_for(sfu, codec, tmp_path):
+    r = loadtest(sfu, tmp_path, "--receive-layer", "mix", "--codec", codec)
     assert r.returncode == 0, f"{sfu}: loadtest exited {r.returncode}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     meta = json.loads((run_dir / "meta.json").read_text())
@@ -87,6 +89,7 @@ def test_every_browser_sends_three_layers_and_receives_the_layer_it_asks_for(sfu
     assert meta["checks"]["failed"] == 0
     tables = json.loads((run_dir / "tables.json").read_text())
     assert tables["clients"].startswith("The clients had headroom"), tables["clients"]
+    assert {row[1] for row in tables["tables"]["codecs"]["rows"]} == {codec}
     target = max(row[0] for row in tables["tables"]["layers"]["rows"])
     at = {(row[1], row[2]): row for row in tables["tables"]["layers"]["rows"] if row[0] == target}
     # one sent stream per layer, browser and measured window: a third of them each
