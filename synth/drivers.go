@@ -86,6 +86,20 @@ func (p Participant) receiveIndex() (int, bool) {
 	}
 }
 
+// addLayers adds the further layers (Encodings) to the video's sender, once
+// its track is added; other senders it leaves alone.
+func (p Participant) addLayers(s *webrtc.RTPSender) error {
+	if s.Track() == nil || s.Track().Kind() != webrtc.RTPCodecTypeVideo {
+		return nil
+	}
+	for _, e := range p.Encodings {
+		if err := s.AddEncoding(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // layeredDrivers publish Participant.Encodings; the others the video's
 // track alone.
 var layeredDrivers = map[string]bool{"inhouse": true, "janus": true, "livekit": true, "mediasoup": true}
@@ -137,10 +151,8 @@ func (inhouseDriver) Join(ctx context.Context, p Participant) (Session, error) {
 	}
 	for _, t := range p.Tracks {
 		s, err := pc.AddTrack(t)
-		for _, e := range p.Encodings {
-			if err == nil && t.Kind() == webrtc.RTPCodecTypeVideo {
-				err = s.AddEncoding(e)
-			}
+		if err == nil {
+			err = p.addLayers(s)
 		}
 		if err != nil {
 			pc.Close()

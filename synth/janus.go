@@ -165,10 +165,8 @@ func (s *janusSession) publish(ctx context.Context) error {
 	s.pub.mu.Unlock()
 	for _, t := range s.p.Tracks {
 		tr, err := pc.AddTransceiverFromTrack(t, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendonly})
-		for _, e := range s.p.Encodings {
-			if err == nil && t.Kind() == webrtc.RTPCodecTypeVideo {
-				err = tr.Sender().AddEncoding(e)
-			}
+		if err == nil {
+			err = s.p.addLayers(tr.Sender())
 		}
 		if err != nil {
 			return fmt.Errorf("adding %s track: %w", t.Kind(), err)

@@ -75,10 +75,8 @@ func TestLayeredPublisherSendsEachLayerUnderItsRid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range pub.encodings() {
-		if err := s.AddEncoding(e); err != nil {
-			t.Fatal(err)
-		}
+	if err := (Participant{Encodings: pub.encodings()}).addLayers(s); err != nil {
+		t.Fatal(err)
 	}
 	pub.watch(s)
 

@@ -72,18 +72,15 @@ func (livekitDriver) Join(ctx context.Context, p Participant) (Session, error) {
 	var adds []*livekit.AddTrackRequest
 	for _, t := range p.Tracks {
 		tr, err := pc.AddTransceiverFromTrack(t, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendonly})
-		video := t.Kind() == webrtc.RTPCodecTypeVideo
-		for _, e := range p.Encodings {
-			if err == nil && video {
-				err = tr.Sender().AddEncoding(e)
-			}
+		if err == nil {
+			err = p.addLayers(tr.Sender())
 		}
 		if err != nil {
 			return fail(fmt.Errorf("adding %s track: %w", t.Kind(), err))
 		}
 		p.Publishing(tr.Sender())
 		add := &livekit.AddTrackRequest{Cid: t.ID(), Name: t.Kind().String(), Stream: "camera", DisableDtx: true}
-		if !video {
+		if t.Kind() == webrtc.RTPCodecTypeAudio {
 			add.Type, add.Source = livekit.TrackType_AUDIO, livekit.TrackSource_MICROPHONE
 		} else {
 			add.Type, add.Source = livekit.TrackType_VIDEO, livekit.TrackSource_CAMERA

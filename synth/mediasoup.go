@@ -332,10 +332,8 @@ func (s *msSession) publish(ctx context.Context) error {
 	var senders []*webrtc.RTPTransceiver
 	for _, track := range s.p.Tracks {
 		tr, err := s.send.AddTransceiverFromTrack(track, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionSendonly})
-		for _, e := range s.p.Encodings {
-			if err == nil && track.Kind() == webrtc.RTPCodecTypeVideo {
-				err = tr.Sender().AddEncoding(e)
-			}
+		if err == nil {
+			err = s.p.addLayers(tr.Sender())
 		}
 		if err != nil {
 			return fmt.Errorf("adding %s track: %w", track.Kind(), err)

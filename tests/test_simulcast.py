@@ -171,7 +171,12 @@ def test_synthetic_participants_send_three_layers_and_every_receiver_gets_the_ti
         elif s.get("phase") in ("ramp", "target"):
             got.setdefault((s["user"], s["peer"]), set()).add(s.get("frameHeight"))
     assert len(sent) == 6 and all(v == {(960, True), (480, True), (240, True)} for v in sent.values()), sent
-    assert len(got) == 6 * 6 and all(v == {270} for v in got.values()), got
+    # the synthetic layers as encoded; the browser's half layer as Chrome sends it, which it may scale
+    # down further when short of CPU (320x180 in one mediasoup run here), never up
+    assert len(got) == 6 * 6, got
+    from_browser = {k: v for k, v in got.items() if k[1] == "r1u1"}
+    assert all(v == {270} for k, v in got.items() if k not in from_browser), got
+    assert all(135 < h <= 270 for v in from_browser.values() for h in v), from_browser
     rows = json.loads((run_dir / "tables.json").read_text())["tables"]["layers"]["rows"]
     received = [row for row in rows if row[1] == "recv"]
     assert received and all(row[2] == "1/2" and row[4] >= 6 for row in received), rows   # 6 per window
