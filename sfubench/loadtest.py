@@ -145,7 +145,8 @@ def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, progress: Progress
     synth = None
     if wanted:
         # the emulator tells the synthetic participants' frames apart by their own address
-        layers = cfg.simulcast if adapter.synthetic_simulcast else 1
+        # generators on other hosts (no binary here) were started with the full picture alone
+        layers = cfg.simulcast if adapter.synthetic_simulcast and binary is not None else 1
         synth = {"binary": binary, "encoded": encoding.encoded(media, layers), "driver": adapter.synthetic_driver,
                  "own_address": net_plan.synthetic is not None}
     return media, synth, net_plan, installed
