@@ -34,15 +34,7 @@ func TestPublishedMediaTakesTheDirectWriterOnceConnected(t *testing.T) {
 	if _, err := pub.AddTrack(track); err != nil {
 		t.Fatal(err)
 	}
-	api, err := client.NewAPI(loopback)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := api.NewPeerConnection(webrtc.Configuration{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	sub := testSubscriber(t, loopback)
 	var received, lastSeq atomic.Uint32
 	gaps := atomic.Int32{}
 	sub.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
@@ -100,6 +92,22 @@ func TestPublishedMediaTakesTheDirectWriterOnceConnected(t *testing.T) {
 	if gaps.Load() > 2 {
 		t.Errorf("%d gaps in the received sequence", gaps.Load())
 	}
+}
+
+// testSubscriber is a pion connection on the participants' own stack, as an
+// SFU's receiving side would be, closed with the test.
+func testSubscriber(t *testing.T, o client.APIOptions) *webrtc.PeerConnection {
+	t.Helper()
+	api, err := client.NewAPI(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := api.NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close() })
+	return sub
 }
 
 // writerOf is the direct writer of pc's connection, found through the

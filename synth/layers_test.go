@@ -80,15 +80,7 @@ func TestLayeredPublisherSendsEachLayerUnderItsRid(t *testing.T) {
 	}
 	pub.watch(s)
 
-	api, err := client.NewAPI(loopback)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := api.NewPeerConnection(webrtc.Configuration{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	sub := testSubscriber(t, loopback)
 	var mu sync.Mutex
 	received := map[string]*inbound{}
 	sub.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
