@@ -143,6 +143,7 @@ type tc struct {
 	ssrcs       map[string]uint32          // "user/kind" → the SSRC it is received on
 	corrupt     int
 	corruptSeen []string
+	closing     bool // close has begun: no goroutine starts
 }
 
 func join(t testing.TB, url, room, user string, o clientOptions) *tc {
@@ -317,9 +318,13 @@ func (c *tc) onTrack(user string, t *webrtc.TrackRemote, r *webrtc.RTPReceiver) 
 	video := t.Kind() == webrtc.RTPCodecTypeVideo
 	key := user + "/" + t.Kind().String()
 	c.mu.Lock()
+	if c.closing { // a track pion starts while close waits is nobody's
+		c.mu.Unlock()
+		return
+	}
 	c.ssrcs[key] = uint32(t.SSRC())
-	c.mu.Unlock()
 	c.wg.Add(2)
+	c.mu.Unlock()
 	go c.readRTCP(r.ReadRTCP, func(p rtcp.Packet) {
 		if sr, ok := p.(*rtcp.SenderReport); ok {
 			c.mu.Lock()
@@ -370,6 +375,9 @@ func (c *tc) close() {
 	default:
 		close(c.stop)
 	}
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
 	if c.sess != nil {
 		c.sess.Close()
 	} else {

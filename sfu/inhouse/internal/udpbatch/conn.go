@@ -10,10 +10,13 @@
 // in steady state neither direction allocates.
 //
 // Batching on the write side is driven by Hold/Release: while any goroutine
-// holds the conn, writes only queue; Release flushes everything queued. The
-// forwarding loop holds the conn while it fans one RTP packet out to N
-// subscribers, so the N encrypted copies leave in one system call instead of N.
-// Writes made while nobody holds the conn are sent at once.
+// holds the conn, writes only queue; the last Release flushes everything
+// queued. The reader holds the conn while it works through a batch it read,
+// so what handling those datagrams writes (the forwarded copies of a whole
+// frame to every subscriber) leaves together once the batch is used up, in
+// one system call, and each subscriber's run of equal-sized datagrams as one
+// UDP GSO message (gso.go). Writes made while nobody holds the conn are sent
+// at once.
 package udpbatch
 
 import (
@@ -30,9 +33,12 @@ import (
 )
 
 const (
-	// maxBatch bounds the datagrams per system call. 64 covers a full fan-out
-	// of audio+video to a room of 32 with one call.
+	// maxBatch bounds the datagrams per read. 64 covers a full fan-out of
+	// audio+video to a room of 32 with one call.
 	maxBatch = 64
+	// sendBatch bounds the datagrams queued for one flush: the copies of a
+	// read batch's frames, to every subscriber.
+	sendBatch = 4 * maxBatch
 	// slotSize holds any datagram pion sends or accepts (its receive MTU is
 	// 1460); larger writes bypass the queue.
 	slotSize = 2048
@@ -51,7 +57,8 @@ type Conn struct {
 	v6    bool
 	Stats Stats
 
-	holds atomic.Int32
+	holds    atomic.Int32
+	readHold bool // the reader holds the conn until its batch is used up (rmu's)
 
 	mu      sync.Mutex // guards pending and closed
 	pending *batch
@@ -66,6 +73,8 @@ type Conn struct {
 	sendN   int
 	sendErr syscall.Errno
 	sendFn  func(fd uintptr) bool
+	plan    plan        // the batch being sent, as messages
+	noGSO   atomic.Bool // the kernel refused a GSO message: one datagram per message from then on
 
 	// rmu guards the receive side; pion's mux reads from one goroutine.
 	rmu     sync.Mutex
@@ -76,16 +85,21 @@ type Conn struct {
 	recvFn  func(fd uintptr) bool
 }
 
+// batch is datagrams in slots: those read, or those queued to send (to
+// addrs[i], whose sockaddr is names[i]).
 type batch struct {
 	n     int
-	hdrs  [maxBatch]unix.Mmsghdr
-	iovs  [maxBatch]unix.Iovec
-	names [maxBatch]unix.RawSockaddrInet6
-	bufs  [maxBatch][slotSize]byte
+	hdrs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6
+	addrs []netip.AddrPort
+	bufs  [][slotSize]byte
 }
 
-func newBatch() *batch {
-	b := &batch{}
+func newBatch(size int) *batch {
+	b := &batch{hdrs: make([]unix.Mmsghdr, size), iovs: make([]unix.Iovec, size),
+		names: make([]unix.RawSockaddrInet6, size), addrs: make([]netip.AddrPort, size),
+		bufs: make([][slotSize]byte, size)}
 	for i := range b.hdrs {
 		b.iovs[i].Base = &b.bufs[i][0]
 		b.hdrs[i].Hdr.Iov = &b.iovs[i]
@@ -117,7 +131,8 @@ func Listen(addr string) (*Conn, error) {
 		uc.Close()
 		return nil, err
 	}
-	c := &Conn{uc: uc, rc: rc, v6: network == "udp6", pending: newBatch(), spare: newBatch(), rb: newBatch()}
+	c := &Conn{uc: uc, rc: rc, v6: network == "udp6", pending: newBatch(sendBatch), spare: newBatch(sendBatch),
+		rb: newBatch(maxBatch), plan: newPlan(sendBatch)}
 	c.sendFn = c.sendmmsg
 	c.recvFn = c.recvmmsg
 	return c, nil
@@ -126,10 +141,11 @@ func Listen(addr string) (*Conn, error) {
 // Hold defers sending until the matching Release.
 func (c *Conn) Hold() { c.holds.Add(1) }
 
-// Release ends a Hold and sends everything queued.
+// Release ends a Hold; the last one sends everything queued.
 func (c *Conn) Release() {
-	c.holds.Add(-1)
-	c.Flush()
+	if c.holds.Add(-1) == 0 {
+		c.Flush()
+	}
 }
 
 // WriteToAddrPort queues b for addr. It reports success once queued: like
@@ -145,9 +161,9 @@ func (c *Conn) WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error) {
 			return 0, net.ErrClosed
 		}
 		p := c.pending
-		if p.n < maxBatch {
+		if p.n < len(p.hdrs) {
 			c.fill(p, b, addr)
-			flush := p.n == maxBatch || c.holds.Load() == 0
+			flush := p.n == len(p.hdrs) || c.holds.Load() == 0
 			c.mu.Unlock()
 			if flush {
 				c.Flush()
@@ -163,6 +179,7 @@ func (c *Conn) fill(p *batch, b []byte, addr netip.AddrPort) {
 	i := p.n
 	copy(p.bufs[i][:], b)
 	p.iovs[i].SetLen(len(b))
+	p.addrs[i] = addr
 	name := &p.names[i]
 	if c.v6 {
 		*name = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: addr.Addr().As16()}
@@ -201,38 +218,44 @@ func (c *Conn) Flush() {
 	c.pending, c.spare = c.spare, p
 	c.mu.Unlock()
 
+	c.plan.make(p, !c.noGSO.Load())
 	c.sending, c.sendOff = p, 0
-	for c.sendOff < p.n {
+	for c.sendOff < c.plan.n {
 		c.sendErr = 0
 		if err := c.rc.Write(c.sendFn); err != nil {
-			c.Stats.SendErrors.Add(uint64(p.n - c.sendOff))
+			c.Stats.SendErrors.Add(uint64(c.plan.datagrams(c.sendOff, c.plan.n)))
 			break
 		}
 		c.Stats.SendCalls.Add(1)
-		if c.sendErr != 0 {
-			// The datagram at sendOff was refused (e.g. EPERM from a
-			// firewall); the others still go.
-			c.Stats.SendErrors.Add(1)
-			c.sendOff++
+		c.Stats.SentPackets.Add(uint64(c.plan.datagrams(c.sendOff, c.sendOff+c.sendN)))
+		c.sendOff += c.sendN
+		if c.sendErr == 0 {
 			continue
 		}
-		c.Stats.SentPackets.Add(uint64(c.sendN))
-		c.sendOff += c.sendN
+		if c.plan.segments(c.sendOff) > 1 && gsoRefused(c.sendErr) {
+			// The route's device cannot segment (checksum offload off, as on
+			// an emulated link): the rest go one datagram per message.
+			c.noGSO.Store(true)
+			c.plan.unbundle(p, c.sendOff)
+			continue
+		}
+		// The message at sendOff was refused (e.g. EPERM from a firewall);
+		// the others still go.
+		c.Stats.SendErrors.Add(uint64(c.plan.segments(c.sendOff)))
+		c.sendOff++
 	}
 	p.n = 0
 	c.sending = nil
 }
 
 func (c *Conn) sendmmsg(fd uintptr) bool {
-	p := c.sending
-	r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd,
-		uintptr(unsafe.Pointer(&p.hdrs[c.sendOff])), uintptr(p.n-c.sendOff), 0, 0, 0)
+	m := c.plan.msgs[c.sendOff:c.plan.n]
+	r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), 0, 0, 0)
+	c.sendN = 0
 	switch errno {
 	case unix.EAGAIN:
 		return false
 	case unix.EINTR:
-		c.sendN = 0
-		return true
 	case 0:
 		c.sendN = int(r)
 	default:
@@ -266,6 +289,12 @@ func (c *Conn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	for c.rpos >= c.rn {
+		if c.readHold {
+			// the batch is used up: what handling it wrote leaves before the
+			// reader waits for more
+			c.readHold = false
+			c.Release()
+		}
 		c.rpos, c.rn = 0, 0
 		if err := c.rc.Read(c.recvFn); err != nil {
 			return 0, netip.AddrPort{}, err
@@ -279,6 +308,10 @@ func (c *Conn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
 		default:
 			return 0, netip.AddrPort{}, c.recvErr
 		}
+	}
+	if !c.readHold {
+		c.readHold = true
+		c.Hold()
 	}
 	i := c.rpos
 	c.rpos++

@@ -69,18 +69,18 @@ func TestOverflowingTheQueueFlushes(t *testing.T) {
 	a, b := pair(t)
 	dst := addrOf(b)
 	a.Hold()
-	for i := 0; i < 3*maxBatch; i++ {
+	for i := 0; i < 3*sendBatch; i++ {
 		if _, err := a.WriteToAddrPort([]byte{byte(i)}, dst); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if calls, sent := a.Stats.SendCalls.Load(), a.Stats.SentPackets.Load(); calls != 3 || sent != 3*maxBatch {
+	if calls, sent := a.Stats.SendCalls.Load(), a.Stats.SentPackets.Load(); calls != 3 || sent != 3*sendBatch {
 		t.Fatalf("calls=%d sent=%d while held, want each full batch sent", calls, sent)
 	}
 	a.Release()
 	buf := make([]byte, 16)
 	_ = b.SetReadDeadline(time.Now().Add(2 * time.Second))
-	for i := 0; i < 3*maxBatch; i++ {
+	for i := 0; i < 3*sendBatch; i++ {
 		if _, _, err := b.ReadFromAddrPort(buf); err != nil {
 			t.Fatal(err)
 		}
