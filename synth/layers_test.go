@@ -57,7 +57,8 @@ func TestLayeredPublisherSendsEachLayerUnderItsRid(t *testing.T) {
 	}
 	loopback := client.APIOptions{IPFilter: func(ip net.IP) bool { return ip.IsLoopback() }, Simulcast: true}
 	g := &generator{apiOptions: loopback}
-	pc, err := g.newPeerConnection(newFastConns())
+	conns := newFastConns()
+	pc, err := g.newPeerConnection(conns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestLayeredPublisherSendsEachLayerUnderItsRid(t *testing.T) {
 		}
 		return ""
 	}
-	pub := newPublisher(c, 15, "pub", &series{}, midOf)
+	pub := newPublisher(c, 15, "pub", &series{}, midOf, &conns.sends) // each frame's layers: GSO runs
 	s, err := pc.AddTrack(pub.tracks()[1])
 	if err != nil {
 		t.Fatal(err)
