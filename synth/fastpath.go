@@ -108,7 +108,6 @@ func (n fastNet) ListenUDP(network string, laddr *net.UDPAddr) (transport.UDPCon
 // fastConns are one participant's sockets and the streams it receives, which
 // any of its connections (a publishing and a subscribing one) may carry.
 type fastConns struct {
-	sends   heldSends // what its sockets write while a frame goes out
 	mu      sync.Mutex
 	streams map[uint32]*registration
 	gen     atomic.Uint64 // counts registrations: a reader whose count is behind looks again

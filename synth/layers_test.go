@@ -57,8 +57,7 @@ func TestLayeredPublisherSendsEachLayerUnderItsRid(t *testing.T) {
 	}
 	loopback := client.APIOptions{IPFilter: func(ip net.IP) bool { return ip.IsLoopback() }, Simulcast: true}
 	g := &generator{apiOptions: loopback}
-	conns := newFastConns()
-	pc, err := g.newPeerConnection(conns)
+	pc, err := g.newPeerConnection(newFastConns())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +70,7 @@ func TestLayeredPublisherSendsEachLayerUnderItsRid(t *testing.T) {
 		}
 		return ""
 	}
-	pub := newPublisher(c, 15, "pub", &series{}, midOf, &conns.sends) // each frame's layers: GSO runs
+	pub := newPublisher(c, 15, "pub", &series{}, midOf)
 	s, err := pc.AddTrack(pub.tracks()[1])
 	if err != nil {
 		t.Fatal(err)

@@ -106,7 +106,6 @@ type publisher struct {
 	keyframe atomic.Bool // a receiver asked for one (PLI/FIR)
 	camera   *series     // own frames as sent: (time, code), for delay
 	slots    []*slot
-	sends    *heldSends // held while a frame goes out: it leaves in one system call
 	wg       sync.WaitGroup
 }
 
@@ -117,10 +116,9 @@ type layerOut struct {
 	out    outbound
 }
 
-func newPublisher(c *clip, fps int, user string, camera *series, midOf func(*webrtc.RTPSender) string,
-	sends *heldSends) *publisher {
+func newPublisher(c *clip, fps int, user string, camera *series, midOf func(*webrtc.RTPSender) string) *publisher {
 	p := &publisher{clip: c, period: time.Second / time.Duration(fps), vstep: uint32(90000 / fps),
-		camera: camera, midOf: midOf, artp: newRTPStream(), sends: sends}
+		camera: camera, midOf: midOf, artp: newRTPStream()}
 	p.aout.rtt = -1
 	p.audio, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", user)
 	vp8 := webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}
@@ -261,12 +259,10 @@ func (p *publisher) sendVideo(skipped int) {
 		p.pos = p.clip.nextKey[p.pos]
 	}
 	now := time.Now()
-	p.sends.hold()
 	for i, l := range p.video {
 		packets, bytes := l.stream.send(p.clip.layers[i].frames[p.pos], p.vstep, l.track.WriteRTP)
 		l.out.sent(packets, bytes, now, true)
 	}
-	p.sends.release()
 	p.camera.add(now, p.pos, nil)
 	p.pos = (p.pos + 1) % n
 }

@@ -89,7 +89,9 @@ func (s *socket) sendTo(b []byte, to netip.AddrPort) (int, error) {
 	if !ip.Is4() {
 		return 0, errNotIPv4
 	}
-	sa := sockaddr(to)
+	sa := unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: ip.As4()}
+	port := (*[2]byte)(unsafe.Pointer(&sa.Port))
+	port[0], port[1] = byte(to.Port()>>8), byte(to.Port())
 	var n uintptr
 	var errno unix.Errno
 	// A send never waits (MSG_DONTWAIT: a full buffer drops the datagram,
@@ -177,9 +179,6 @@ func (c *fastConn) ReadMsgUDP(b, _ []byte) (int, int, int, *net.UDPAddr, error) 
 }
 
 func (c *fastConn) WriteToAddrPort(b []byte, to netip.AddrPort) (int, error) {
-	if c.owner.sends.queue(c, b, to) {
-		return len(b), nil
-	}
 	return c.sock.sendTo(b, to)
 }
 
@@ -192,7 +191,7 @@ func (c *fastConn) WriteTo(b []byte, to net.Addr) (int, error) {
 }
 
 func (c *fastConn) WriteToUDP(b []byte, to *net.UDPAddr) (int, error) {
-	return c.WriteToAddrPort(b, to.AddrPort())
+	return c.sock.sendTo(b, to.AddrPort())
 }
 
 func (c *fastConn) WriteMsgUDP(b, _ []byte, to *net.UDPAddr) (int, int, error) {
