@@ -1,7 +1,6 @@
 package main
 
 import (
-	"iter"
 	"net/netip"
 	"sync"
 	"time"
@@ -23,8 +22,6 @@ import (
 const (
 	pollEvery = 10 * time.Millisecond
 	pollBatch = 64
-	// maxRead holds the longest GSO run a read can return whole.
-	maxRead = 1 << 16
 )
 
 var polling = &poller{}
@@ -84,8 +81,8 @@ func (p *poller) run() {
 	}
 }
 
-// batch is the memory of one recvmmsg: datagrams (or GSO runs of them),
-// their senders, their kernel timestamps and run segment sizes.
+// batch is the memory of one recvmmsg: datagrams, their senders and their
+// kernel timestamps.
 type batch struct {
 	hdrs    []unix.Mmsghdr
 	iovs    []unix.Iovec
@@ -99,10 +96,10 @@ func newBatch() *batch {
 		bufs: make([][]byte, pollBatch), names: make([]unix.RawSockaddrInet4, pollBatch),
 		control: make([][]byte, pollBatch)}
 	for i := range pollBatch {
-		b.bufs[i] = make([]byte, maxRead)
-		b.control[i] = make([]byte, unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{})))+unix.CmsgSpace(4))
+		b.bufs[i] = make([]byte, receiveMTU)
+		b.control[i] = make([]byte, unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{}))))
 		b.iovs[i].Base = &b.bufs[i][0]
-		b.iovs[i].SetLen(maxRead)
+		b.iovs[i].SetLen(receiveMTU)
 		h := &b.hdrs[i].Hdr
 		h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
 		h.Iov = &b.iovs[i]
@@ -127,10 +124,7 @@ func (b *batch) drain(c *fastConn) {
 			name := &b.names[i]
 			port := uint16(name.Port>>8) | uint16(name.Port<<8)
 			from := netip.AddrPortFrom(netip.AddrFrom4(name.Addr), port)
-			at, segment := controls(b.control[i][:h.Hdr.Controllen])
-			for d := range datagrams(b.bufs[i][:h.Len], segment) {
-				c.take(d, from, at)
-			}
+			c.take(b.bufs[i][:h.Len], from, arrival(b.control[i][:h.Hdr.Controllen]))
 		}
 		if n < len(b.hdrs) {
 			return
@@ -160,42 +154,16 @@ func (b *batch) read(s *socket) (int, error) {
 	return 0, errno
 }
 
-// datagrams are those of a read: a GSO run cut every segment bytes (its
-// last shorter), or a lone datagram (segment 0).
-func datagrams(read []byte, segment int) iter.Seq[[]byte] {
-	return func(yield func([]byte) bool) {
-		for segment > 0 && len(read) > segment {
-			if !yield(read[:segment]) {
-				return
-			}
-			read = read[segment:]
-		}
-		yield(read)
-	}
-}
-
-// controls reads a datagram's control messages: the kernel's arrival
-// timestamp (now without one) and, for a GSO run read whole, its segment
-// size (0 for a lone datagram).
-func controls(control []byte) (at time.Time, segment int) {
-	const tsSize = int(unsafe.Sizeof(unix.Timespec{}))
-	for len(control) >= unix.SizeofCmsghdr {
+// arrival is the kernel's timestamp of a datagram (its one control
+// message), or now without one.
+func arrival(control []byte) time.Time {
+	const size = int(unsafe.Sizeof(unix.Timespec{}))
+	if len(control) >= unix.SizeofCmsghdr+size {
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&control[0]))
-		if int(h.Len) < unix.SizeofCmsghdr || int(h.Len) > len(control) {
-			break
+		if h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS && int(h.Len) >= unix.SizeofCmsghdr+size {
+			ts := (*unix.Timespec)(unsafe.Pointer(&control[unix.SizeofCmsghdr]))
+			return time.Unix(ts.Sec, ts.Nsec)
 		}
-		data := control[unix.SizeofCmsghdr:h.Len]
-		switch {
-		case h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS && len(data) >= tsSize:
-			ts := (*unix.Timespec)(unsafe.Pointer(&data[0]))
-			at = time.Unix(ts.Sec, ts.Nsec)
-		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
-			segment = int(*(*int32)(unsafe.Pointer(&data[0])))
-		}
-		control = control[min(len(control), unix.CmsgSpace(int(h.Len)-unix.SizeofCmsghdr)):]
 	}
-	if at.IsZero() {
-		at = time.Now()
-	}
-	return at, segment
+	return time.Now()
 }

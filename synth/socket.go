@@ -37,8 +37,7 @@ type socket struct {
 }
 
 // openSocket binds a UDP socket to laddr (an IPv4 address) with kernel
-// arrival timestamps (SO_TIMESTAMPNS) on every datagram, taking GSO runs
-// whole (UDP_GRO).
+// arrival timestamps (SO_TIMESTAMPNS) on every datagram.
 func openSocket(laddr *net.UDPAddr) (*socket, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {
@@ -53,10 +52,6 @@ func openSocket(laddr *net.UDPAddr) (*socket, error) {
 		unix.Close(fd)
 		return nil, os.NewSyscallError("setsockopt", err)
 	}
-	// A run of datagrams an SFU sent as one UDP GSO message (the in-house
-	// SFU's copies of a frame) is read whole, and cut here: where the kernel
-	// lacks UDP_GRO, it cuts them itself.
-	_ = unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_GRO, 1)
 	// Beyond net.core.rmem_max needs CAP_NET_ADMIN (the lab runs as root);
 	// without it, as much as rmem_max allows.
 	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, receiveBuffer) != nil {

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
 	"runtime"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,7 +61,7 @@ func BenchmarkKernelFloorReceive(b *testing.B) {
 				b.Fatal(err)
 			}
 			for i := range n {
-				_, _ = controls(batch.control[i][:batch.hdrs[i].Hdr.Controllen])
+				_ = arrival(batch.control[i][:batch.hdrs[i].Hdr.Controllen])
 			}
 			received += n
 			if n == 0 {
@@ -96,70 +94,4 @@ func BenchmarkKernelFloorSend(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(spent.Nanoseconds())/float64(b.N)/1000, "cpu-µs/datagram")
-}
-
-// sendRun sends datagrams from `from` to `to` as one UDP GSO message of
-// segment-sized datagrams, as the in-house SFU sends a frame's copies.
-func sendRun(t *testing.T, from, to *socket, run []byte, segment int) {
-	t.Helper()
-	oob := make([]byte, unix.CmsgSpace(2))
-	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-	h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
-	h.SetLen(unix.CmsgLen(2))
-	*(*uint16)(unsafe.Pointer(&oob[unix.CmsgLen(0)])) = uint16(segment)
-	sa := &unix.SockaddrInet4{Port: to.local.Port, Addr: [4]byte{127, 0, 0, 1}}
-	if !from.use(func(fd int) {
-		if err := unix.Sendmsg(fd, run, oob, sa, 0); err != nil {
-			t.Fatal(err)
-		}
-	}) {
-		t.Fatal("closed")
-	}
-}
-
-func TestAGSORunIsReadWholeAndCutAsSent(t *testing.T) {
-	from, err := openSocket(&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	to, err := openSocket(&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer from.close()
-	defer to.close()
-	run := make([]byte, 3*1000+400)
-	for i := range run {
-		run[i] = byte(i / 1000)
-	}
-	sendRun(t, from, to, run, 1000)
-	b := newBatch()
-	n, err := b.read(to)
-	if err != nil || n != 1 {
-		t.Fatalf("%d reads (%v), want the run in one", n, err)
-	}
-	at, segment := controls(b.control[0][:b.hdrs[0].Hdr.Controllen])
-	if segment != 1000 || time.Since(at) > time.Second || time.Since(at) < 0 {
-		t.Fatalf("segment %d, arrival %v ago: want 1000, just now", segment, time.Since(at))
-	}
-	var got []int
-	for d := range datagrams(b.bufs[0][:b.hdrs[0].Len], segment) {
-		if d[0] != byte(len(got)) {
-			t.Fatalf("datagram %d holds datagram %d's bytes", len(got), d[0])
-		}
-		got = append(got, len(d))
-	}
-	if fmt.Sprint(got) != "[1000 1000 1000 400]" {
-		t.Fatalf("cut into %v", got)
-	}
-}
-
-func TestALoneDatagramIsOneDatagram(t *testing.T) {
-	var got []int
-	for d := range datagrams(make([]byte, 900), 0) {
-		got = append(got, len(d))
-	}
-	if fmt.Sprint(got) != "[900]" {
-		t.Fatalf("cut into %v", got)
-	}
 }
