@@ -18,12 +18,6 @@ import (
 const (
 	maxSleep  = 2 * time.Millisecond
 	startLead = 5 * time.Millisecond
-	// A pacer woken for one slot also sends those due within lookahead: a
-	// wake-up (the sleep's system call and two context switches) cost more
-	// than the send at 84 participants, one every 300 µs per pacer. Early by
-	// at most this much, far less than the frame-to-frame variation a browser
-	// shows, it is counted in the pacing error as being late would be.
-	lookahead = 250 * time.Microsecond
 	// A pacer thread runs real-time (SCHED_FIFO at pacerPriority): a real
 	// participant has its machine to itself, and a send held up by a
 	// neighbour would show as the SFU's jitter. As a normal thread, however
@@ -130,7 +124,7 @@ func (p *pacer) run() {
 	for {
 		p.mu.Lock()
 		now := monotonic()
-		if len(p.queue) == 0 || p.queue[0].due > now+int64(lookahead) {
+		if len(p.queue) == 0 || p.queue[0].due > now {
 			until := now + int64(maxSleep)
 			if len(p.queue) > 0 {
 				until = min(until, p.queue[0].due)
@@ -145,11 +139,11 @@ func (p *pacer) run() {
 			continue
 		}
 		late := now - s.due
-		pacing.record(time.Duration(max(late, -late)))
+		pacing.record(time.Duration(late))
 		// A pacer held up for more than a period skips the slots it missed,
 		// as a camera and encoder would drop those frames: timestamps stay
 		// on real time.
-		skipped := max(late, 0) / s.period
+		skipped := late / s.period
 		s.due += (skipped + 1) * s.period
 		s.send(int(skipped))
 		p.mu.Lock()
