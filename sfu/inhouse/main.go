@@ -55,6 +55,7 @@ func run() error {
 		pong     = flag.Duration("pong-timeout", 30*time.Second, "signalling silence after which a participant is dropped")
 		iceFail  = flag.Duration("ice-failed-timeout", 10*time.Second, "time a disconnected participant has to come back")
 		withProf = flag.Bool("pprof", false, "serve /debug/pprof/ on -listen, to clients on loopback or private addresses only")
+		gso      = flag.Bool("gso", true, "send each subscriber's run of equal-sized datagrams as one UDP GSO message (false: a message per datagram)")
 		cpuProf  = flag.String("cpu-profile", "", "write a CPU profile of the server's whole life to this `file` when it stops (make bench: where the CPU goes)")
 		logLevel = flag.String("log-level", "info", "debug, info, warn or error")
 		version  = flag.Bool("version", false, "print the version and exit")
@@ -80,6 +81,9 @@ func run() error {
 	conn, err := udpbatch.Listen(*udp)
 	if err != nil {
 		return err
+	}
+	if !*gso {
+		conn.DisableGSO()
 	}
 	var allowed []string
 	for _, o := range strings.Split(*origins, ",") {

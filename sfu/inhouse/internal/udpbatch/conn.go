@@ -138,6 +138,9 @@ func Listen(addr string) (*Conn, error) {
 	return c, nil
 }
 
+// DisableGSO sends one datagram per message from now on.
+func (c *Conn) DisableGSO() { c.noGSO.Store(true) }
+
 // Hold defers sending until the matching Release.
 func (c *Conn) Hold() { c.holds.Add(1) }
 
