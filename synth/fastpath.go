@@ -14,7 +14,6 @@ import (
 	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
 	"github.com/pion/sdp/v3"
-	"github.com/pion/srtp/v3"
 	"github.com/pion/transport/v4"
 	"github.com/pion/webrtc/v4"
 
@@ -189,11 +188,12 @@ func (c *fastConn) media(b []byte, now time.Time) bool {
 		}
 	}
 	h := &c.hdr
-	if _, err := h.Unmarshal(b); err != nil {
+	headerLen, err := h.Unmarshal(b)
+	if err != nil {
 		return false
 	}
 	rx.recordTWCC(h, now)
-	return rx.deliver(b, h, now)
+	return rx.deliver(b, h, headerLen, now)
 }
 
 // activate makes the receiver once the connection's DTLS handshake has
@@ -224,7 +224,7 @@ func (c *fastConn) activate(now time.Time) *receiver {
 type receiver struct {
 	conn     *fastConn
 	pc       *webrtc.PeerConnection
-	srtp     *srtp.Context // the SFU's: decrypts what it sends
+	srtp     srtpkeys.RTP // the SFU's: decrypts what it sends
 	feedback interceptor.Interceptor
 	twccExt  uint8
 	twcc     *twcc.Recorder // the poller's alone, as everything here but close
@@ -312,10 +312,11 @@ func (rx *receiver) sendTWCC() {
 	}
 }
 
-// deliver decrypts a registered stream's packet, passes it through the
+// deliver decrypts a registered stream's packet (its header h, parsed from
+// its first headerLen bytes), passes it through the
 // stream's feedback interceptors and counts it; false for a stream not
 // registered yet (pion reads it and names its track).
-func (rx *receiver) deliver(b []byte, h *rtp.Header, now time.Time) bool {
+func (rx *receiver) deliver(b []byte, h *rtp.Header, headerLen int, now time.Time) bool {
 	if g := rx.conn.owner.gen.Load(); g != rx.gen {
 		rx.gen = g
 		rx.refresh()
@@ -328,7 +329,7 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, now time.Time) bool {
 		}
 		s = rx.bind(reg, h.SSRC)
 	}
-	out, err := rx.srtp.DecryptRTP(rx.plain[:0], b, h)
+	out, err := rx.srtp.DecryptRTP(rx.plain[:0], b, h, headerLen)
 	if err != nil && !s.decrypted {
 		// The stream's first packets went through pion, whose SRTP context
 		// followed their sequence numbers; this one takes a stream's first
@@ -336,7 +337,7 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, now time.Time) bool {
 		// anywhere), every packet would fail: a stream stalled after its first
 		// frame. Pion's share is a few packets, so the rollover is 0 or 1.
 		rx.srtp.SetROC(h.SSRC, 1)
-		if out, err = rx.srtp.DecryptRTP(rx.plain[:0], b, h); err != nil {
+		if out, err = rx.srtp.DecryptRTP(rx.plain[:0], b, h, headerLen); err != nil {
 			rx.srtp.SetROC(h.SSRC, 0)
 		}
 	}

@@ -18,8 +18,9 @@ import (
 
 	"github.com/pion/interceptor"
 	"github.com/pion/rtp"
-	"github.com/pion/srtp/v3"
 	"github.com/pion/webrtc/v4"
+
+	"sfubench/sfu/inhouse/srtpkeys"
 )
 
 // Conn is where the encrypted packets go.
@@ -70,12 +71,11 @@ type Writer struct {
 
 	mu        sync.Mutex // guards what follows: a context is not safe for concurrent use
 	conn      Conn
-	ctx       *srtp.Context
+	ctx       srtpkeys.RTP
 	to        netip.AddrPort
 	rollovers map[uint32]*rollover // until Start: each stream's sequence as pion's context counted it
 	plain     []byte
 	out       []byte
-	hdr       rtp.Header // EncryptRTP's scratch
 }
 
 // rollover follows a stream's sequence numbers as an SRTP sender does: how
@@ -98,7 +98,7 @@ func (r *rollover) see(seq uint16) {
 // context for the connection), to `to` through conn from now on. It runs
 // once: a second context would restart the streams' rollover counters. The
 // streams pion's context sent go on with the rollover counters it reached.
-func (w *Writer) Start(conn Conn, ctx *srtp.Context, to netip.AddrPort) {
+func (w *Writer) Start(conn Conn, ctx srtpkeys.RTP, to netip.AddrPort) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.on.Load() {
@@ -157,7 +157,7 @@ func (w *Writer) write(h *rtp.Header, payload []byte) (int, error) {
 		return 0, err
 	}
 	copy(plain[n:], payload)
-	out, err := w.ctx.EncryptRTP(w.out[:0], plain, &w.hdr)
+	out, err := w.ctx.EncryptRTP(w.out[:0], plain, h, n)
 	if err != nil {
 		return 0, err
 	}

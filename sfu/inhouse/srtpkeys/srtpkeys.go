@@ -17,7 +17,7 @@ import (
 // encrypts what this side sends, remote decrypts what it receives. A context
 // keeps its own rollover counters, so a stream must go through one context
 // only.
-func Contexts(dt *webrtc.DTLSTransport) (local, remote *srtp.Context, err error) {
+func Contexts(dt *webrtc.DTLSTransport) (local, remote RTP, err error) {
 	conn, profile, err := dtlsState(dt)
 	if err != nil {
 		return nil, nil, err
@@ -34,10 +34,10 @@ func Contexts(dt *webrtc.DTLSTransport) (local, remote *srtp.Context, err error)
 	if err := cfg.ExtractSessionKeysFromDTLS(&state, client); err != nil {
 		return nil, nil, err
 	}
-	if local, err = srtp.CreateContext(cfg.Keys.LocalMasterKey, cfg.Keys.LocalMasterSalt, profile); err != nil {
+	if local, err = NewRTP(cfg.Keys.LocalMasterKey, cfg.Keys.LocalMasterSalt, profile); err != nil {
 		return nil, nil, err
 	}
-	if remote, err = srtp.CreateContext(cfg.Keys.RemoteMasterKey, cfg.Keys.RemoteMasterSalt, profile); err != nil {
+	if remote, err = NewRTP(cfg.Keys.RemoteMasterKey, cfg.Keys.RemoteMasterSalt, profile); err != nil {
 		return nil, nil, err
 	}
 	return local, remote, nil

@@ -13,12 +13,12 @@ import (
 	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
 	"github.com/pion/sdp/v3"
-	"github.com/pion/srtp/v3"
 	"github.com/pion/webrtc/v4"
 
 	"sfubench/sfu/inhouse/client"
 	"sfubench/sfu/inhouse/internal/rtpfwd"
 	"sfubench/sfu/inhouse/internal/udpbatch"
+	"sfubench/sfu/inhouse/srtpkeys"
 )
 
 // The direct read path. Through pion, a packet a publisher sent crossed the
@@ -113,7 +113,7 @@ type directIn struct {
 	addr netip.AddrPort // where the connection's media comes from (the reader's lock)
 
 	// the reader's alone, from start on
-	ctx      *srtp.Context
+	ctx      srtpkeys.RTP
 	hdr      rtp.Header
 	twcc     *twcc.Recorder
 	began    time.Time
@@ -190,7 +190,7 @@ func (in *directIn) readRTCP(b []byte) {
 
 // start takes the connection's media from `from` on, decrypted with remote
 // (its own context: pion's keeps the rollover counters of what pion reads).
-func (in *directIn) start(r *directReader, remote *srtp.Context, from netip.AddrPort) {
+func (in *directIn) start(r *directReader, remote srtpkeys.RTP, from netip.AddrPort) {
 	in.ctx, in.twcc, in.began = remote, twcc.NewRecorder(rand.Uint32()), time.Now()
 	r.attach(in, from)
 }
@@ -209,14 +209,14 @@ func (in *directIn) take(b []byte, now time.Time) bool {
 		return false
 	}
 	p := rtpfwd.NewPacket()
-	out, err := in.ctx.DecryptRTP(p.Buf()[:0], b, h)
+	out, err := in.ctx.DecryptRTP(p.Buf()[:0], b, h, headerLen)
 	if err != nil && !s.decrypted {
 		// The stream's first packets went through pion; this context takes
 		// the first it sees for rollover 0. Had the sequence wrapped in
 		// between (it starts anywhere), every packet would fail; pion's share
 		// is a few packets, so the rollover is 0 or 1.
 		in.ctx.SetROC(h.SSRC, 1)
-		if out, err = in.ctx.DecryptRTP(p.Buf()[:0], b, h); err != nil {
+		if out, err = in.ctx.DecryptRTP(p.Buf()[:0], b, h, headerLen); err != nil {
 			in.ctx.SetROC(h.SSRC, 0)
 		}
 	}
