@@ -23,7 +23,7 @@ SYNTH = r"(main|sfubench/synth)"
 # memmove, locks; the standard library's crypto) are passed over to the caller that asked for them.
 PARTS = [
     ("system calls", re.compile(r"^(syscall\.|internal/runtime/syscall\.|golang\.org/x/sys/unix\.)")),
-    ("SRTP", re.compile(r"^github\.com/pion/srtp/")),
+    ("SRTP", re.compile(r"^(github\.com/pion/srtp/|sfubench/sfu/inhouse/srtpkeys\.)")),
     ("RTCP and feedback", re.compile(r"^github\.com/pion/(rtcp|interceptor)[./]")),
     ("routing", re.compile(r"^sfubench/sfu/inhouse/internal/")),
     ("receiving (fast path, counters, frames)",

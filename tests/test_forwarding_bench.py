@@ -50,7 +50,9 @@ def test_both_sfus_forward_a_synthetic_room_and_their_cost_is_compared(tmp_path)
     assert set(shares) == {"inhouse SFU", "generator (inhouse)", "generator (janus)"}, shares
     for name, parts in shares.items():
         assert abs(sum(parts.values()) - 1) < 1e-9, (name, parts)
-        assert parts.get("SRTP", 0) > 0 and parts.get("system calls", 0) > 0, (name, parts)
+        assert parts.get("system calls", 0) > 0, (name, parts)
+    # a room of 5 for seconds is some hundred samples a process, SRTP a few of them: in one at least
+    assert any(parts.get("SRTP", 0) > 0 for parts in shares.values()), shares
     assert shares["inhouse SFU"].get("routing", 0) > 0, shares
     assert "Where the CPU went" in r.stdout, r.stdout
     # the kernel's floor under the generator, measured here at the runs' packet rates
@@ -103,6 +105,7 @@ samples/count cpu/nanoseconds
           1   10000000: 4 2 3
           2   20000000: 5 6
           1   10000000: 7
+          1   10000000: 1 8 3
 Locations
      1: 0x4a M=1 crypto/internal/fips140/aes.encryptBlockAsm /go/src/aes.go:1:0 s=0
      2: 0x4b M=1 github.com/pion/srtp/v3.(*Context).decryptRTP /m/srtp.go:2:0 s=0
@@ -112,6 +115,7 @@ Locations
              github.com/pion/rtcp.(*ReceiverReport).Marshal /m/rr.go:6:0 s=0
      6: 0x4f M=1 runtime.gcBgMarkWorker /go/src/mgc.go:7:0 s=0
      7: 0x50 M=1 runtime.gcBgMarkWorker /go/src/mgc.go:8:0 s=0
+     8: 0x51 M=1 sfubench/sfu/inhouse/srtpkeys.(*gcm).DecryptRTP /s/gcm.go:9:0 s=0
 Mappings
 1: 0x400000/0x800000/0x0 /bin/x
 """
@@ -121,9 +125,9 @@ def test_a_profile_sample_goes_to_the_part_of_the_work_nearest_its_leaf():
     sys.path.insert(0, str(ROOT / "bench"))
     import cpushare
     samples, locations = cpushare.parse(RAW)
-    assert [ns for ns, _ in samples] == [30000000, 10000000, 20000000, 10000000]
+    assert [ns for ns, _ in samples] == [30000000, 10000000, 20000000, 10000000, 10000000]
     assert locations[5] == ["runtime.memmove", "github.com/pion/rtcp.(*ReceiverReport).Marshal"]
     parts = [cpushare.part_of([fn for loc in stack for fn in locations[loc]]) for _, stack in samples]
-    # AES for the SRTP context is SRTP; a system call is one whoever made it; memmove inlined
-    # into RTCP's marshalling is RTCP's; a stack of the runtime alone is the runtime's
-    assert parts == ["SRTP", "system calls", "RTCP and feedback", cpushare.RUNTIME]
+    # AES for the SRTP context is SRTP, pion's or ours; a system call is one whoever made it;
+    # memmove inlined into RTCP's marshalling is RTCP's; a stack of the runtime alone is the runtime's
+    assert parts == ["SRTP", "system calls", "RTCP and feedback", cpushare.RUNTIME, "SRTP"]
