@@ -63,7 +63,11 @@ type gcm struct {
 	aead    cipher.AEAD
 	salt    [12]byte
 	streams map[uint32]*rollover
-	last    *rollover // the stream of the previous packet: most packets follow one of theirs
+	// recent are streams by their SSRC's low bits, looked at before the map:
+	// the map's lookup missed the cache often enough to take a quarter of
+	// the encryption's time (make bench, 84 participants, a subscriber's
+	// dozen streams)
+	recent [64]*rollover
 }
 
 // rollover is one stream's highest packet index (rollover counter and
@@ -126,15 +130,16 @@ func derive(label byte, key, salt []byte, n int) ([]byte, error) {
 }
 
 func (g *gcm) stream(ssrc uint32) *rollover {
-	if g.last != nil && g.last.ssrc == ssrc {
-		return g.last
+	slot := &g.recent[ssrc%uint32(len(g.recent))]
+	if s := *slot; s != nil && s.ssrc == ssrc {
+		return s
 	}
 	s := g.streams[ssrc]
 	if s == nil {
 		s = &rollover{ssrc: ssrc, fresh: true}
 		g.streams[ssrc] = s
 	}
-	g.last = s
+	*slot = s
 	return s
 }
 
