@@ -313,9 +313,9 @@ func (rx *receiver) sendTWCC() {
 }
 
 // deliver decrypts a registered stream's packet (its header h, parsed from
-// its first headerLen bytes), passes it through the
-// stream's feedback interceptors and counts it; false for a stream not
-// registered yet (pion reads it and names its track).
+// its first headerLen bytes), passes it through the stream's feedback
+// interceptors and counts it; false for a stream not registered yet (pion
+// reads it and names its track).
 func (rx *receiver) deliver(b []byte, h *rtp.Header, headerLen int, now time.Time) bool {
 	if g := rx.conn.owner.gen.Load(); g != rx.gen {
 		rx.gen = g

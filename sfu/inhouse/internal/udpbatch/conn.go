@@ -65,10 +65,9 @@ type Conn struct {
 	closed  bool
 
 	// fmu serialises flushes so datagrams leave in the order they were
-	// written; the batch being sent and sendOff belong to its holder.
+	// written; the plan being sent and sendOff belong to its holder.
 	fmu     sync.Mutex
 	spare   *batch
-	sending *batch
 	sendOff int
 	sendN   int
 	sendErr syscall.Errno
@@ -222,7 +221,7 @@ func (c *Conn) Flush() {
 	c.mu.Unlock()
 
 	c.plan.make(p, !c.noGSO.Load())
-	c.sending, c.sendOff = p, 0
+	c.sendOff = 0
 	for c.sendOff < c.plan.n {
 		c.sendErr = 0
 		if err := c.rc.Write(c.sendFn); err != nil {
@@ -248,7 +247,6 @@ func (c *Conn) Flush() {
 		c.sendOff++
 	}
 	p.n = 0
-	c.sending = nil
 }
 
 func (c *Conn) sendmmsg(fd uintptr) bool {
