@@ -235,8 +235,8 @@ func (c *Conn) Flush() {
 			continue
 		}
 		if c.plan.segments(c.sendOff) > 1 && gsoRefused(c.sendErr) {
-			// The route's device cannot segment (checksum offload off, as on
-			// an emulated link): the rest go one datagram per message.
+			// The kernel takes no GSO message here (see gsoRefused): the
+			// rest go one datagram per message.
 			c.noGSO.Store(true)
 			c.plan.unbundle(p, c.sendOff)
 			continue
