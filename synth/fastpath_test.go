@@ -45,14 +45,7 @@ func TestAStreamThatWrappedBeforeTheFastPathTookItOverIsDecrypted(t *testing.T) 
 			for sent := 0; sent < 12; sent, seq = sent+1, seq+1 {
 				p := rtp.Packet{Header: rtp.Header{Version: 2, PayloadType: 111, SequenceNumber: seq, SSRC: ssrc,
 					Timestamp: uint32(sent) * 960}, Payload: []byte{1, 2, 3, 4}}
-				plain, err := p.Marshal()
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, err := sfu.EncryptRTP(nil, plain, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				b := sealed(t, sfu, &p)
 				if sent < 8 {
 					continue // pion's: the fast path sees the stream from seq 2, after the wrap
 				}
@@ -108,15 +101,7 @@ func subscriberTraffic(b *testing.B, c *clip, profile srtp.ProtectionProfile, pu
 	var out [][]byte
 	add := func(p *rtp.Packet, ssrc uint32, pt uint8) {
 		p.SSRC, p.PayloadType = ssrc, pt
-		plain, err := p.Marshal()
-		if err != nil {
-			b.Fatal(err)
-		}
-		enc, err := ctx.EncryptRTP(nil, plain, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out = append(out, enc)
+		out = append(out, sealed(b, ctx, p))
 	}
 	video, audio := make([]*vp8Stream, publishers), make([]*rtpStream, publishers)
 	for i := range publishers {
@@ -135,6 +120,20 @@ func subscriberTraffic(b *testing.B, c *clip, profile srtp.ProtectionProfile, pu
 		}
 	}
 	return out[:n]
+}
+
+// sealed is p as an SFU sends it: marshalled and encrypted with ctx.
+func sealed(tb testing.TB, ctx *srtp.Context, p *rtp.Packet) []byte {
+	tb.Helper()
+	plain, err := p.Marshal()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	enc, err := ctx.EncryptRTP(nil, plain, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return enc
 }
 
 var benchKey = make([]byte, 16)

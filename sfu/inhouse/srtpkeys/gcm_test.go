@@ -35,6 +35,21 @@ func keys(t *testing.T, profile srtp.ProtectionProfile) (key, salt []byte) {
 	return key, salt
 }
 
+// contexts are ours and pion's for the same keys.
+func contexts(t *testing.T, profile srtp.ProtectionProfile) (RTP, *srtp.Context) {
+	t.Helper()
+	key, salt := keys(t, profile)
+	ours, err := NewRTP(key, salt, profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pion, err := srtp.CreateContext(key, salt, profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ours, pion
+}
+
 // order is the sequence numbers sent: a wrap, a late packet from before it,
 // a repeat, and a second stream between.
 var order = []uint16{65530, 65531, 65533, 65532, 65534, 65535, 0, 1, 65535, 2, 3, 3, 100, 101}
@@ -57,17 +72,9 @@ func packet(t *testing.T, seq uint16, ssrc uint32) (plain []byte, h *rtp.Header,
 func TestOursEncryptsWhatPionDecrypts(t *testing.T) {
 	for _, profile := range gcmProfiles {
 		t.Run(profile.String(), func(t *testing.T) {
-			key, salt := keys(t, profile)
-			ours, err := NewRTP(key, salt, profile)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ours, pion := contexts(t, profile)
 			if _, ok := ours.(*gcm); !ok {
 				t.Fatalf("%T for %v, want ours", ours, profile)
-			}
-			pion, err := srtp.CreateContext(key, salt, profile)
-			if err != nil {
-				t.Fatal(err)
 			}
 			for i, seq := range order {
 				for _, ssrc := range []uint32{42, 43} {
@@ -92,15 +99,7 @@ func TestOursEncryptsWhatPionDecrypts(t *testing.T) {
 func TestOursDecryptsWhatPionEncrypts(t *testing.T) {
 	for _, profile := range gcmProfiles {
 		t.Run(profile.String(), func(t *testing.T) {
-			key, salt := keys(t, profile)
-			ours, err := NewRTP(key, salt, profile)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pion, err := srtp.CreateContext(key, salt, profile)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ours, pion := contexts(t, profile)
 			for i, seq := range order {
 				plain, h, n := packet(t, seq, 42)
 				enc, err := pion.EncryptRTP(nil, plain, nil)
@@ -126,16 +125,7 @@ func TestOursDecryptsWhatPionEncrypts(t *testing.T) {
 
 // SetROC as pion's: the stream's next packet is taken in that rollover.
 func TestSetROCStartsTheStreamInThatRollover(t *testing.T) {
-	profile := srtp.ProtectionProfileAeadAes128Gcm
-	key, salt := keys(t, profile)
-	ours, err := NewRTP(key, salt, profile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pion, err := srtp.CreateContext(key, salt, profile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ours, pion := contexts(t, srtp.ProtectionProfileAeadAes128Gcm)
 	pion.SetROC(42, 3)
 	ours.SetROC(42, 3)
 	for _, seq := range []uint16{40000, 40001, 65535, 0, 5} {
