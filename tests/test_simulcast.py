@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from reports.windows import MEASURED
 from sfubench import config
 from sfubench.sfu import Adapter
 
@@ -60,6 +61,19 @@ def loadtest(sfu: str, out: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
 
 
+def sent_video(run_dir: Path) -> list[tuple]:
+    """What tells why a browser sent fewer layers: each measured window's last sample of each sent
+    video stream (user, window, height, quality limitation, available outgoing and target bitrate)."""
+    last = {}
+    for line in (run_dir / "samples.jsonl").read_text().splitlines():
+        s = json.loads(line)
+        if s["direction"] == "send" and s["kind"] == "video" and s["phase"] in MEASURED:
+            last[(s["user"], s["window"], s["ssrc"])] = (s["user"], s["window"], s["frameHeight"],
+                                                         s["qualityLimitationReason"],
+                                                         s["availableOutgoingBitrate"], s["targetBitrate"])
+    return sorted(last.values(), key=str)
+
+
 def test_an_adapter_whose_page_publishes_one_layer_says_so_and_is_refused_layers(tmp_path):
     listed = subprocess.run([sys.executable, "-m", "sfubench.cli", "list-sfus"], capture_output=True, text=True,
                             cwd=ROOT, timeout=60).stdout
@@ -93,7 +107,8 @@ def test_every_browser_sends_three_layers_and_receives_the_layer_it_asks_for(sfu
     target = max(row[0] for row in tables["tables"]["layers"]["rows"])
     at = {(row[1], row[2]): row for row in tables["tables"]["layers"]["rows"] if row[0] == target}
     # one sent stream per layer, browser and measured window: a third of them each
-    assert [at[("send", layer)][5] for layer in ("full", "1/2", "1/4")] == [33.3] * 3, f"{sfu}: {at}"
+    assert [at[("send", layer)][5] for layer in ("full", "1/2", "1/4")] == [33.3] * 3, \
+        f"{sfu}: {at}; last sent samples per window: {sent_video(run_dir)}"
     assert at[("send", "1/4")][4] >= USERS
     # the second browser to join asked for the smallest layer, the first for nothing
     asked = {"r1u1": "full", "r1u2": "1/4"}

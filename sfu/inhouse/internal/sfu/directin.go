@@ -152,14 +152,19 @@ func newDirectIn(pc *webrtc.PeerConnection) (*directIn, error) {
 	return in, nil
 }
 
-// add makes src's feedback and, once started, its packets the direct path's;
-// recv's parameters name the transport-wide sequence's extension.
-func (in *directIn) add(src *source, recv *webrtc.RTPReceiver) {
+// numberedBy notes the extension recv's parameters name for the
+// transport-wide sequence, if they do.
+func (in *directIn) numberedBy(recv *webrtc.RTPReceiver) {
 	for _, e := range recv.GetParameters().HeaderExtensions {
 		if e.URI == sdp.TransportCCURI {
 			in.twccExt.Store(uint32(e.ID))
 		}
 	}
+}
+
+// add makes src's feedback and, once started, its packets the direct path's.
+func (in *directIn) add(src *source, recv *webrtc.RTPReceiver) {
+	in.numberedBy(recv)
 	info := client.StreamInfo(src.remote.Codec(), uint32(src.remote.SSRC()))
 	src.feedback = in.feedback.BindRemoteStream(info, interceptor.RTPReaderFunc(
 		func(_ []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
@@ -192,6 +197,13 @@ func (in *directIn) readRTCP(b []byte) {
 // (its own context: pion's keeps the rollover counters of what pion reads).
 func (in *directIn) start(r *directReader, remote srtpkeys.RTP, from netip.AddrPort) {
 	in.ctx, in.twcc, in.began = remote, twcc.NewRecorder(rand.Uint32()), time.Now()
+	// From the negotiation, not the first track: the packets before it
+	// (Chrome's first bandwidth probes among them) are numbered too.
+	for _, t := range in.pc.GetTransceivers() {
+		if r := t.Receiver(); r != nil {
+			in.numberedBy(r)
+		}
+	}
 	r.attach(in, from)
 }
 

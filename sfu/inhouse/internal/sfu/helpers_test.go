@@ -133,6 +133,7 @@ type tc struct {
 	nackedSeq sync.Map     // sequence number → *atomic.Int64: how often each was asked for
 	dated     atomic.Int64 // receiver reports dated by its sender reports (an RTT for it)
 	feedback  atomic.Int64 // transport-wide congestion feedback packets
+	fedFrom   atomic.Int64 // 1 + the lowest transport-wide sequence number feedback began at, 0 none yet
 	deaf      bool
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -219,6 +220,11 @@ func tryJoin(t testing.TB, url, room, user string, o clientOptions) (*tc, error)
 				}
 			case *rtcp.TransportLayerCC:
 				c.feedback.Add(1)
+				for from := int64(p.BaseSequenceNumber) + 1; ; {
+					if was := c.fedFrom.Load(); (was != 0 && was <= from) || c.fedFrom.CompareAndSwap(was, from) {
+						break
+					}
+				}
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pion/rtp"
+	"github.com/pion/webrtc/v4"
 )
 
 func everyoneReceivesEveryone(t *testing.T, clients []*tc, min int) {
@@ -192,6 +193,24 @@ func TestMediaTakesTheDirectPaths(t *testing.T) {
 	}
 	if missing != 0 {
 		t.Errorf("%d of the packets alice's network lost never reached bob", missing)
+	}
+}
+
+// Congestion feedback covers a publisher's packets from its first on: Chrome
+// probes its bandwidth as media starts, and a probe without feedback leaves
+// its estimate to climb slowly, with the top simulcast layer off meanwhile.
+func TestCongestionFeedbackBeginsAtTheFirstPacket(t *testing.T) {
+	_, url := startServer(t, nil)
+	alice := join(t, url, "1", "alice", clientOptions{twcc: true})
+	defer alice.close()
+	// what pion numbers before its connection is up, it drops
+	waitFor(t, "alice connected", 5*time.Second, func() bool {
+		return alice.pc.ConnectionState() == webrtc.PeerConnectionStateConnected
+	})
+	alice.publish()
+	waitFor(t, "congestion feedback to alice", 5*time.Second, func() bool { return alice.feedback.Load() >= 5 })
+	if from := alice.fedFrom.Load() - 1; from != 0 {
+		t.Errorf("feedback began at alice's packet %d, not at her first (0)", from)
 	}
 }
 
