@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pion/interceptor"
 	"github.com/pion/interceptor/pkg/twcc"
 	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
@@ -19,6 +18,7 @@ import (
 
 	"sfubench/sfu/inhouse/client"
 	"sfubench/sfu/inhouse/directrtp"
+	"sfubench/sfu/inhouse/recvfb"
 	"sfubench/sfu/inhouse/srtpkeys"
 )
 
@@ -30,10 +30,10 @@ import (
 // socket through SRTP to the stream's counters in the reading goroutine.
 // Through pion each packet crossed three goroutines and three buffers.
 //
-// The feedback a browser sends is kept: the same NACK and receiver report
-// interceptors, bound to each stream here, and transport-wide congestion
-// feedback recorded from every RTP packet's header (which SRTP leaves in
-// the clear) before it is told apart.
+// The feedback a browser sends is kept: the NACKs and receiver reports of
+// pion's interceptors (recvfb, fed here without their chain), and
+// transport-wide congestion feedback recorded from every RTP packet's header
+// (which SRTP leaves in the clear) before it is told apart.
 
 // pathEnv set to "pion" leaves every packet to pion's own pipeline, as before
 // the fast path (to compare the two: make bench).
@@ -114,7 +114,7 @@ type fastConns struct {
 
 type registration struct {
 	in    *inbound // nil: read for the feedback only (an SFU's probing stream)
-	track *webrtc.TrackRemote
+	codec webrtc.RTPCodecParameters
 }
 
 func newFastConns() *fastConns { return &fastConns{streams: map[uint32]*registration{}} }
@@ -122,7 +122,7 @@ func newFastConns() *fastConns { return &fastConns{streams: map[uint32]*registra
 // register hands a track's packets to the fast path from now on.
 func (f *fastConns) register(t *webrtc.TrackRemote, in *inbound) {
 	f.mu.Lock()
-	f.streams[uint32(t.SSRC())] = &registration{in: in, track: t}
+	f.streams[uint32(t.SSRC())] = &registration{in: in, codec: t.Codec()}
 	f.mu.Unlock()
 	f.gen.Add(1)
 }
@@ -220,28 +220,25 @@ func (c *fastConn) activate(now time.Time) *receiver {
 }
 
 // receiver is a connection's fast path once keys are known: the SRTP
-// context of what the SFU sends, the bound streams and their feedback.
+// context of what the SFU sends, the bound streams and their feedback. The
+// poller's alone.
 type receiver struct {
 	conn     *fastConn
-	pc       *webrtc.PeerConnection
-	srtp     srtpkeys.RTP // the SFU's: decrypts what it sends
-	feedback interceptor.Interceptor
+	rtcp     func([]rtcp.Packet) error // writes on the connection (pion's SRTCP)
+	srtp     srtpkeys.RTP              // the SFU's: decrypts what it sends
+	feedback *recvfb.Streams
 	twccExt  uint8
-	twcc     *twcc.Recorder // the poller's alone, as everything here but close
+	twcc     *twcc.Recorder
 	start    time.Time
-	streams  map[uint32]*fastStream // the reader's alone
-	gen      uint64                 // the registrations' count when streams was last checked
-	plain    []byte                 // a decrypted packet
-	buf      []byte                 // the same as the stream's interceptors read it
-	attrs    interceptor.Attributes // theirs: the header they parse once between them
+	streams  map[uint32]*fastStream
+	gen      uint64 // the registrations' count when streams was last checked
+	plain    []byte // a decrypted packet
 	pkt      rtp.Packet
 }
 
 type fastStream struct {
 	reg       *registration
-	reader    interceptor.RTPReader
-	info      *interceptor.StreamInfo
-	cur       []byte
+	feedback  *recvfb.Stream
 	decrypted bool // a packet of it has: its rollover counter is known
 }
 
@@ -250,20 +247,10 @@ func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTranspor
 	if err != nil {
 		return nil, err
 	}
-	ir, err := client.ReceiveFeedback()
-	if err != nil {
-		return nil, err
-	}
-	feedback, err := ir.Build("")
-	if err != nil {
-		return nil, err
-	}
-	feedback.BindRTCPWriter(interceptor.RTCPWriterFunc(func(pkts []rtcp.Packet, _ interceptor.Attributes) (int, error) {
-		return 0, pc.WriteRTCP(pkts)
-	}))
-	rx := &receiver{conn: c, pc: pc, srtp: remote, feedback: feedback, twccExt: twccExtension(pc),
-		twcc: twcc.NewRecorder(rand.Uint32()), start: time.Now(), streams: map[uint32]*fastStream{},
-		plain: make([]byte, receiveMTU), buf: make([]byte, receiveMTU), attrs: interceptor.Attributes{}}
+	now := time.Now()
+	rx := &receiver{conn: c, rtcp: pc.WriteRTCP, srtp: remote, feedback: recvfb.New(now), twccExt: twccExtension(pc),
+		twcc: twcc.NewRecorder(rand.Uint32()), start: now, streams: map[uint32]*fastStream{},
+		plain: make([]byte, receiveMTU)}
 	return rx, nil
 }
 
@@ -303,19 +290,22 @@ func (rx *receiver) recordTWCC(h *rtp.Header, now time.Time) {
 	rx.twcc.Record(h.SSRC, uint16(ext[0])<<8|uint16(ext[1]), now.Sub(rx.start).Microseconds())
 }
 
-// sendTWCC sends the transport-wide feedback recorded since the last call
-// (the poller's, every twccInterval).
-func (rx *receiver) sendTWCC() {
-	pkts := rx.twcc.BuildFeedbackPacket()
-	if len(pkts) > 0 {
-		_ = rx.pc.WriteRTCP(pkts)
+// sendFeedback sends the NACKs and receiver reports due at now, and with
+// twcc the transport-wide feedback recorded since the last (the poller's,
+// every twccInterval).
+func (rx *receiver) sendFeedback(now time.Time, twcc bool) {
+	rx.feedback.Send(now, rx.rtcp)
+	if !twcc {
+		return
+	}
+	if pkts := rx.twcc.BuildFeedbackPacket(); len(pkts) > 0 {
+		_ = rx.rtcp(pkts)
 	}
 }
 
 // deliver decrypts a registered stream's packet (its header h, parsed from
-// its first headerLen bytes), passes it through the stream's feedback
-// interceptors and counts it; false for a stream not registered yet (pion
-// reads it and names its track).
+// its first headerLen bytes), notes it for the feedback and counts it; false
+// for a stream not registered yet (pion reads it and names its track).
 func (rx *receiver) deliver(b []byte, h *rtp.Header, headerLen int, now time.Time) bool {
 	if g := rx.conn.owner.gen.Load(); g != rx.gen {
 		rx.gen = g
@@ -345,37 +335,15 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, headerLen int, now time.Tim
 		return true // as pion's SRTP session does: not authentic, dropped
 	}
 	s.decrypted = true
-	s.cur = out
-	clear(rx.attrs)
-	rx.attrs[rtpHeaderKey] = h // SRTP leaves the header as it was: parsed once, here
-	n, _, err := s.reader.Read(rx.buf, rx.attrs)
-	if err != nil || s.reg.in == nil {
-		return true
-	}
-	if rx.pkt.Unmarshal(rx.buf[:n]) == nil {
+	s.feedback.Packet(h, now) // SRTP leaves the header as it was: parsed once, by the caller
+	if s.reg.in != nil && rx.pkt.Unmarshal(out) == nil {
 		s.reg.in.packet(&rx.pkt, now)
 	}
 	return true
 }
 
-// rtpHeaderKey is the key under which interceptors cache a packet's parsed
-// header in its Attributes (unexported by pion: learnt from a parse).
-var rtpHeaderKey = func() any {
-	a := interceptor.Attributes{}
-	_, _ = a.GetRTPHeader([]byte{0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
-	for k := range a {
-		return k
-	}
-	panic("interceptor.Attributes caches no parsed header")
-}()
-
 func (rx *receiver) bind(reg *registration, ssrc uint32) *fastStream {
-	info := client.StreamInfo(reg.track.Codec(), ssrc)
-	s := &fastStream{reg: reg, info: info}
-	s.reader = rx.feedback.BindRemoteStream(info, interceptor.RTPReaderFunc(
-		func(b []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
-			return copy(b, s.cur), a, nil
-		}))
+	s := &fastStream{reg: reg, feedback: rx.feedback.Add(ssrc, reg.codec.ClockRate, client.AsksForLosses(reg.codec))}
 	rx.streams[ssrc] = s
 	return s
 }
@@ -386,12 +354,8 @@ func (rx *receiver) bind(reg *registration, ssrc uint32) *fastStream {
 func (rx *receiver) refresh() {
 	for ssrc, s := range rx.streams {
 		if rx.conn.owner.lookup(ssrc) != s.reg {
-			rx.feedback.UnbindRemoteStream(s.info)
+			rx.feedback.Remove(ssrc)
 			delete(rx.streams, ssrc)
 		}
 	}
-}
-
-func (rx *receiver) close() {
-	_ = rx.feedback.Close()
 }

@@ -4,13 +4,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pion/interceptor"
 	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
 	"github.com/pion/srtp/v3"
 	"github.com/pion/webrtc/v4"
 
-	"sfubench/sfu/inhouse/client"
+	"sfubench/sfu/inhouse/recvfb"
 	"sfubench/sfu/inhouse/srtpkeys"
 )
 
@@ -37,9 +36,8 @@ func TestAStreamThatWrappedBeforeTheFastPathTookItOverIsDecrypted(t *testing.T) 
 			const ssrc = 1234
 			conns := newFastConns()
 			in := &inbound{kind: "audio", ssrc: ssrc, clock: 48000}
-			conns.streams[ssrc] = &registration{in: in, track: &webrtc.TrackRemote{}}
-			rx := testReceiver(t, ours, conns)
-			defer rx.close()
+			conns.streams[ssrc] = &registration{in: in, codec: opus}
+			rx := testReceiver(ours, conns)
 
 			seq := uint16(65530)
 			for sent := 0; sent < 12; sent, seq = sent+1, seq+1 {
@@ -63,6 +61,71 @@ func TestAStreamThatWrappedBeforeTheFastPathTookItOverIsDecrypted(t *testing.T) 
 	}
 }
 
+// The codecs as a browser's answer negotiates them: NACKs for video alone.
+var (
+	opus = webrtc.RTPCodecParameters{RTPCodecCapability: webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000}}
+	vp8  = webrtc.RTPCodecParameters{RTPCodecCapability: webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000,
+		RTCPFeedback: []webrtc.RTCPFeedback{{Type: "nack"}, {Type: "nack", Parameter: "pli"}}}}
+)
+
+// A synthetic receiver sends back what a browser does: a NACK for a video
+// packet the network lost, every 100 ms until it came, and a receiver
+// report of each stream every second.
+func TestTheFastPathAsksForLostVideoAndReportsEachStream(t *testing.T) {
+	profile := srtp.ProtectionProfileAeadAes128Gcm
+	sfu, err := srtp.CreateContext(benchKey, benchSalt(profile), profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := srtpkeys.NewRTP(benchKey, benchSalt(profile), profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := newFastConns()
+	conns.streams[1] = &registration{in: &inbound{kind: "audio", ssrc: 1, clock: 48000}, codec: opus}
+	conns.streams[2] = &registration{codec: vp8} // an SFU's probing stream: read for the feedback alone
+	rx := testReceiver(ours, conns)
+	var sent []rtcp.Packet
+	rx.rtcp = func(p []rtcp.Packet) error {
+		sent = append(sent, p...)
+		return nil
+	}
+	t0 := time.Now()
+	for i := range 20 {
+		at := t0.Add(time.Duration(i) * 20 * time.Millisecond)
+		for ssrc, pt := range map[uint32]uint8{1: 111, 2: 96} {
+			if i == 7 {
+				continue // both streams' eighth packet lost
+			}
+			p := rtp.Packet{Header: rtp.Header{Version: 2, PayloadType: pt, SequenceNumber: uint16(100 + i), SSRC: ssrc,
+				Timestamp: uint32(i) * 960}, Payload: []byte{1, 2, 3, 4}}
+			if !rx.conn.media(sealed(t, sfu, &p), at) {
+				t.Fatal("a packet of a registered stream was left to pion")
+			}
+		}
+	}
+	rx.sendFeedback(t0.Add(recvfb.NACKInterval), false)
+	if len(sent) != 1 {
+		t.Fatalf("sent %v, want one NACK", sent)
+	}
+	if n, ok := sent[0].(*rtcp.TransportLayerNack); !ok || n.MediaSSRC != 2 || len(n.Nacks) != 1 || n.Nacks[0].PacketID != 107 {
+		t.Errorf("sent %v, want a NACK of video packet 107", sent[0])
+	}
+	sent = nil
+	rx.sendFeedback(t0.Add(recvfb.ReportInterval), false)
+	reported := map[uint32]uint32{}
+	for _, p := range sent {
+		if rr, ok := p.(*rtcp.ReceiverReport); ok {
+			for _, r := range rr.Reports {
+				reported[r.SSRC] = r.TotalLost
+			}
+		}
+	}
+	if len(reported) != 2 || reported[1] != 1 || reported[2] != 1 {
+		t.Errorf("reports of %v (SSRC: lost), want both streams with one packet lost", reported)
+	}
+}
+
 // BenchmarkReceivedPacket is the fast path's user-space cost per received
 // packet, as a subscriber of six video and six audio streams of the clip
 // takes them (decryption, feedback, counters, frame reassembly and digest);
@@ -76,9 +139,6 @@ func BenchmarkReceivedPacket(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				if i%len(packets) == 0 { // the packets again: a receiver that has not seen them
 					b.StopTimer()
-					if rx != nil {
-						rx.close()
-					}
 					rx = benchReceiver(b, c, profile)
 					b.StartTimer()
 				}
@@ -156,32 +216,19 @@ func benchReceiver(b *testing.B, c *clip, profile srtp.ProtectionProfile) *recei
 		video := &series{}
 		video.follow(true)
 		conns.streams[uint32(100+i)] = &registration{in: &inbound{kind: "video", ssrc: uint32(100 + i), clock: 90000, clip: c, video: video},
-			track: &webrtc.TrackRemote{}}
+			codec: vp8}
 		conns.streams[uint32(200+i)] = &registration{in: &inbound{kind: "audio", ssrc: uint32(200 + i), clock: 48000},
-			track: &webrtc.TrackRemote{}}
+			codec: opus}
 	}
-	return testReceiver(b, ctx, conns)
+	return testReceiver(ctx, conns)
 }
 
 // testReceiver is a connection's fast path decrypting with ctx the streams
-// registered in conns, the feedback it would send dropped; its caller closes
-// it.
-func testReceiver(tb testing.TB, ctx srtpkeys.RTP, conns *fastConns) *receiver {
-	ir, err := client.ReceiveFeedback()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	feedback, err := ir.Build("")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	feedback.BindRTCPWriter(interceptor.RTCPWriterFunc(func([]rtcp.Packet, interceptor.Attributes) (int, error) {
-		return 0, nil
-	}))
+// registered in conns; the feedback it sends goes nowhere.
+func testReceiver(ctx srtpkeys.RTP, conns *fastConns) *receiver {
 	conn := &fastConn{owner: conns}
-	rx := &receiver{conn: conn, srtp: ctx, feedback: feedback,
-		streams: map[uint32]*fastStream{}, plain: make([]byte, receiveMTU), buf: make([]byte, receiveMTU),
-		attrs: interceptor.Attributes{}}
+	rx := &receiver{conn: conn, rtcp: func([]rtcp.Packet) error { return nil }, srtp: ctx, feedback: recvfb.New(time.Now()),
+		streams: map[uint32]*fastStream{}, plain: make([]byte, receiveMTU)}
 	conn.rx.Store(rx)
 	return rx
 }

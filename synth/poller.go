@@ -67,8 +67,8 @@ func (p *poller) run() {
 		now := time.Now()
 		for _, c := range p.live() {
 			b.drain(c)
-			if rx := c.rx.Load(); feedback && rx != nil {
-				rx.sendTWCC()
+			if rx := c.rx.Load(); rx != nil {
+				rx.sendFeedback(now, feedback)
 			}
 			c.startSending(now)
 		}

@@ -216,9 +216,6 @@ func (c *fastConn) Close() error {
 	c.once.Do(func() {
 		close(c.done)
 		err = c.sock.close()
-		if rx := c.rx.Load(); rx != nil {
-			rx.close()
-		}
 	})
 	return err
 }

@@ -196,6 +196,18 @@ func (n bufferedNet) ListenUDP(network string, addr *net.UDPAddr) (transport.UDP
 	return c, nil
 }
 
+// AsksForLosses says whether a receiver of codec sends NACKs for what it
+// lost: whether "nack" (without a parameter: "nack pli" is another thing)
+// was negotiated, as pion's NACK generator decides.
+func AsksForLosses(codec webrtc.RTPCodecParameters) bool {
+	for _, fb := range codec.RTCPFeedback {
+		if fb.Type == webrtc.TypeRTCPFBNACK && fb.Parameter == "" {
+			return true
+		}
+	}
+	return false
+}
+
 // StreamInfo describes a received stream of codec and ssrc as
 // ReceiveFeedback's interceptors are bound to it (by a caller that reads the
 // media itself).
