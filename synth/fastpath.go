@@ -335,7 +335,7 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, headerLen int, now time.Tim
 		return true // as pion's SRTP session does: not authentic, dropped
 	}
 	s.decrypted = true
-	s.feedback.Packet(h, now) // SRTP leaves the header as it was: parsed once, by the caller
+	s.feedback.Packet(h.SequenceNumber, h.Timestamp, now)
 	if s.reg.in != nil && rx.pkt.Unmarshal(out) == nil {
 		s.reg.in.packet(&rx.pkt, now)
 	}

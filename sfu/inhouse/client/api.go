@@ -33,38 +33,14 @@ type APIOptions struct {
 	// that reads the media off them itself).
 	WrapNet func(transport.Net) transport.Net
 	// OwnFeedback leaves the receive side's feedback (NACKs, receiver
-	// reports, transport-wide congestion feedback) to the caller, who binds
-	// ReceiveFeedback's interceptors and a twcc.Recorder to the media it
-	// reads itself. The session description offers the same either way.
+	// reports, transport-wide congestion feedback) to the caller, who feeds
+	// the media it reads itself to recvfb and a twcc.Recorder. The session
+	// description offers the same either way.
 	OwnFeedback bool
 	// Simulcast names each stream's section and layer in its packets (the
 	// MID and rid header extensions, and the repaired rid on a layer's
 	// retransmissions), as a sender of simulcast layers must.
 	Simulcast bool
-}
-
-// maxNacks is how many times a lost packet is asked for at most.
-const maxNacks = 10
-
-// ReceiveFeedback is the registry of the receive side's per-stream feedback
-// (NACK generator, receiver reports) that NewAPI adds unless OwnFeedback.
-func ReceiveFeedback() (*interceptor.Registry, error) {
-	// A browser gives up on a packet after 10 NACKs (libwebrtc's
-	// kMaxNackRetries); pion's default never does, and an SFU short of CPU
-	// then drew retransmissions of what it had dropped until they were most
-	// of its input (674 Mbps in against 31 at 49 synthetic participants).
-	generator, err := nack.NewGeneratorInterceptor(nack.GeneratorMaxNacksPerPacket(maxNacks))
-	if err != nil {
-		return nil, err
-	}
-	receiver, err := report.NewReceiverInterceptor()
-	if err != nil {
-		return nil, err
-	}
-	ir := &interceptor.Registry{}
-	ir.Add(generator)
-	ir.Add(receiver)
-	return ir, nil
 }
 
 // NewAPI builds the stack a browser would bring: NACK, RTCP reports and
@@ -130,7 +106,7 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 // configureFeedback registers NACK, RTCP reports and transport-wide
 // congestion feedback as webrtc.ConfigureNack, ConfigureRTCPReports and
 // ConfigureTWCCSender do; with own, the receive side's interceptors are left
-// to the caller (ReceiveFeedback), the sender side's and the offer stay.
+// to the caller (recvfb), the sender side's and the offer stay.
 // Either way retransmissions keep within a browser's bounds (resendLimiter).
 func configureFeedback(me *webrtc.MediaEngine, ir *interceptor.Registry, own bool) error {
 	ir.Add(resendLimiterFactory{}) // before the NACK responder: inside it
@@ -206,16 +182,4 @@ func AsksForLosses(codec webrtc.RTPCodecParameters) bool {
 		}
 	}
 	return false
-}
-
-// StreamInfo describes a received stream of codec and ssrc as
-// ReceiveFeedback's interceptors are bound to it (by a caller that reads the
-// media itself).
-func StreamInfo(codec webrtc.RTPCodecParameters, ssrc uint32) *interceptor.StreamInfo {
-	info := &interceptor.StreamInfo{SSRC: ssrc, PayloadType: uint8(codec.PayloadType), MimeType: codec.MimeType,
-		ClockRate: codec.ClockRate, Channels: codec.Channels, SDPFmtpLine: codec.SDPFmtpLine}
-	for _, fb := range codec.RTCPFeedback {
-		info.RTCPFeedback = append(info.RTCPFeedback, interceptor.RTCPFeedback{Type: fb.Type, Parameter: fb.Parameter})
-	}
-	return info
 }

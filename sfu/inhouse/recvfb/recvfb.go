@@ -6,17 +6,17 @@
 // each stream (RFC 3550 6.4.2, jitter as A.8).
 //
 // The interceptors cost a packet a chain of readers, two locks, a clock
-// read and a map of attributes; here it costs a few field updates. One
-// goroutine owns a Streams: it feeds it each packet's header and arrival
-// time and sends what is due from its own timer.
+// read and a map of attributes; here it costs one uncontended lock and a
+// few field updates. The owner feeds it each packet's sequence number,
+// timestamp and arrival time, and sends what is due from its own timer.
 package recvfb
 
 import (
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/pion/rtcp"
-	"github.com/pion/rtp"
 )
 
 const (
@@ -33,16 +33,16 @@ const (
 	maxCompound = 1000
 )
 
-// Streams is the feedback on one connection's received streams. Not safe
-// for concurrent use.
+// Streams is the feedback on one connection's received streams.
 type Streams struct {
+	mu         sync.Mutex
 	streams    map[uint32]*Stream
 	order      []*Stream // the streams as added: what is due leaves in a stable order
 	nackSSRC   uint32    // the sender SSRC of the connection's NACKs
 	nextNACK   time.Time
 	nextReport time.Time
 	missing    []uint16
-	due        []rtcp.Packet
+	due        []rtcp.Packet // Send's, which one goroutine calls at a time
 }
 
 // New starts the feedback's timers at now.
@@ -55,8 +55,10 @@ func New(now time.Time) *Streams {
 // a second; nack says whether its losses are asked for (its codec
 // negotiated "nack"). A stream added again starts over.
 func (s *Streams) Add(ssrc, clockRate uint32, nack bool) *Stream {
-	s.Remove(ssrc)
-	st := &Stream{ssrc: ssrc, reporter: rand.Uint32(), clock: float64(clockRate)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.remove(ssrc)
+	st := &Stream{mu: &s.mu, ssrc: ssrc, reporter: rand.Uint32(), clock: float64(clockRate)}
 	if nack {
 		st.log = &receiveLog{}
 		st.asked = map[uint16]uint16{}
@@ -68,6 +70,12 @@ func (s *Streams) Add(ssrc, clockRate uint32, nack bool) *Stream {
 
 // Remove ends the feedback on stream ssrc.
 func (s *Streams) Remove(ssrc uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.remove(ssrc)
+}
+
+func (s *Streams) remove(ssrc uint32) {
 	st := s.streams[ssrc]
 	if st == nil {
 		return
@@ -81,15 +89,28 @@ func (s *Streams) Remove(ssrc uint32) {
 	}
 }
 
+// SenderReport dates the reports of the stream sr is of: a receiver report
+// gives back its time and the delay since it came (RFC 3550 6.4.1), which
+// tells the sender the round trip.
+func (s *Streams) SenderReport(sr *rtcp.SenderReport, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.streams[sr.SSRC]; st != nil {
+		st.report.lastSR, st.report.lastSRAt = uint32(sr.NTPTime>>16), now
+	}
+}
+
 // Send writes what is due at now, reports first, in compound packets of at
 // most maxCompound bytes (one packet may be larger); write's errors are the
-// connection's to tell.
+// connection's to tell. One goroutine calls it at a time; it writes without
+// the lock, as the packets keep coming.
 func (s *Streams) Send(now time.Time, write func([]rtcp.Packet) error) {
+	s.mu.Lock()
 	s.due = s.due[:0]
 	if due(&s.nextReport, now, ReportInterval) {
 		for _, st := range s.order {
 			if st.report.started {
-				s.due = append(s.due, st.receiverReport())
+				s.due = append(s.due, st.receiverReport(now))
 			}
 		}
 	}
@@ -100,6 +121,7 @@ func (s *Streams) Send(now time.Time, write func([]rtcp.Packet) error) {
 			}
 		}
 	}
+	s.mu.Unlock()
 	for len(s.due) > 0 {
 		n, size := 1, s.due[0].MarshalSize()
 		for ; n < len(s.due) && size+s.due[n].MarshalSize() <= maxCompound; n++ {
@@ -124,6 +146,7 @@ func due(next *time.Time, now time.Time, interval time.Duration) bool {
 
 // Stream is the feedback on one received stream.
 type Stream struct {
+	mu       *sync.Mutex // its Streams'
 	ssrc     uint32
 	reporter uint32 // the sender SSRC of its receiver reports
 	clock    float64
@@ -132,11 +155,14 @@ type Stream struct {
 	asked    map[uint16]uint16 // sequence number → NACKs that asked for it, while missing
 }
 
-// Packet notes the stream's packet of header h, arrived at now.
-func (st *Stream) Packet(h *rtp.Header, now time.Time) {
-	st.report.add(h, now, st.clock)
+// Packet notes the stream's packet numbered seq, of RTP timestamp ts,
+// arrived at now.
+func (st *Stream) Packet(seq uint16, ts uint32, now time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.report.add(seq, ts, now, st.clock)
 	if st.log != nil {
-		st.log.add(h.SequenceNumber)
+		st.log.add(seq)
 	}
 }
 
@@ -167,8 +193,8 @@ func (st *Stream) nack(sender uint32, buf []uint16) *rtcp.TransportLayerNack {
 	return &rtcp.TransportLayerNack{SenderSSRC: sender, MediaSSRC: st.ssrc, Nacks: rtcp.NackPairsFromSequenceNumbers(ask)}
 }
 
-// receiverReport reports what arrived since the last one.
-func (st *Stream) receiverReport() *rtcp.ReceiverReport {
+// receiverReport reports what arrived since the last one, at now.
+func (st *Stream) receiverReport(now time.Time) *rtcp.ReceiverReport {
 	r := &st.report
 	lost, expected := r.lostSinceReport()
 	r.totalLost = min(r.totalLost+lost, 0xffffff)
@@ -177,9 +203,14 @@ func (st *Stream) receiverReport() *rtcp.ReceiverReport {
 		fraction = uint8(lost * 256 / expected)
 	}
 	r.lastReported = r.last
+	delay := uint32(0)
+	if !r.lastSRAt.IsZero() {
+		delay = uint32(now.Sub(r.lastSRAt).Seconds() * 65536)
+	}
 	return &rtcp.ReceiverReport{SSRC: st.reporter, Reports: []rtcp.ReceptionReport{{
 		SSRC: st.ssrc, LastSequenceNumber: uint32(r.cycles)<<16 | uint32(r.last),
 		FractionLost: fraction, TotalLost: r.totalLost, Jitter: uint32(r.jitter),
+		LastSenderReport: r.lastSR, Delay: delay,
 	}}}
 }
 
@@ -198,13 +229,14 @@ type reportState struct {
 	lastAt       time.Time                  // and arrival
 	jitter       float64                    // in timestamp units
 	totalLost    uint32
+	lastSR       uint32    // the middle of the latest sender report's NTP time
+	lastSRAt     time.Time // and its arrival
 }
 
-func (r *reportState) add(h *rtp.Header, now time.Time, clock float64) {
-	seq := h.SequenceNumber
+func (r *reportState) add(seq uint16, ts uint32, now time.Time, clock float64) {
 	if !r.started {
 		r.started, r.last, r.lastReported = true, seq, seq-1
-		r.lastTS, r.lastAt = h.Timestamp, now
+		r.lastTS, r.lastAt = ts, now
 		r.set(seq)
 		return
 	}
@@ -220,12 +252,12 @@ func (r *reportState) add(h *rtp.Header, now time.Time, clock float64) {
 	}
 	// RFC 3550 A.8, between consecutive arrivals; the timestamps' difference
 	// taken across a wrap
-	d := now.Sub(r.lastAt).Seconds()*clock - float64(int32(h.Timestamp-r.lastTS))
+	d := now.Sub(r.lastAt).Seconds()*clock - float64(int32(ts-r.lastTS))
 	if d < 0 {
 		d = -d
 	}
 	r.jitter += (d - r.jitter) / 16
-	r.lastTS, r.lastAt = h.Timestamp, now
+	r.lastTS, r.lastAt = ts, now
 }
 
 // lostSinceReport counts the sequence numbers between the last report's

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/pion/rtcp"
-	"github.com/pion/rtp"
 )
 
 const clock = 90000
@@ -20,7 +19,7 @@ func feed(st *Stream, first uint16, n int, t0 time.Time, drop func(seq uint16) b
 		seq := first + uint16(i)
 		at = t0.Add(time.Duration(i) * 10 * time.Millisecond)
 		if drop == nil || !drop(seq) {
-			st.Packet(&rtp.Header{SequenceNumber: seq, Timestamp: 1000 + uint32(i)*900}, at)
+			st.Packet(seq, 1000+uint32(i)*900, at)
 		}
 	}
 	return at
@@ -94,6 +93,21 @@ func TestAReportCountsTheLossesSinceTheLastAcrossAWrap(t *testing.T) {
 	}
 }
 
+func TestAReportGivesBackTheLatestSenderReportAndTheDelaySince(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	s := New(t0)
+	feed(s.Add(7, clock, false), 0, 10, t0, nil)
+	s.SenderReport(&rtcp.SenderReport{SSRC: 8, NTPTime: 0x1111_2222_3333_4444}, t0) // another stream's
+	if got := reports(sent(s, t0.Add(ReportInterval))); len(got) != 1 || got[0].LastSenderReport != 0 || got[0].Delay != 0 {
+		t.Errorf("reports %+v: want no sender report given back", got)
+	}
+	s.SenderReport(&rtcp.SenderReport{SSRC: 7, NTPTime: 0x1111_2222_3333_4444}, t0.Add(1500*time.Millisecond))
+	got := reports(sent(s, t0.Add(2*ReportInterval)))
+	if len(got) != 1 || got[0].LastSenderReport != 0x2222_3333 || got[0].Delay != 65536/2 {
+		t.Errorf("reports %+v: want the sender report's middle 0x22223333, half a second (32768) since", got)
+	}
+}
+
 func TestJitterFollowsArrivalsAgainstTimestampsAcrossATimestampWrap(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	s := New(t0)
@@ -104,7 +118,7 @@ func TestJitterFollowsArrivalsAgainstTimestampsAcrossATimestampWrap(t *testing.T
 		if i%2 == 1 {
 			at = at.Add(time.Millisecond) // every other packet 1 ms late: 90 ticks each way
 		}
-		st.Packet(&rtp.Header{SequenceNumber: uint16(i), Timestamp: ts}, at)
+		st.Packet(uint16(i), ts, at)
 		ts += 900
 	}
 	got := reports(sent(s, t0.Add(4*time.Second)))
@@ -122,7 +136,7 @@ func TestALostPacketIsAskedForUntilItArrivesAndTenTimesAtMost(t *testing.T) {
 	if got := nacked(sent(s, now)); !slices.Equal(got, []uint16{110, 120, 121}) {
 		t.Fatalf("asked for %v, want 110, 120 and 121", got)
 	}
-	st.Packet(&rtp.Header{SequenceNumber: 120, Timestamp: 1}, now) // a retransmission
+	st.Packet(120, 1, now) // a retransmission
 	asked := 1
 	for range 12 {
 		now = now.Add(NACKInterval)
@@ -151,7 +165,7 @@ func TestAPacketTooLateForTheLogIsNotTakenForANewerOne(t *testing.T) {
 	st := s.Add(9, clock, true)
 	t0 := time.Unix(1000, 0)
 	feed(st, 0, 600, t0, func(seq uint16) bool { return seq == 590 })
-	st.Packet(&rtp.Header{SequenceNumber: 590 - logSize}, t0) // lands where 590 would
+	st.Packet(590-logSize, 0, t0) // lands where 590 would
 	if got := nacked(sent(s, t0.Add(NACKInterval))); !slices.Equal(got, []uint16{590}) {
 		t.Errorf("asked for %v, want 590", got)
 	}

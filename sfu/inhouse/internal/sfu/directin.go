@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pion/interceptor"
 	"github.com/pion/interceptor/pkg/twcc"
 	"github.com/pion/rtcp"
 	"github.com/pion/rtp"
@@ -18,6 +17,7 @@ import (
 	"sfubench/sfu/inhouse/client"
 	"sfubench/sfu/inhouse/internal/rtpfwd"
 	"sfubench/sfu/inhouse/internal/udpbatch"
+	"sfubench/sfu/inhouse/recvfb"
 	"sfubench/sfu/inhouse/srtpkeys"
 )
 
@@ -30,8 +30,8 @@ import (
 // forwarding buffer and fanned out in the reading goroutine, which is then
 // where forwarding runs (one core's worth per socket, as a mediasoup worker).
 // What pion's receive interceptors did is done for both paths: NACKs and
-// receiver reports by the same interceptors bound to each published track
-// (pubTrack.forward), transport-wide congestion feedback recorded from every
+// receiver reports as theirs (recvfb), fed by each published track
+// (source.forward), transport-wide congestion feedback recorded from every
 // RTP header, which SRTP leaves in the clear. Retransmissions (RTX) are
 // taken too: pion's track hands them out only beside a packet of the
 // stream, which no longer comes its way. STUN, DTLS, RTCP and a new
@@ -100,12 +100,9 @@ func (r *directReader) attach(in *directIn, addr netip.AddrPort) {
 // once started, the direct path's decryption.
 type directIn struct {
 	pc       *webrtc.PeerConnection
-	feedback interceptor.Interceptor
-
-	rtcpMu  sync.Mutex // the publisher's RTCP arrives on a goroutine per track
-	rtcpIn  interceptor.RTCPReader
-	rtcpLen int
-	attrs   interceptor.Attributes
+	feedback *recvfb.Streams
+	sending  sync.Once     // the feedback's, from the first track on
+	stop     chan struct{} // ends it
 
 	streams atomic.Pointer[map[uint32]*inStream] // replaced whole when a track is added
 	twccExt atomic.Uint32                        // the transport-wide sequence's header extension, 0 unknown
@@ -130,26 +127,25 @@ type inStream struct {
 	decrypted bool // a packet of it has been: its rollover counter is known
 }
 
-// newDirectIn builds the feedback interceptors of pc's published tracks.
-func newDirectIn(pc *webrtc.PeerConnection) (*directIn, error) {
-	ir, err := client.ReceiveFeedback()
-	if err != nil {
-		return nil, err
-	}
-	fb, err := ir.Build("")
-	if err != nil {
-		return nil, err
-	}
-	fb.BindRTCPWriter(interceptor.RTCPWriterFunc(func(pkts []rtcp.Packet, _ interceptor.Attributes) (int, error) {
-		return 0, pc.WriteRTCP(pkts)
-	}))
-	in := &directIn{pc: pc, feedback: fb, attrs: interceptor.Attributes{}}
-	// the receiver reports take the delay since the publisher's last sender report from it
-	in.rtcpIn = fb.BindRTCPReader(interceptor.RTCPReaderFunc(func(b []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
-		return in.rtcpLen, a, nil
-	}))
+// newDirectIn makes the feedback on pc's published tracks.
+func newDirectIn(pc *webrtc.PeerConnection) *directIn {
+	in := &directIn{pc: pc, feedback: recvfb.New(time.Now()), stop: make(chan struct{})}
 	in.streams.Store(&map[uint32]*inStream{})
-	return in, nil
+	return in
+}
+
+// sendFeedback sends the NACKs and receiver reports as they fall due.
+func (in *directIn) sendFeedback() {
+	tick := time.NewTicker(recvfb.NACKInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-in.stop:
+			return
+		case now := <-tick.C:
+			in.feedback.Send(now, in.pc.WriteRTCP)
+		}
+	}
 }
 
 // numberedBy notes the extension recv's parameters name for the
@@ -165,32 +161,35 @@ func (in *directIn) numberedBy(recv *webrtc.RTPReceiver) {
 // add makes src's feedback and, once started, its packets the direct path's.
 func (in *directIn) add(src *source, recv *webrtc.RTPReceiver) {
 	in.numberedBy(recv)
-	info := client.StreamInfo(src.remote.Codec(), uint32(src.remote.SSRC()))
-	src.feedback = in.feedback.BindRemoteStream(info, interceptor.RTPReaderFunc(
-		func(_ []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
-			return src.feedbackLen, a, nil // the packet is in the buffer the caller passed
-		}))
+	codec, ssrc := src.remote.Codec(), uint32(src.remote.SSRC())
+	src.feedback = in.feedback.Add(ssrc, codec.ClockRate, client.AsksForLosses(codec))
+	in.sending.Do(func() { go in.sendFeedback() })
 	old := in.streams.Load()
 	streams := make(map[uint32]*inStream, len(*old)+1)
 	for k, v := range *old {
 		streams[k] = v
 	}
-	streams[info.SSRC] = &inStream{src: src}
+	streams[ssrc] = &inStream{src: src}
 	if rtx := uint32(src.remote.RtxSSRC()); rtx != 0 {
 		// pion's path would hold them until the track's next packet, which
 		// the direct path takes
-		streams[rtx] = &inStream{src: src, rtx: true, pt: info.PayloadType, ssrc: info.SSRC}
+		streams[rtx] = &inStream{src: src, rtx: true, pt: uint8(codec.PayloadType), ssrc: ssrc}
 	}
 	in.streams.Store(&streams)
 }
 
-// readRTCP shows the feedback interceptors an RTCP packet the publisher sent.
-func (in *directIn) readRTCP(b []byte) {
-	in.rtcpMu.Lock()
-	defer in.rtcpMu.Unlock()
-	in.rtcpLen = len(b)
-	clear(in.attrs)
-	_, _, _ = in.rtcpIn.Read(b, in.attrs)
+// readRTCP dates the receiver reports by the sender reports in b, an RTCP
+// packet the publisher sent.
+func (in *directIn) readRTCP(b []byte, now time.Time) {
+	pkts, err := rtcp.Unmarshal(b)
+	if err != nil {
+		return
+	}
+	for _, p := range pkts {
+		if sr, ok := p.(*rtcp.SenderReport); ok {
+			in.feedback.SenderReport(sr, now)
+		}
+	}
 }
 
 // start takes the connection's media from `from` on, decrypted with remote
@@ -287,5 +286,5 @@ func (in *directIn) recordTWCC(h *rtp.Header, now time.Time) {
 // close stops the feedback; the reader lets go of the connection.
 func (in *directIn) close(r *directReader) {
 	r.attach(in, netip.AddrPort{})
-	_ = in.feedback.Close()
+	close(in.stop)
 }

@@ -245,11 +245,7 @@ func (p *peer) join(j signal.Join) error {
 	if err != nil {
 		return err
 	}
-	in, err := newDirectIn(pc)
-	if err != nil {
-		pc.Close()
-		return err
-	}
+	in := newDirectIn(pc)
 	var pubVideo *webrtc.RTPTransceiver
 	for _, k := range []webrtc.RTPCodecType{webrtc.RTPCodecTypeAudio, webrtc.RTPCodecTypeVideo} {
 		tr, err := pc.AddTransceiverFromKind(k, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly})
@@ -344,7 +340,7 @@ func (p *peer) onTrack(tr *webrtc.TrackRemote, recv *webrtc.RTPReceiver) {
 			if err != nil {
 				return
 			}
-			p.in.readRTCP(buf[:n])
+			p.in.readRTCP(buf[:n], time.Now())
 		}
 	}()
 	go src.run()

@@ -9,11 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pion/interceptor"
 	"github.com/pion/rtcp"
 	"github.com/pion/webrtc/v4"
 
 	"sfubench/sfu/inhouse/internal/rtpfwd"
+	"sfubench/sfu/inhouse/recvfb"
 )
 
 // keyframeInterval bounds how often one publisher is asked for a keyframe,
@@ -42,8 +42,7 @@ type pubTrack struct {
 
 	// in serialises the packets of every source and path (pion's, the
 	// direct one) through the feedback and the fan-out: what follows is its.
-	in    sync.Mutex
-	attrs interceptor.Attributes
+	in sync.Mutex
 }
 
 // source is one RTP stream of a published track: the track itself, or one
@@ -56,10 +55,9 @@ type source struct {
 	lastKF  atomic.Int64    // unix ns of the last keyframe request
 	done    chan struct{}
 
+	feedback *recvfb.Stream // NACKs and receiver reports (directIn.add)
 	// the track's in
-	feedback    interceptor.RTPReader // the NACK and receiver-report interceptors (directIn.add)
-	feedbackLen int
-	lastAt      int64 // unix ns of its latest packet
+	lastAt int64 // unix ns of its latest packet
 }
 
 func newPubTrack(owner *peer, t *webrtc.TrackRemote) *pubTrack {
@@ -67,8 +65,7 @@ func newPubTrack(owner *peer, t *webrtc.TrackRemote) *pubTrack {
 	cfg := &owner.s.cfg
 	return &pubTrack{owner: owner, kind: t.Kind(), codec: t.Codec(), video: video,
 		keyframes: rtpfwd.CodecOf(t.Codec().MimeType),
-		dropped:   video && cfg.DropVideoFrom != "" && owner.user == cfg.DropVideoFrom,
-		attrs:     interceptor.Attributes{}}
+		dropped:   video && cfg.DropVideoFrom != "" && owner.user == cfg.DropVideoFrom}
 }
 
 // addSource makes remote the track's source of layer; subscribers asking for
@@ -172,15 +169,13 @@ func (s *source) forward(p *rtpfwd.Packet, n int, now time.Time) {
 	t.in.Lock()
 	defer t.in.Unlock()
 	defer p.Release()
-	if s.feedback != nil {
-		s.feedbackLen = n
-		clear(t.attrs)
-		_, _, _ = s.feedback.Read(p.Buf()[:n], t.attrs)
-	}
 	m, conn := &t.owner.s.m, t.owner.s.cfg.UDP
 	if p.Parse(n, t.keyframes) != nil {
 		m.drops[dropMalformed].Add(1)
 		return
+	}
+	if s.feedback != nil {
+		s.feedback.Packet(p.Seq, p.TS, now)
 	}
 	p.Layer, p.Arrived = s.layer, now.UnixNano()
 	if t.layered.Load() {
