@@ -162,6 +162,31 @@ def test_synthetic_participants_get_a_network_of_their_own(tmp_path):
 
 
 @pytest.mark.e2e
+def test_synthetic_publishers_resend_what_their_lossy_uplink_lost(tmp_path):
+    """Synthetic participants behind an uplink losing 5 %: the in-house SFU asks for what it missed,
+    their NACK responder resends it, and every receiver ends the target window with nothing lost, the
+    browser at its full frame rate (with nothing resent, the browser lost 18-23 packets a stream and
+    fell to 0-6 fps)."""
+    f = tmp_path / "lossy.toml"
+    f.write_text("[up]\nloss_pct = 5\n")
+    cfg = config.load(cli={"sfu": "inhouse", "preset": "browsers", "out": str(tmp_path), "background_interval": 0,
+                           "lab_prefix": PREFIX, "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
+                           "quality_frames": 0, "users_per_room": 3, "real_per_room": 1, "target_samples": 6,
+                           "synthetic_network": str(f)}, env={})
+    run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
+    assert status == "ok"
+    a = metrics.analyse(runfiles.load(run_dir))
+    received = [o for o in a.obs if o["phase"] == "target" and o["direction"] == "recv" and o["kind"] == "video"
+                and o["peer"] != "r1u1"]   # the synthetic publishers' video
+    browser = [o for o in received if o["client"] == "browser"]
+    assert len(received) == 4 and len(browser) == 2, received
+    assert all(o["lost"] == 0 for o in received), [(o["user"], o["peer"], o["lost"]) for o in received]
+    assert all(o["fps"] >= 13.5 for o in browser), [(o["peer"], o["fps"]) for o in browser]
+    counters = json.loads((run_dir / "meta.json").read_text())["network"]["counters"]["group_up"]
+    assert counters["lost"] > 0, counters
+
+
+@pytest.mark.e2e
 def test_the_degrade_shape_measures_the_same_room_under_each_profile(tmp_path):
     """A room of two, then the same room behind 50 ms each way, then with 5 % loss coming down; the
     target is under the run's own (plain) link again. Each window's figures must show its profile."""

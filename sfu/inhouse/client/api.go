@@ -6,7 +6,6 @@ import (
 
 	"github.com/pion/ice/v4"
 	"github.com/pion/interceptor"
-	"github.com/pion/interceptor/pkg/nack"
 	"github.com/pion/interceptor/pkg/report"
 	"github.com/pion/logging"
 	"github.com/pion/sdp/v3"
@@ -106,8 +105,9 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 // configureFeedback registers NACK, RTCP reports and transport-wide
 // congestion feedback as webrtc.ConfigureNack, ConfigureRTCPReports and
 // ConfigureTWCCSender do; with own, the receive side's interceptors are left
-// to the caller (recvfb), the sender side's and the offer stay.
-// Either way retransmissions keep within a browser's bounds (resendLimiter).
+// to the caller (recvfb), the sender side's and the offer stay, NACKs
+// answered by our responder. Either way retransmissions keep within a
+// browser's bounds (resendLimiter).
 func configureFeedback(me *webrtc.MediaEngine, ir *interceptor.Registry, own bool) error {
 	ir.Add(resendLimiterFactory{}) // before the NACK responder: inside it
 	if !own {
@@ -119,15 +119,11 @@ func configureFeedback(me *webrtc.MediaEngine, ir *interceptor.Registry, own boo
 		}
 		return webrtc.ConfigureTWCCSender(me, ir)
 	}
-	responder, err := nack.NewResponderInterceptor()
-	if err != nil {
-		return err
-	}
 	sender, err := report.NewSenderInterceptor()
 	if err != nil {
 		return err
 	}
-	ir.Add(responder)
+	ir.Add(responderFactory{})
 	ir.Add(sender)
 	for _, kind := range []webrtc.RTPCodecType{webrtc.RTPCodecTypeVideo, webrtc.RTPCodecTypeAudio} {
 		if kind == webrtc.RTPCodecTypeVideo {
@@ -173,11 +169,16 @@ func (n bufferedNet) ListenUDP(network string, addr *net.UDPAddr) (transport.UDP
 }
 
 // AsksForLosses says whether a receiver of codec sends NACKs for what it
-// lost: whether "nack" (without a parameter: "nack pli" is another thing)
-// was negotiated, as pion's NACK generator decides.
-func AsksForLosses(codec webrtc.RTPCodecParameters) bool {
-	for _, fb := range codec.RTCPFeedback {
-		if fb.Type == webrtc.TypeRTCPFBNACK && fb.Parameter == "" {
+// lost.
+func AsksForLosses(codec webrtc.RTPCodecParameters) bool { return asksForLosses(codec.RTCPFeedback) }
+
+// asksForLosses says whether feedback negotiates "nack" without a parameter
+// ("nack pli" is another thing), as pion decides whether to ask for losses
+// and answer such asks. pion's webrtc and interceptor packages each have
+// their own type of it.
+func asksForLosses[F ~struct{ Type, Parameter string }](feedback []F) bool {
+	for _, fb := range feedback {
+		if f := struct{ Type, Parameter string }(fb); f.Type == webrtc.TypeRTCPFBNACK && f.Parameter == "" {
 			return true
 		}
 	}
