@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -113,16 +114,24 @@ type fastConns struct {
 }
 
 type registration struct {
-	in    *inbound // nil: read for the feedback only (an SFU's probing stream)
-	codec webrtc.RTPCodecParameters
+	in      *inbound // nil: read for the feedback only (an SFU's probing stream)
+	codec   webrtc.RTPCodecParameters
+	repairs uint32 // an RTX stream's: the SSRC of the stream it repairs
 }
 
 func newFastConns() *fastConns { return &fastConns{streams: map[uint32]*registration{}} }
 
-// register hands a track's packets to the fast path from now on.
+// register hands a track's packets to the fast path from now on, and its
+// retransmissions where the SFU declared their stream: pion's track would
+// hand those out only beside a packet of the track, which no longer comes
+// its way.
 func (f *fastConns) register(t *webrtc.TrackRemote, in *inbound) {
+	ssrc := uint32(t.SSRC())
 	f.mu.Lock()
-	f.streams[uint32(t.SSRC())] = &registration{in: in, codec: t.Codec()}
+	f.streams[ssrc] = &registration{in: in, codec: t.Codec()}
+	if rtx := uint32(t.RtxSSRC()); rtx != 0 {
+		f.streams[rtx] = &registration{codec: t.Codec(), repairs: ssrc}
+	}
 	f.mu.Unlock()
 	f.gen.Add(1)
 }
@@ -335,6 +344,10 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, headerLen int, now time.Tim
 		return true // as pion's SRTP session does: not authentic, dropped
 	}
 	s.decrypted = true
+	if s.reg.repairs != 0 {
+		rx.recovered(s.reg, out, headerLen)
+		return true
+	}
 	s.feedback.Packet(h.SequenceNumber, h.Timestamp, now)
 	if s.reg.in != nil && rx.pkt.Unmarshal(out) == nil {
 		s.reg.in.packet(&rx.pkt, now)
@@ -342,8 +355,25 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, headerLen int, now time.Tim
 	return true
 }
 
+// recovered takes b, a decrypted retransmission on reg's RTX stream, whose
+// header is headerLen bytes: the packet it repeats is no longer asked for.
+// It is not counted: a browser's jitter buffer would take it, but the
+// stream's frames are assembled as they come (inbound.assemble), and its
+// receive statistics leave recovered packets out.
+func (rx *receiver) recovered(reg *registration, b []byte, headerLen int) {
+	if client.UnwrapRTX(b, headerLen, uint8(reg.codec.PayloadType), reg.repairs) == 0 {
+		return // padding: a bandwidth probe
+	}
+	if media := rx.streams[reg.repairs]; media != nil {
+		media.feedback.Recovered(binary.BigEndian.Uint16(b[2:4]))
+	}
+}
+
 func (rx *receiver) bind(reg *registration, ssrc uint32) *fastStream {
-	s := &fastStream{reg: reg, feedback: rx.feedback.Add(ssrc, reg.codec.ClockRate, client.AsksForLosses(reg.codec))}
+	s := &fastStream{reg: reg}
+	if reg.repairs == 0 { // an RTX stream's feedback is its media stream's
+		s.feedback = rx.feedback.Add(ssrc, reg.codec.ClockRate, client.AsksForLosses(reg.codec))
+	}
 	rx.streams[ssrc] = s
 	return s
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -123,6 +124,57 @@ func TestTheFastPathAsksForLostVideoAndReportsEachStream(t *testing.T) {
 	}
 	if len(reported) != 2 || reported[1] != 1 || reported[2] != 1 {
 		t.Errorf("reports of %v (SSRC: lost), want both streams with one packet lost", reported)
+	}
+}
+
+// A lost packet's retransmission, on the RTX stream the SFU declared, ends
+// the asking for it; it is not counted, as a browser leaves recovered
+// packets out of its receive statistics.
+func TestARetransmissionEndsTheAskingForThePacketItRepeats(t *testing.T) {
+	profile := srtp.ProtectionProfileAeadAes128Gcm
+	sfu, err := srtp.CreateContext(benchKey, benchSalt(profile), profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := srtpkeys.NewRTP(benchKey, benchSalt(profile), profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := newFastConns()
+	in := &inbound{kind: "video", ssrc: 2, clock: 90000, clip: testClip(t), video: &series{}}
+	conns.streams[2] = &registration{in: in, codec: vp8}
+	conns.streams[3] = &registration{codec: vp8, repairs: 2}
+	rx := testReceiver(ours, conns)
+	var nacked []uint16
+	rx.rtcp = func(pkts []rtcp.Packet) error {
+		for _, p := range pkts {
+			if n, ok := p.(*rtcp.TransportLayerNack); ok {
+				for _, pair := range n.Nacks {
+					nacked = append(nacked, pair.PacketList()...)
+				}
+			}
+		}
+		return nil
+	}
+	t0 := time.Now()
+	packet := func(ssrc uint32, pt uint8, seq uint16, payload []byte) {
+		p := rtp.Packet{Header: rtp.Header{Version: 2, PayloadType: pt, SequenceNumber: seq, SSRC: ssrc}, Payload: payload}
+		if !rx.conn.media(sealed(t, sfu, &p), t0) {
+			t.Fatal("a packet of a registered stream was left to pion")
+		}
+	}
+	for seq := uint16(100); seq < 110; seq++ {
+		if seq != 104 && seq != 106 {
+			packet(2, 96, seq, []byte{0x90, 0x80, 0x80, 0, 1})
+		}
+	}
+	packet(3, 97, 5000, []byte{0, 104, 0x90, 0x80, 0x80, 0, 1}) // 104 again, on the RTX stream
+	rx.sendFeedback(t0.Add(recvfb.NACKInterval), false)
+	if !slices.Equal(nacked, []uint16{106}) {
+		t.Errorf("asked for %v, want 106 alone (104 came again)", nacked)
+	}
+	if in.packets != 8 {
+		t.Errorf("counted %d packets, want the 8 the network did not lose", in.packets)
 	}
 }
 

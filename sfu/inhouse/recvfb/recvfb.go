@@ -166,6 +166,17 @@ func (st *Stream) Packet(seq uint16, ts uint32, now time.Time) {
 	}
 }
 
+// Recovered notes the stream's packet numbered seq, come again in a
+// retransmission: it is no longer asked for. The reports leave it out, as a
+// browser's receive statistics do (its loss was the network's).
+func (st *Stream) Recovered(seq uint16) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.log != nil {
+		st.log.add(seq)
+	}
+}
+
 // nack is the NACK of the packets missing now that were asked for fewer
 // than MaxNACKs times, nil for none; buf holds the missing numbers.
 func (st *Stream) nack(sender uint32, buf []uint16) *rtcp.TransportLayerNack {
@@ -264,6 +275,9 @@ func (r *reportState) add(seq uint16, ts uint32, now time.Time, clock float64) {
 // highest and the highest now that did not arrive, and those expected.
 func (r *reportState) lostSinceReport() (lost, expected uint32) {
 	expected = uint32(r.last - r.lastReported)
+	if expected == 0 {
+		return 0, 0 // nothing came since: the loop below would go round all numbers
+	}
 	for i := r.lastReported + 1; i != r.last; i++ {
 		if !r.has(i) {
 			lost++

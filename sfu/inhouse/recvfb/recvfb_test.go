@@ -136,7 +136,7 @@ func TestALostPacketIsAskedForUntilItArrivesAndTenTimesAtMost(t *testing.T) {
 	if got := nacked(sent(s, now)); !slices.Equal(got, []uint16{110, 120, 121}) {
 		t.Fatalf("asked for %v, want 110, 120 and 121", got)
 	}
-	st.Packet(120, 1, now) // a retransmission
+	st.Recovered(120) // its retransmission
 	asked := 1
 	for range 12 {
 		now = now.Add(NACKInterval)
@@ -151,6 +151,13 @@ func TestALostPacketIsAskedForUntilItArrivesAndTenTimesAtMost(t *testing.T) {
 	}
 	if asked != MaxNACKs {
 		t.Errorf("a packet lost for good was asked for %d times, want %d", asked, MaxNACKs)
+	}
+	// the recovered packet still counts as lost in the reports, as the network lost it; a report
+	// with nothing new since the last adds nothing
+	for _, at := range []time.Duration{2 * ReportInterval, 3 * ReportInterval} {
+		if got := reports(sent(s, t0.Add(at))); len(got) != 1 || got[0].TotalLost != 3 || got[0].FractionLost != 0 {
+			t.Errorf("reports %+v: want the 3 packets the network lost", got)
+		}
 	}
 	// a stream without NACK negotiated is never asked for
 	quiet := s.Add(10, clock, false)
