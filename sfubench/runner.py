@@ -412,9 +412,17 @@ class Runner:
                          "them with NTP")
 
     def end_background(self) -> None:
-        if self.background is not None:
-            self.collector.close_window(self.background)
-            self.background = None
+        """Closes the background window once its sample is in, or SAMPLE_GRACE_S after it was due: a
+        step that begins just after a background tick must not lose the tick's sample."""
+        w = self.background
+        if w is None:
+            return
+        deadline = time.monotonic() + (w.opened - time.time()) + SAMPLE_GRACE_S
+        while not w.complete and time.monotonic() < deadline:
+            self.check()
+            time.sleep(0.05)
+        self.collector.close_window(w)
+        self.background = None
 
     def wait(self, seconds: float) -> None:
         """Sleeps, starting background samples when they fall due."""

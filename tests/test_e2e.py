@@ -126,6 +126,9 @@ def test_run_folder_records_versions_events_and_quality(sfu_run):
     assert "room_validated" in events and "target_reached" in events
     phases = {s["phase"] for s in read(run, "samples")}
     assert phases == {"ramp", "target", "background"}
+    # a step beginning just after a background tick waits for the tick's samples (they were lost)
+    background = [w for w in read(run, "windows") if w["phase"] == "background"]
+    assert background and all(w["missing_samples"] == 0 for w in background), background
     quality = read(run, "quality")
     decoded = [q for q in quality if q["code"] is not None]
     assert len(quality) == 2 * USERS * (USERS - 1) * 2       # 2 frames per video, ramp and target
