@@ -69,10 +69,10 @@ var (
 		RTCPFeedback: []webrtc.RTCPFeedback{{Type: "nack"}, {Type: "nack", Parameter: "pli"}}}}
 )
 
-// A synthetic receiver sends back what a browser does: a NACK for a video
-// packet the network lost, every 100 ms until it came, and a receiver
-// report of each stream every second.
-func TestTheFastPathAsksForLostVideoAndReportsEachStream(t *testing.T) {
+// gcmPair is an SFU's AES-GCM context (pion's) that seals what the fast
+// path's (ours) opens.
+func gcmPair(t *testing.T) (*srtp.Context, srtpkeys.RTP) {
+	t.Helper()
 	profile := srtp.ProtectionProfileAeadAes128Gcm
 	sfu, err := srtp.CreateContext(benchKey, benchSalt(profile), profile)
 	if err != nil {
@@ -82,6 +82,14 @@ func TestTheFastPathAsksForLostVideoAndReportsEachStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sfu, ours
+}
+
+// A synthetic receiver sends back what a browser does: a NACK for a video
+// packet the network lost, every 100 ms until it came, and a receiver
+// report of each stream every second.
+func TestTheFastPathAsksForLostVideoAndReportsEachStream(t *testing.T) {
+	sfu, ours := gcmPair(t)
 	conns := newFastConns()
 	conns.streams[1] = &registration{in: &inbound{kind: "audio", ssrc: 1, clock: 48000}, codec: opus}
 	conns.streams[2] = &registration{codec: vp8} // an SFU's probing stream: read for the feedback alone
@@ -131,15 +139,7 @@ func TestTheFastPathAsksForLostVideoAndReportsEachStream(t *testing.T) {
 // the asking for it; it is not counted, as a browser leaves recovered
 // packets out of its receive statistics.
 func TestARetransmissionEndsTheAskingForThePacketItRepeats(t *testing.T) {
-	profile := srtp.ProtectionProfileAeadAes128Gcm
-	sfu, err := srtp.CreateContext(benchKey, benchSalt(profile), profile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, err := srtpkeys.NewRTP(benchKey, benchSalt(profile), profile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sfu, ours := gcmPair(t)
 	conns := newFastConns()
 	in := &inbound{kind: "video", ssrc: 2, clock: 90000, clip: testClip(t), video: &series{}}
 	conns.streams[2] = &registration{in: in, codec: vp8}

@@ -72,6 +72,13 @@ func (l *resendLimiter) UnbindLocalStream(info *interceptor.StreamInfo) {
 
 // BindRTCPReader leaves in each NACK the packets the budget allows resending.
 func (l *resendLimiter) BindRTCPReader(r interceptor.RTCPReader) interceptor.RTCPReader {
+	return nackReader(r, l.limit)
+}
+
+// nackReader shows each NACK that r reads to seen. The packets are parsed
+// once, into the attributes: the interceptors outside read the same ones,
+// as seen left them.
+func nackReader(r interceptor.RTCPReader, seen func(*rtcp.TransportLayerNack)) interceptor.RTCPReader {
 	return interceptor.RTCPReaderFunc(func(b []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
 		n, attrs, err := r.Read(b, a)
 		if err != nil {
@@ -80,13 +87,13 @@ func (l *resendLimiter) BindRTCPReader(r interceptor.RTCPReader) interceptor.RTC
 		if attrs == nil {
 			attrs = interceptor.Attributes{}
 		}
-		pkts, err := attrs.GetRTCPPackets(b[:n]) // parsed once: the responder reads these
+		pkts, err := attrs.GetRTCPPackets(b[:n])
 		if err != nil {
 			return n, attrs, nil
 		}
 		for _, p := range pkts {
 			if nack, ok := p.(*rtcp.TransportLayerNack); ok {
-				l.limit(nack)
+				seen(nack)
 			}
 		}
 		return n, attrs, nil

@@ -84,29 +84,13 @@ func (r *responder) UnbindLocalStream(info *interceptor.StreamInfo) {
 // BindRTCPReader resends what each NACK read asks for, as pion's responder,
 // in a goroutine of its own: the reader goes on.
 func (r *responder) BindRTCPReader(reader interceptor.RTCPReader) interceptor.RTCPReader {
-	return interceptor.RTCPReaderFunc(func(b []byte, a interceptor.Attributes) (int, interceptor.Attributes, error) {
-		n, attrs, err := reader.Read(b, a)
-		if err != nil {
-			return n, attrs, err
+	return nackReader(reader, func(nack *rtcp.TransportLayerNack) {
+		r.mu.Lock()
+		s := r.streams[nack.MediaSSRC]
+		r.mu.Unlock()
+		if s != nil && len(nack.Nacks) > 0 {
+			go s.resend(nack.Nacks)
 		}
-		if attrs == nil {
-			attrs = interceptor.Attributes{}
-		}
-		pkts, err := attrs.GetRTCPPackets(b[:n])
-		if err != nil {
-			return n, attrs, nil
-		}
-		for _, p := range pkts {
-			if nack, ok := p.(*rtcp.TransportLayerNack); ok {
-				r.mu.Lock()
-				s := r.streams[nack.MediaSSRC]
-				r.mu.Unlock()
-				if s != nil && len(nack.Nacks) > 0 {
-					go s.resend(nack.Nacks)
-				}
-			}
-		}
-		return n, attrs, nil
 	})
 }
 

@@ -58,9 +58,10 @@ func (s *Streams) Add(ssrc, clockRate uint32, nack bool) *Stream {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.remove(ssrc)
-	st := &Stream{mu: &s.mu, ssrc: ssrc, reporter: rand.Uint32(), clock: float64(clockRate)}
+	st := &Stream{mu: &s.mu, ssrc: ssrc, reporter: rand.Uint32(), clock: float64(clockRate),
+		report: reportState{received: make(seqBits, reportHistory/64)}}
 	if nack {
-		st.log = &receiveLog{}
+		st.log = &receiveLog{received: make(seqBits, logSize/64)}
 		st.asked = map[uint16]uint16{}
 	}
 	s.streams[ssrc] = st
@@ -232,13 +233,13 @@ const reportHistory = 128 * 64
 // reportState is what a receiver report of a stream tells.
 type reportState struct {
 	started      bool
-	received     [reportHistory / 64]uint64 // bit per sequence number, modulo reportHistory
-	last         uint16                     // the highest sequence number received
-	lastReported uint16                     // last, at the previous report
-	cycles       uint16                     // wraps of the sequence numbers
-	lastTS       uint32                     // the latest packet's timestamp
-	lastAt       time.Time                  // and arrival
-	jitter       float64                    // in timestamp units
+	received     seqBits   // reportHistory of them
+	last         uint16    // the highest sequence number received
+	lastReported uint16    // last, at the previous report
+	cycles       uint16    // wraps of the sequence numbers
+	lastTS       uint32    // the latest packet's timestamp
+	lastAt       time.Time // and arrival
+	jitter       float64   // in timestamp units
 	totalLost    uint32
 	lastSR       uint32    // the middle of the latest sender report's NTP time
 	lastSRAt     time.Time // and its arrival
@@ -248,16 +249,16 @@ func (r *reportState) add(seq uint16, ts uint32, now time.Time, clock float64) {
 	if !r.started {
 		r.started, r.last, r.lastReported = true, seq, seq-1
 		r.lastTS, r.lastAt = ts, now
-		r.set(seq)
+		r.received.set(seq)
 		return
 	}
-	r.set(seq)
+	r.received.set(seq)
 	if d := seq - r.last; d > 0 && d < 1<<15 {
 		if seq < r.last {
 			r.cycles++
 		}
 		for i := r.last + 1; i != seq; i++ {
-			r.unset(i) // what a lap of the history ago left there
+			r.received.unset(i) // what a lap of the history ago left there
 		}
 		r.last = seq
 	}
@@ -279,26 +280,11 @@ func (r *reportState) lostSinceReport() (lost, expected uint32) {
 		return 0, 0 // nothing came since: the loop below would go round all numbers
 	}
 	for i := r.lastReported + 1; i != r.last; i++ {
-		if !r.has(i) {
+		if !r.received.has(i) {
 			lost++
 		}
 	}
 	return lost, expected
-}
-
-func (r *reportState) set(seq uint16) {
-	pos := seq % reportHistory
-	r.received[pos/64] |= 1 << (pos % 64)
-}
-
-func (r *reportState) unset(seq uint16) {
-	pos := seq % reportHistory
-	r.received[pos/64] &^= 1 << (pos % 64)
-}
-
-func (r *reportState) has(seq uint16) bool {
-	pos := seq % reportHistory
-	return r.received[pos/64]&(1<<(pos%64)) != 0
 }
 
 // logSize is how many packets back a NACK reaches, as pion's generator.
@@ -306,7 +292,7 @@ const logSize = 512
 
 // receiveLog is what arrived of the latest logSize sequence numbers.
 type receiveLog struct {
-	received    [logSize / 64]uint64
+	received    seqBits // logSize of them
 	started     bool
 	end         uint16 // the highest received
 	consecutive uint16 // the highest below which nothing is missing
@@ -315,7 +301,7 @@ type receiveLog struct {
 func (l *receiveLog) add(seq uint16) {
 	if !l.started {
 		l.started, l.end, l.consecutive = true, seq, seq
-		l.set(seq)
+		l.received.set(seq)
 		return
 	}
 	switch d := seq - l.end; {
@@ -323,14 +309,14 @@ func (l *receiveLog) add(seq uint16) {
 		return
 	case d < 1<<15: // ahead of the highest
 		for i := l.end + 1; i != seq; i++ {
-			l.unset(i)
+			l.received.unset(i)
 		}
 		l.end = seq
 		if l.consecutive+1 == seq {
 			l.consecutive = seq
 		} else if seq-l.consecutive > logSize {
 			l.consecutive = seq - logSize // too old to ask for
-			l.set(seq)
+			l.received.set(seq)
 			l.advance()
 			return
 		}
@@ -338,17 +324,17 @@ func (l *receiveLog) add(seq uint16) {
 		return // too late to tell from a newer one in its place
 	case l.consecutive+1 == seq: // a late one that closes the gap
 		l.consecutive = seq
-		l.set(seq)
+		l.received.set(seq)
 		l.advance()
 		return
 	}
-	l.set(seq)
+	l.received.set(seq)
 }
 
 // advance moves consecutive over the packets received after it.
 func (l *receiveLog) advance() {
 	i := l.consecutive + 1
-	for i != l.end+1 && l.has(i) {
+	for i != l.end+1 && l.received.has(i) {
 		i++
 	}
 	l.consecutive = i - 1
@@ -362,7 +348,7 @@ func (l *receiveLog) missing(buf []uint16) []uint16 {
 	}
 	n := 0
 	for i := l.consecutive + 1; i != l.end+1; i++ {
-		if !l.has(i) {
+		if !l.received.has(i) {
 			buf[n] = i
 			n++
 		}
@@ -370,17 +356,20 @@ func (l *receiveLog) missing(buf []uint16) []uint16 {
 	return buf[:n]
 }
 
-func (l *receiveLog) set(seq uint16) {
-	pos := seq % logSize
-	l.received[pos/64] |= 1 << (pos % 64)
+// seqBits holds a bit for each sequence number, modulo its size (64 a word).
+type seqBits []uint64
+
+func (b seqBits) set(seq uint16) {
+	pos := int(seq) % (64 * len(b))
+	b[pos/64] |= 1 << (pos % 64)
 }
 
-func (l *receiveLog) unset(seq uint16) {
-	pos := seq % logSize
-	l.received[pos/64] &^= 1 << (pos % 64)
+func (b seqBits) unset(seq uint16) {
+	pos := int(seq) % (64 * len(b))
+	b[pos/64] &^= 1 << (pos % 64)
 }
 
-func (l *receiveLog) has(seq uint16) bool {
-	pos := seq % logSize
-	return l.received[pos/64]&(1<<(pos%64)) != 0
+func (b seqBits) has(seq uint16) bool {
+	pos := int(seq) % (64 * len(b))
+	return b[pos/64]&(1<<(pos%64)) != 0
 }
