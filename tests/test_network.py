@@ -181,7 +181,9 @@ def test_synthetic_publishers_resend_what_their_lossy_uplink_lost(tmp_path):
                 and o["peer"] != "r1u1"]   # the synthetic publishers' video
     browser = [o for o in received if o["client"] == "browser"]
     assert len(received) == 4 and len(browser) == 2, received
-    assert all(o["lost"] <= 2 for o in received), [(o["user"], o["peer"], o["lost"]) for o in received]
+    # None: the stream's loss count fell within the window (packets counted lost came in resent)
+    assert all(o["lost"] is None or o["lost"] <= 2 for o in received), \
+        [(o["user"], o["peer"], o["lost"]) for o in received]
     assert all(o["fps"] >= 13.5 for o in browser), [(o["peer"], o["fps"]) for o in browser]
     counters = json.loads((run_dir / "meta.json").read_text())["network"]["counters"]["group_up"]
     assert counters["lost"] > 0, counters
