@@ -242,13 +242,17 @@ type receiver struct {
 	streams  map[uint32]*fastStream
 	gen      uint64 // the registrations' count when streams was last checked
 	plain    []byte // a decrypted packet
-	pkt      rtp.Packet
 }
 
+// fastStream is a registered stream as the fast path takes it: what a
+// packet needs is copied from its registration (a cache miss fewer a
+// packet), which is kept to compare, not to follow.
 type fastStream struct {
-	reg       *registration
-	feedback  *recvfb.Stream
+	in        *inbound
+	feedback  *recvfb.Stream // nil on an RTX stream: its media stream's
+	repairs   uint32
 	decrypted bool // a packet of it has: its rollover counter is known
+	reg       *registration
 }
 
 func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTransport) (*receiver, error) {
@@ -344,15 +348,29 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, headerLen int, now time.Tim
 		return true // as pion's SRTP session does: not authentic, dropped
 	}
 	s.decrypted = true
-	if s.reg.repairs != 0 {
+	if s.repairs != 0 {
 		rx.recovered(s.reg, out, headerLen)
 		return true
 	}
 	s.feedback.Packet(h.SequenceNumber, h.Timestamp, now)
-	if s.reg.in != nil && rx.pkt.Unmarshal(out) == nil {
-		s.reg.in.packet(&rx.pkt, now)
+	if payload, ok := unpadded(out, headerLen, h.Padding); ok && s.in != nil {
+		s.in.packet(h, payload, now)
 	}
 	return true
+}
+
+// unpadded is the payload of RTP packet b, whose header is headerLen bytes,
+// without its padding (RFC 3550 5.1: the last byte counts it); false when
+// that count is impossible.
+func unpadded(b []byte, headerLen int, padded bool) ([]byte, bool) {
+	end := len(b)
+	if padded {
+		if end <= headerLen || int(b[end-1]) == 0 || int(b[end-1]) > end-headerLen {
+			return nil, false
+		}
+		end -= int(b[end-1])
+	}
+	return b[headerLen:end], true
 }
 
 // recovered takes b, a decrypted retransmission on reg's RTX stream, whose
@@ -370,7 +388,7 @@ func (rx *receiver) recovered(reg *registration, b []byte, headerLen int) {
 }
 
 func (rx *receiver) bind(reg *registration, ssrc uint32) *fastStream {
-	s := &fastStream{reg: reg}
+	s := &fastStream{in: reg.in, repairs: reg.repairs, reg: reg}
 	if reg.repairs == 0 { // an RTX stream's feedback is its media stream's
 		s.feedback = rx.feedback.Add(ssrc, reg.codec.ClockRate, client.AsksForLosses(reg.codec))
 	}

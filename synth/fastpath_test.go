@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 	"time"
@@ -283,4 +284,26 @@ func testReceiver(ctx srtpkeys.RTP, conns *fastConns) *receiver {
 		streams: map[uint32]*fastStream{}, plain: make([]byte, receiveMTU)}
 	conn.rx.Store(rx)
 	return rx
+}
+
+func TestUnpaddedLeavesOutThePaddingItsLastByteCounts(t *testing.T) {
+	header := make([]byte, 12)
+	for _, c := range []struct {
+		body   []byte
+		padded bool
+		want   []byte
+		ok     bool
+	}{
+		{[]byte("abc"), false, []byte("abc"), true},
+		{[]byte{'a', 'b', 0, 0, 3}, true, []byte("ab"), true},
+		{[]byte{0, 0, 3}, true, []byte{}, true}, // a probe: padding alone
+		{[]byte{'a', 0}, true, nil, false},      // a count of 0
+		{[]byte{'a', 9}, true, nil, false},      // more than the payload
+		{nil, true, nil, false},
+	} {
+		got, ok := unpadded(append(slices.Clone(header), c.body...), len(header), c.padded)
+		if ok != c.ok || !bytes.Equal(got, c.want) {
+			t.Errorf("unpadded(%v, padded %v) = %v, %v; want %v, %v", c.body, c.padded, got, ok, c.want, c.ok)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -18,33 +19,38 @@ const freezeHistory = 30
 // frames by their digest, which gives their frame code; a browser's are
 // new bytes every frame, told apart by their fingerprint.
 type inbound struct {
-	peer  string
-	kind  string
-	ssrc  uint32
-	clock float64
-	clip  *clip
-	video *series
-
+	// What each packet updates comes first, together: among thousands of
+	// streams a packet's is out of the cache, and the misses, not the
+	// arithmetic, were most of its cost.
 	mu              sync.Mutex
 	packets, bytes  uint64
 	started         bool
+	haveTransit     bool
+	assembling      bool
+	nextSeq         uint16
+	frameTS         uint32
 	baseSeq, maxSeq int64 // extended sequence numbers
 	jitter          float64
 	transit         float64
-	haveTransit     bool
-	width, height   int
-	frames          uint64
-	freezes         uint64
-	freezeSeconds   float64
-	lastFrame       time.Time
-	intervals       [freezeHistory]float64
-	nIntervals      int
-	recent          recentTimes
-	frameTS         uint32
-	assembling      bool
-	nextSeq         uint16
-	buf             []byte
+	clock           float64
+	kind            string
 	descriptor      codecs.VP8Packet
+	digest          maphash.Hash // of the frame's data so far
+	head            [10]byte     // the frame's first bytes: a keyframe's size
+	headLen         int
+
+	peer          string
+	ssrc          uint32
+	clip          *clip
+	video         *series
+	width, height int
+	frames        uint64
+	freezes       uint64
+	freezeSeconds float64
+	lastFrame     time.Time
+	intervals     [freezeHistory]float64
+	nIntervals    int
+	recent        recentTimes
 }
 
 func newInbound(peer string, t *webrtc.TrackRemote, c *clip, video *series) *inbound {
@@ -64,15 +70,16 @@ func (in *inbound) read(t *webrtc.TrackRemote) {
 		if pkt.Unmarshal(buf[:n]) != nil {
 			continue
 		}
-		in.packet(&pkt, time.Now())
+		in.packet(&pkt.Header, pkt.Payload, time.Now())
 	}
 }
 
-func (in *inbound) packet(p *rtp.Packet, at time.Time) {
+// packet counts the packet of header p and payload, arrived at `at`.
+func (in *inbound) packet(p *rtp.Header, payload []byte, at time.Time) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.packets++
-	in.bytes += uint64(len(p.Payload))
+	in.bytes += uint64(len(payload))
 	seq := int64(p.SequenceNumber)
 	if !in.started {
 		in.started, in.baseSeq, in.maxSeq = true, seq, seq
@@ -93,29 +100,33 @@ func (in *inbound) packet(p *rtp.Packet, at time.Time) {
 	}
 	in.transit, in.haveTransit = transit, true
 	if in.kind == "video" {
-		in.assemble(p, at)
+		in.assemble(p, payload, at)
 	}
 }
 
-// assemble collects one frame's VP8 data: from a packet that starts it to
+// assemble follows one frame's VP8 data: from a packet that starts it to
 // the packet with the marker bit, every sequence number in between. A frame
 // with a gap is not complete; a decoder would wait for its retransmission
-// or a keyframe, and so is it not counted here.
-func (in *inbound) assemble(p *rtp.Packet, at time.Time) {
-	data, err := in.descriptor.Unmarshal(p.Payload)
+// or a keyframe, and so is it not counted here. The data is digested as it
+// comes (the digest of its concatenation: maphash does not depend on how the
+// bytes are split), not copied into a frame.
+func (in *inbound) assemble(p *rtp.Header, payload []byte, at time.Time) {
+	data, err := in.descriptor.Unmarshal(payload)
 	if err != nil {
 		in.assembling = false
 		return
 	}
 	switch {
 	case in.descriptor.S == 1 && in.descriptor.PID == 0:
-		in.assembling, in.frameTS, in.buf = true, p.Timestamp, append(in.buf[:0], data...)
+		in.assembling, in.frameTS, in.headLen = true, p.Timestamp, 0
+		in.digest.SetSeed(digestSeed)
 	case in.assembling && p.Timestamp == in.frameTS && p.SequenceNumber == in.nextSeq:
-		in.buf = append(in.buf, data...)
 	default:
 		in.assembling = false
 		return
 	}
+	in.headLen += copy(in.head[in.headLen:], data)
+	_, _ = in.digest.Write(data)
 	in.nextSeq = p.SequenceNumber + 1
 	if !p.Marker {
 		return
@@ -126,7 +137,7 @@ func (in *inbound) assemble(p *rtp.Packet, at time.Time) {
 
 func (in *inbound) frame(at time.Time) {
 	in.frames++
-	if w, h, ok := keyframeSize(in.buf); ok {
+	if w, h, ok := keyframeSize(in.head[:in.headLen]); ok {
 		in.width, in.height = w, h
 	}
 	if !in.lastFrame.IsZero() {
@@ -148,7 +159,7 @@ func (in *inbound) frame(at time.Time) {
 	}
 	in.lastFrame = at
 	in.recent.add(at)
-	d := digest(in.buf)
+	d := in.digest.Sum64()
 	if code, ok := in.clip.codes[d]; ok {
 		in.video.add(at, code, nil)
 	} else {

@@ -93,7 +93,7 @@ func TestReceiverCountsRecognisesAndTimesFrames(t *testing.T) {
 			if j == drop {
 				continue
 			}
-			in.packet(p, at)
+			in.packet(&p.Header, p.Payload, at)
 		}
 	}
 	for i := range 10 { // 15 fps, in time
@@ -138,7 +138,7 @@ func TestAFrameNotFromTheClipIsFingerprinted(t *testing.T) {
 	frame := append([]byte(nil), c.full().frames[3]...)
 	frame[len(frame)-1] ^= 0xff // a browser's frame: bytes no clip frame has
 	for _, p := range pk.Packetize(frame, 6000) {
-		in.packet(p, time.Now())
+		in.packet(&p.Header, p.Payload, time.Now())
 	}
 	e := video.take()
 	if len(e) != 1 || e[0][3] != nil || len(e[0][2].([]int)) != 8 {

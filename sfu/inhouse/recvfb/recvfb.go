@@ -58,10 +58,9 @@ func (s *Streams) Add(ssrc, clockRate uint32, nack bool) *Stream {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.remove(ssrc)
-	st := &Stream{mu: &s.mu, ssrc: ssrc, reporter: rand.Uint32(), clock: float64(clockRate),
-		report: reportState{received: make(seqBits, reportHistory/64)}}
+	st := &Stream{mu: &s.mu, ssrc: ssrc, reporter: rand.Uint32(), clock: float64(clockRate), asks: nack}
+	st.report.received, st.log.received = st.reportBits[:], st.logBits[:]
 	if nack {
-		st.log = &receiveLog{received: make(seqBits, logSize/64)}
 		st.asked = map[uint16]uint16{}
 	}
 	s.streams[ssrc] = st
@@ -145,15 +144,22 @@ func due(next *time.Time, now time.Time, interval time.Duration) bool {
 	return true
 }
 
-// Stream is the feedback on one received stream.
+// Stream is the feedback on one received stream. What a packet updates
+// comes first and its bitmaps are in the same allocation: among thousands of
+// streams a packet's stream is out of the cache, and each pointer followed
+// was a miss of its own.
 type Stream struct {
 	mu       *sync.Mutex // its Streams'
-	ssrc     uint32
-	reporter uint32 // the sender SSRC of its receiver reports
 	clock    float64
 	report   reportState
-	log      *receiveLog       // nil: its losses are not asked for
+	log      receiveLog
+	asks     bool // its losses are asked for
+	ssrc     uint32
+	reporter uint32            // the sender SSRC of its receiver reports
 	asked    map[uint16]uint16 // sequence number → NACKs that asked for it, while missing
+
+	logBits    [logSize / 64]uint64
+	reportBits [reportHistory / 64]uint64
 }
 
 // Packet notes the stream's packet numbered seq, of RTP timestamp ts,
@@ -162,7 +168,7 @@ func (st *Stream) Packet(seq uint16, ts uint32, now time.Time) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.report.add(seq, ts, now, st.clock)
-	if st.log != nil {
+	if st.asks {
 		st.log.add(seq)
 	}
 }
@@ -173,7 +179,7 @@ func (st *Stream) Packet(seq uint16, ts uint32, now time.Time) {
 func (st *Stream) Recovered(seq uint16) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.log != nil {
+	if st.asks {
 		st.log.add(seq)
 	}
 }
@@ -181,7 +187,7 @@ func (st *Stream) Recovered(seq uint16) {
 // nack is the NACK of the packets missing now that were asked for fewer
 // than MaxNACKs times, nil for none; buf holds the missing numbers.
 func (st *Stream) nack(sender uint32, buf []uint16) *rtcp.TransportLayerNack {
-	if st.log == nil {
+	if !st.asks {
 		return nil
 	}
 	missing := st.log.missing(buf)
@@ -356,20 +362,21 @@ func (l *receiveLog) missing(buf []uint16) []uint16 {
 	return buf[:n]
 }
 
-// seqBits holds a bit for each sequence number, modulo its size (64 a word).
+// seqBits holds a bit for each sequence number, modulo its size: a power
+// of two words of 64 (a mask, where a modulo was a division a packet).
 type seqBits []uint64
 
 func (b seqBits) set(seq uint16) {
-	pos := int(seq) % (64 * len(b))
+	pos := int(seq) & (64*len(b) - 1)
 	b[pos/64] |= 1 << (pos % 64)
 }
 
 func (b seqBits) unset(seq uint16) {
-	pos := int(seq) % (64 * len(b))
+	pos := int(seq) & (64*len(b) - 1)
 	b[pos/64] &^= 1 << (pos % 64)
 }
 
 func (b seqBits) has(seq uint16) bool {
-	pos := int(seq) % (64 * len(b))
+	pos := int(seq) & (64*len(b) - 1)
 	return b[pos/64]&(1<<(pos%64)) != 0
 }
