@@ -115,7 +115,7 @@ func TestLayeredPublisherSendsEachLayerUnderItsRid(t *testing.T) {
 		}
 		recognised := 0
 		for _, e := range in.video.take() {
-			if e[3] != nil {
+			if e.code >= 0 {
 				recognised++
 			}
 		}

@@ -133,10 +133,10 @@ func (m *member) follow(on bool) {
 
 // frames takes the followed frames since the last call: the member's own
 // camera under its user id, each received video under its sender's.
-func (m *member) frames() map[string][][]any {
+func (m *member) frames() map[string]frames {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := map[string][][]any{}
+	out := map[string]frames{}
 	if e := m.camera.take(); len(e) > 0 {
 		out[m.user] = e
 	}

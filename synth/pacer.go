@@ -1,7 +1,6 @@
 package main
 
 import (
-	"container/heap"
 	"fmt"
 	"os"
 	"runtime"
@@ -42,23 +41,58 @@ const (
 
 // slot is one stream's sending schedule: send is called every period.
 type slot struct {
-	due     int64 // CLOCK_MONOTONIC ns
 	period  int64
 	send    func(skipped int)
 	stopped atomic.Bool
 }
 
-type slots []*slot
+// due is a slot in its pacer's queue, with the time it is due next
+// (CLOCK_MONOTONIC ns) beside it rather than in it: the heap's comparisons,
+// hundreds a send, then read no slot (each a cache miss).
+type due struct {
+	at int64
+	*slot
+}
 
-func (s slots) Len() int           { return len(s) }
-func (s slots) Less(i, j int) bool { return s[i].due < s[j].due }
-func (s slots) Swap(i, j int)      { s[i], s[j] = s[j], s[i] }
-func (s *slots) Push(x any)        { *s = append(*s, x.(*slot)) }
-func (s *slots) Pop() any {
-	old := *s
-	x := old[len(old)-1]
-	*s = old[:len(old)-1]
-	return x
+// slots is a pacer's queue: a binary heap by due time, of values (where
+// container/heap would box each into an interface, an allocation a send).
+type slots []due
+
+func (q *slots) push(d due) {
+	*q = append(*q, d)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if h[parent].at <= h[i].at {
+			break
+		}
+		h[parent], h[i] = h[i], h[parent]
+		i = parent
+	}
+}
+
+func (q *slots) pop() due {
+	h := *q
+	top, last := h[0], len(h)-1
+	h[0] = h[last]
+	h[last] = due{}
+	h = h[:last]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && h[l].at < h[least].at {
+			least = l
+		}
+		if r < len(h) && h[r].at < h[least].at {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+	*q = h
+	return top
 }
 
 // pacer sends on time from one OS thread of its own that sleeps on an
@@ -90,19 +124,26 @@ func schedule(period time.Duration, first time.Duration, send func(skipped int))
 			go p.run()
 		}
 	})
-	s := &slot{due: monotonic() + int64(startLead+first), period: int64(period), send: send}
+	s := &slot{period: int64(period), send: send}
 	p := pacers[nextPacer.Add(1)%uint64(len(pacers))]
 	p.mu.Lock()
-	heap.Push(&p.queue, s)
+	p.queue.push(due{monotonic() + int64(startLead+first), s})
 	p.mu.Unlock()
 	return s
 }
 
-func monotonic() int64 {
+// monotonic is CLOCK_MONOTONIC in ns, as clock_nanosleep takes it: read
+// once through a system call, then followed with Go's monotonic clock, which
+// reads the same clock through the vDSO (a system call each read was 1 % of
+// the generator's CPU).
+func monotonic() int64 { return monotonicBase + int64(time.Since(monotonicStart)) }
+
+var monotonicStart, monotonicBase = func() (time.Time, int64) {
 	var ts unix.Timespec
+	start := time.Now()
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
+	return start, ts.Nano()
+}()
 
 // sleepUntil sleeps on CLOCK_MONOTONIC without telling the Go runtime, so
 // the thread keeps its P: on waking it runs at once. (Through the runtime's
@@ -124,30 +165,30 @@ func (p *pacer) run() {
 	for {
 		p.mu.Lock()
 		now := monotonic()
-		if len(p.queue) == 0 || p.queue[0].due > now {
+		if len(p.queue) == 0 || p.queue[0].at > now {
 			until := now + int64(maxSleep)
 			if len(p.queue) > 0 {
-				until = min(until, p.queue[0].due)
+				until = min(until, p.queue[0].at)
 			}
 			p.mu.Unlock()
 			sleepUntil(until)
 			continue
 		}
-		s := heap.Pop(&p.queue).(*slot)
+		s := p.queue.pop()
 		p.mu.Unlock()
 		if s.stopped.Load() {
 			continue
 		}
-		late := now - s.due
+		late := now - s.at
 		pacing.record(time.Duration(late))
 		// A pacer held up for more than a period skips the slots it missed,
 		// as a camera and encoder would drop those frames: timestamps stay
 		// on real time.
 		skipped := late / s.period
-		s.due += (skipped + 1) * s.period
+		s.at += (skipped + 1) * s.period
 		s.send(int(skipped))
 		p.mu.Lock()
-		heap.Push(&p.queue, s)
+		p.queue.push(s)
 		p.mu.Unlock()
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -123,8 +124,8 @@ func TestReceiverCountsRecognisesAndTimesFrames(t *testing.T) {
 		if k == 10 {
 			want = 11 // frame 10 never completed
 		}
-		if e[3] != want {
-			t.Errorf("followed frame %d has code %v, want %d", k, e[3], want)
+		if e.code != want {
+			t.Errorf("followed frame %d has code %v, want %d", k, e.code, want)
 		}
 	}
 }
@@ -141,7 +142,7 @@ func TestAFrameNotFromTheClipIsFingerprinted(t *testing.T) {
 		in.packet(&p.Header, p.Payload, time.Now())
 	}
 	e := video.take()
-	if len(e) != 1 || e[0][3] != nil || len(e[0][2].([]int)) != 8 {
+	if len(e) != 1 || e[0].code >= 0 || len(e[0].points) != 8 {
 		t.Fatalf("want one frame with no code and an 8-level fingerprint, got %v", e)
 	}
 }
@@ -261,5 +262,29 @@ func TestCommandsOverHTTPReachTheLoop(t *testing.T) {
 	case line := <-lines:
 		t.Fatalf("a refused request reached the loop: %q", line)
 	default:
+	}
+}
+
+func TestFrameSeriesEncodeAsEncodingJSONWritesTheirArrays(t *testing.T) {
+	fs := frames{{at: 1764356996123.456, code: 12}, {at: 1764356996190.5, code: -1, points: []int{0, 255, 7, 8, 9, 10, 11, 12}},
+		{at: 1764356996200, code: 0}}
+	got, err := json.Marshal(map[string]frames{"r1u1": fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var arrays [][]any
+	for _, f := range fs {
+		var code, points any
+		if f.code >= 0 {
+			code = f.code
+		}
+		if f.points != nil {
+			points = f.points
+		}
+		arrays = append(arrays, []any{f.at, nil, points, code})
+	}
+	want, _ := json.Marshal(map[string][][]any{"r1u1": arrays})
+	if string(got) != string(want) {
+		t.Errorf("encoded %s, want %s", got, want)
 	}
 }
