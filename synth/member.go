@@ -148,7 +148,7 @@ func (m *member) frames() map[string]frames {
 	return out
 }
 
-func (m *member) samples(now time.Time) []map[string]any {
+func (m *member) samples(now time.Time) []record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.state != "joined" {

@@ -66,10 +66,10 @@ func (o *outbound) setSSRC(ssrc uint32) {
 }
 
 // sample is the stream as a getStats outbound-rtp record.
-func (o *outbound) sample(now time.Time, kind string) map[string]any {
+func (o *outbound) sample(now time.Time, kind string) record {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s := map[string]any{"t": ms(now), "peer": nil, "direction": "send", "kind": kind, "ssrc": o.ssrc,
+	s := record{"t": ms(now), "peer": nil, "direction": "send", "kind": kind, "ssrc": o.ssrc,
 		"bytes": o.bytes, "packets": o.packets, "rtt": nil}
 	if o.rtt >= 0 {
 		s["rtt"] = o.rtt
@@ -292,8 +292,8 @@ func (p *publisher) close() {
 
 // samples are the published streams as getStats outbound-rtp records: the
 // audio, then each video layer.
-func (p *publisher) samples(now time.Time) []map[string]any {
-	out := []map[string]any{p.aout.sample(now, "audio")}
+func (p *publisher) samples(now time.Time) []record {
+	out := []record{p.aout.sample(now, "audio")}
 	for i, l := range p.video {
 		s := l.out.sample(now, "video")
 		s["frameWidth"], s["frameHeight"] = p.clip.layers[i].width, p.clip.layers[i].height

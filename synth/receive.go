@@ -168,14 +168,14 @@ func (in *inbound) frame(at time.Time) {
 }
 
 // sample is the stream as a getStats inbound-rtp record.
-func (in *inbound) sample(now time.Time) map[string]any {
+func (in *inbound) sample(now time.Time) record {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	lost := int64(0)
 	if in.started {
 		lost = max(0, in.maxSeq-in.baseSeq+1-int64(in.packets))
 	}
-	s := map[string]any{"t": ms(now), "peer": in.peer, "direction": "recv", "kind": in.kind, "ssrc": in.ssrc,
+	s := record{"t": ms(now), "peer": in.peer, "direction": "recv", "kind": in.kind, "ssrc": in.ssrc,
 		"bytes": in.bytes, "packets": in.packets, "packetsLost": lost, "jitter": in.jitter / in.clock}
 	if in.kind == "video" {
 		// Not decoded: a complete frame is counted where a decoder would take it.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -286,5 +287,28 @@ func TestFrameSeriesEncodeAsEncodingJSONWritesTheirArrays(t *testing.T) {
 	want, _ := json.Marshal(map[string][][]any{"r1u1": arrays})
 	if string(got) != string(want) {
 		t.Errorf("encoded %s, want %s", got, want)
+	}
+}
+
+func TestRecordsEncodeAsEncodingJSONWritesTheirMaps(t *testing.T) {
+	for _, r := range []record{
+		{"t": 1764356996123.456, "peer": "r1u2", "direction": "recv", "kind": "video", "ssrc": uint32(4000000000),
+			"bytes": uint64(123456789), "packets": uint64(99), "packetsLost": int64(-1), "jitter": 0.0123,
+			"framesPerSecond": 15, "totalFreezesDuration": 0.0, "frameWidth": 320},
+		{"t": 1.5, "peer": nil, "rtt": 3e-7, "tiny": -2e-9, "huge": 1e22, "zero": math.Copysign(0, -1)},
+		{"peer": "a\"b<c>&\\d\né", "points": []int{1, 2}, "flag": true, "small": uint16(7)},
+		{},
+	} {
+		got, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(map[string]any(r))
+		if string(got) != string(want) {
+			t.Errorf("encoded %s, want %s", got, want)
+		}
+	}
+	if _, err := json.Marshal(record{"jitter": math.NaN()}); err == nil {
+		t.Error("NaN encoded, want encoding/json's error")
 	}
 }
