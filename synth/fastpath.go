@@ -60,7 +60,8 @@ func (g *generator) newPeerConnection(conns *fastConns) (*webrtc.PeerConnection,
 	}
 	peer := &fastPeer{}
 	direct := &directrtp.Factory{}
-	o.OwnFeedback = true
+	sender := &client.SenderFactory{}
+	o.OwnFeedback, o.Sender = true, sender
 	o.WrapNet = func(n transport.Net) transport.Net { return fastNet{n, conns, peer} }
 	o.First = append(o.First[:len(o.First):len(o.First)], direct) // innermost: what every other interceptor sent
 	api, err := client.NewAPI(o)
@@ -73,6 +74,7 @@ func (g *generator) newPeerConnection(conns *fastConns) (*webrtc.PeerConnection,
 	}
 	peer.writer.Store(w)
 	peer.pc.Store(pc)
+	conns.addSender(sender.Made())
 	return pc, nil
 }
 
@@ -106,11 +108,13 @@ func (n fastNet) ListenUDP(network string, laddr *net.UDPAddr) (transport.UDPCon
 }
 
 // fastConns are one participant's sockets and the streams it receives, which
-// any of its connections (a publishing and a subscribing one) may carry.
+// any of its connections (a publishing and a subscribing one) may carry, and
+// the send sides of those connections.
 type fastConns struct {
 	mu      sync.Mutex
 	streams map[uint32]*registration
 	gen     atomic.Uint64 // counts registrations: a reader whose count is behind looks again
+	senders []*client.Sender
 }
 
 type registration struct {
@@ -134,6 +138,28 @@ func (f *fastConns) register(t *webrtc.TrackRemote, in *inbound) {
 	}
 	f.mu.Unlock()
 	f.gen.Add(1)
+}
+
+func (f *fastConns) addSender(s *client.Sender) {
+	if s == nil {
+		return
+	}
+	f.mu.Lock()
+	f.senders = append(f.senders, s)
+	f.mu.Unlock()
+}
+
+// sentStream is the stream ssrc that one of the participant's connections
+// sends, once pion has bound it; nil before, or on pion's own path.
+func (f *fastConns) sentStream(ssrc uint32) *client.SentStream {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.senders {
+		if st := s.Stream(ssrc); st != nil {
+			return st
+		}
+	}
+	return nil
 }
 
 func (f *fastConns) lookup(ssrc uint32) *registration {

@@ -57,7 +57,8 @@ func TestLayeredPublisherSendsEachLayerUnderItsRid(t *testing.T) {
 	}
 	loopback := client.APIOptions{IPFilter: func(ip net.IP) bool { return ip.IsLoopback() }, Simulcast: true}
 	g := &generator{apiOptions: loopback}
-	pc, err := g.newPeerConnection(newFastConns())
+	conns := newFastConns()
+	pc, err := g.newPeerConnection(conns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestLayeredPublisherSendsEachLayerUnderItsRid(t *testing.T) {
 		}
 		return ""
 	}
-	pub := newPublisher(c, 15, "pub", &series{}, midOf)
+	pub := newPublisher(c, 15, "pub", &series{}, midOf, conns.sentStream)
 	s, err := pc.AddTrack(pub.tracks()[1])
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +97,11 @@ func TestLayeredPublisherSendsEachLayerUnderItsRid(t *testing.T) {
 	for range 30 { // two seconds of video
 		pub.sendVideo(0)
 		time.Sleep(time.Second / 15)
+	}
+	for i, l := range pub.video {
+		if l.out.direct.Load() == nil { // the receiver's checks below then say it arrived past pion's track
+			t.Errorf("layer %d went through pion's track all along: its bound stream was not found", i)
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()

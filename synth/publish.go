@@ -24,6 +24,7 @@ const (
 // outbound is one published stream's counters, as getStats's outbound-rtp
 // reports them.
 type outbound struct {
+	direct  atomic.Pointer[client.SentStream] // once pion has bound the stream
 	mu      sync.Mutex
 	ssrc    uint32
 	packets uint64
@@ -42,6 +43,27 @@ func (o *outbound) sent(packets int, bytes int, at time.Time, frame bool) {
 		o.recent.add(at)
 	}
 	o.mu.Unlock()
+}
+
+// write sends a packet of the stream past pion's track once pion has bound
+// the stream (found by its SSRC), through the track until then: the track
+// and pion's interceptor chain around it cost a packet as much as its
+// encryption.
+func (o *outbound) write(find func(ssrc uint32) *client.SentStream, track *webrtc.TrackLocalStaticRTP, p *rtp.Packet) error {
+	st := o.direct.Load()
+	if st == nil {
+		o.mu.Lock()
+		ssrc := o.ssrc
+		o.mu.Unlock()
+		if ssrc != 0 {
+			st = find(ssrc)
+		}
+		if st == nil {
+			return track.WriteRTP(p)
+		}
+		o.direct.Store(st)
+	}
+	return st.Write(&p.Header, p.Payload)
 }
 
 // reports takes the receiver report blocks about this stream: the
@@ -103,8 +125,9 @@ type publisher struct {
 	midOf    func(*webrtc.RTPSender) string // the section a sender's track was given
 	pos      int
 	apos     int
-	keyframe atomic.Bool // a receiver asked for one (PLI/FIR)
-	camera   *series     // own frames as sent: (time, code), for delay
+	keyframe atomic.Bool                          // a receiver asked for one (PLI/FIR)
+	camera   *series                              // own frames as sent: (time, code), for delay
+	find     func(ssrc uint32) *client.SentStream // a stream pion has bound, to write past its track
 	slots    []*slot
 	wg       sync.WaitGroup
 }
@@ -116,9 +139,10 @@ type layerOut struct {
 	out    outbound
 }
 
-func newPublisher(c *clip, fps int, user string, camera *series, midOf func(*webrtc.RTPSender) string) *publisher {
+func newPublisher(c *clip, fps int, user string, camera *series, midOf func(*webrtc.RTPSender) string,
+	find func(ssrc uint32) *client.SentStream) *publisher {
 	p := &publisher{clip: c, period: time.Second / time.Duration(fps), vstep: uint32(90000 / fps),
-		camera: camera, midOf: midOf, artp: newRTPStream()}
+		camera: camera, midOf: midOf, find: find, artp: newRTPStream()}
 	p.aout.rtt = -1
 	p.audio, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", user)
 	vp8 := webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}
@@ -260,7 +284,9 @@ func (p *publisher) sendVideo(skipped int) {
 	}
 	now := time.Now()
 	for i, l := range p.video {
-		packets, bytes := l.stream.send(p.clip.layers[i].frames[p.pos], p.vstep, l.track.WriteRTP)
+		packets, bytes := l.stream.send(p.clip.layers[i].frames[p.pos], p.vstep, func(pkt *rtp.Packet) error {
+			return l.out.write(p.find, l.track, pkt)
+		})
 		l.out.sent(packets, bytes, now, true)
 	}
 	p.camera.add(now, p.pos, nil)
@@ -275,7 +301,7 @@ func (p *publisher) sendAudio(skipped int) {
 	}
 	// One Opus packet each, marked as the last of its frame.
 	packet := p.clip.audio[p.apos]
-	_ = p.audio.WriteRTP(p.artp.next(packet, true))
+	_ = p.aout.write(p.find, p.audio, p.artp.next(packet, true))
 	p.artp.skip(audioStep)
 	p.aout.sent(1, len(packet), time.Now(), false)
 	p.apos = (p.apos + 1) % n

@@ -6,7 +6,6 @@ import (
 
 	"github.com/pion/ice/v4"
 	"github.com/pion/interceptor"
-	"github.com/pion/interceptor/pkg/report"
 	"github.com/pion/logging"
 	"github.com/pion/sdp/v3"
 	"github.com/pion/transport/v4"
@@ -33,9 +32,12 @@ type APIOptions struct {
 	WrapNet func(transport.Net) transport.Net
 	// OwnFeedback leaves the receive side's feedback (NACKs, receiver
 	// reports, transport-wide congestion feedback) to the caller, who feeds
-	// the media it reads itself to recvfb and a twcc.Recorder. The session
+	// the media it reads itself to recvfb and a twcc.Recorder, and the send
+	// side's to a Sender, Sender's if set (a factory per API, so per
+	// connection: its Made Sender is the connection's). The session
 	// description offers the same either way.
 	OwnFeedback bool
+	Sender      *SenderFactory
 	// Simulcast names each stream's section and layer in its packets (the
 	// MID and rid header extensions, and the repaired rid on a layer's
 	// retransmissions), as a sender of simulcast layers must.
@@ -58,7 +60,13 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 	if o.Simulcast {
 		ir.Add(repairNamerFactory{})
 	}
-	if err := configureFeedback(me, ir, o.OwnFeedback); err != nil {
+	var sender *SenderFactory
+	if o.OwnFeedback {
+		if sender = o.Sender; sender == nil {
+			sender = &SenderFactory{}
+		}
+	}
+	if err := configureFeedback(me, ir, sender); err != nil {
 		return nil, err
 	}
 	if o.Simulcast {
@@ -104,13 +112,13 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 
 // configureFeedback registers NACK, RTCP reports and transport-wide
 // congestion feedback as webrtc.ConfigureNack, ConfigureRTCPReports and
-// ConfigureTWCCSender do; with own, the receive side's interceptors are left
-// to the caller (recvfb), the sender side's and the offer stay, NACKs
-// answered by our responder. Either way retransmissions keep within a
-// browser's bounds (resendLimiter).
-func configureFeedback(me *webrtc.MediaEngine, ir *interceptor.Registry, own bool) error {
-	ir.Add(resendLimiterFactory{}) // before the NACK responder: inside it
-	if !own {
+// ConfigureTWCCSender do, retransmissions kept within a browser's bounds
+// (resendLimiter); with a sender, the receive side's interceptors are left
+// to the caller (recvfb), the send side's to the sender (the same reports,
+// responses and bounds), and the offer stays.
+func configureFeedback(me *webrtc.MediaEngine, ir *interceptor.Registry, sender *SenderFactory) error {
+	if sender == nil {
+		ir.Add(resendLimiterFactory{}) // before the NACK responder: inside it
 		if err := webrtc.ConfigureNack(me, ir); err != nil {
 			return err
 		}
@@ -119,11 +127,6 @@ func configureFeedback(me *webrtc.MediaEngine, ir *interceptor.Registry, own boo
 		}
 		return webrtc.ConfigureTWCCSender(me, ir)
 	}
-	sender, err := report.NewSenderInterceptor()
-	if err != nil {
-		return err
-	}
-	ir.Add(responderFactory{})
 	ir.Add(sender)
 	for _, kind := range []webrtc.RTPCodecType{webrtc.RTPCodecTypeVideo, webrtc.RTPCodecTypeAudio} {
 		if kind == webrtc.RTPCodecTypeVideo {

@@ -11,7 +11,8 @@ import (
 // its rid. pion's NACK responder copies the media packet's header, rid
 // included, and LiveKit, taking the RTX stream for the layer the rid named,
 // lost that layer (a receiver asking for it got the next one up). It sits
-// inside the responder, which writes the retransmissions through it.
+// inside the NACK responder (pion's, or a Sender), which writes the
+// retransmissions through it.
 type repairNamer struct{ interceptor.NoOp }
 
 type repairNamerFactory struct{}

@@ -16,8 +16,8 @@ import (
 // limiter). Without that, an SFU short of CPU, dropping datagrams and asking
 // for them, drew what it had dropped again and again: 242 Mbps into an SFU
 // whose media was 36 (in-house SFU, 49 synthetic participants, 0.5 core),
-// and the generator fell behind sending its media. It sits inside the
-// responder, which reads the NACKs it leaves.
+// and the generator fell behind sending its media. It sits inside pion's
+// responder, which reads the NACKs it leaves; a Sender keeps the same budget.
 type resendLimiter struct {
 	interceptor.NoOp
 	now     func() time.Time
@@ -103,16 +103,19 @@ func nackReader(r interceptor.RTCPReader, seen func(*rtcp.TransportLayerNack)) i
 func (l *resendLimiter) limit(nack *rtcp.TransportLayerNack) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.streams[nack.MediaSSRC]
-	if b == nil {
-		return
+	if b := l.streams[nack.MediaSSRC]; b != nil {
+		nack.Nacks = rtcp.NackPairsFromSequenceNumbers(b.allow(nack.Nacks, l.now()))
 	}
-	now := l.now()
+}
+
+// allow is what the budget lets resend at now of the packets the pairs ask
+// for; those it counts as resent.
+func (b *resendBudget) allow(pairs []rtcp.NackPair, now time.Time) []uint16 {
 	b.roll(now)
 	// what a second's media was, resends left out
 	budget := max(b.written[0]-b.resent[0], b.written[1]-b.resent[1])
 	var kept []uint16
-	for _, pair := range nack.Nacks {
+	for _, pair := range pairs {
 		pair.Range(func(seq uint16) bool {
 			last := &b.last[seq%resendMemory]
 			if b.resent[0] >= budget || (last.seq == seq && now.Sub(last.at) < resendGap) {
@@ -124,7 +127,7 @@ func (l *resendLimiter) limit(nack *rtcp.TransportLayerNack) {
 			return true
 		})
 	}
-	nack.Nacks = rtcp.NackPairsFromSequenceNumbers(kept)
+	return kept
 }
 
 // roll starts a new second's counts when now is in one.
