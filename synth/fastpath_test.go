@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -202,6 +203,36 @@ func BenchmarkReceivedPacket(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "µs/packet")
 		})
 	}
+}
+
+// BenchmarkReceivedPacketAmongMany is the same path with the state of many
+// subscribers touched between two packets of a stream, in the order the
+// poller meets them (a batch of one socket's datagrams, then the next
+// socket's): in a run most of the path's cost is cache misses on a stream's
+// state, which the benchmark above, with one subscriber's, does not show.
+func BenchmarkReceivedPacketAmongMany(b *testing.B) {
+	const subscribers, batch = 168, 8
+	c := testClip(b)
+	profile := srtp.ProtectionProfileAeadAes128Gcm
+	packets := subscriberTraffic(b, c, profile, 6, 400*batch)
+	perRound := len(packets) * subscribers
+	rxs := make([]*receiver, subscribers)
+	for i := 0; b.Loop(); i++ {
+		pos := i % perRound
+		if pos == 0 { // the packets again: receivers that have not seen them
+			b.StopTimer()
+			for r := range rxs {
+				rxs[r] = benchReceiver(b, c, profile)
+			}
+			runtime.GC()
+			b.StartTimer()
+		}
+		k, rest := pos/(batch*subscribers), pos%(batch*subscribers)
+		if !rxs[rest/batch].conn.media(packets[k*batch+rest%batch], time.Now()) {
+			b.Fatal("a packet was left to pion")
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "µs/packet")
 }
 
 // subscriberTraffic is n packets from `publishers` participants' video and

@@ -96,7 +96,7 @@ func TestPublishedMediaTakesTheDirectWriterOnceConnected(t *testing.T) {
 
 // testSubscriber is a pion connection on the participants' own stack, as an
 // SFU's receiving side would be, closed with the test.
-func testSubscriber(t *testing.T, o client.APIOptions) *webrtc.PeerConnection {
+func testSubscriber(t testing.TB, o client.APIOptions) *webrtc.PeerConnection {
 	t.Helper()
 	api, err := client.NewAPI(o)
 	if err != nil {
@@ -112,7 +112,7 @@ func testSubscriber(t *testing.T, o client.APIOptions) *webrtc.PeerConnection {
 
 // writerOf is the direct writer of pc's connection, found through the
 // sockets the poller reads.
-func (f *fastConns) writerOf(t *testing.T, pc *webrtc.PeerConnection) interface{ Started() bool } {
+func (f *fastConns) writerOf(t testing.TB, pc *webrtc.PeerConnection) interface{ Started() bool } {
 	t.Helper()
 	polling.mu.Lock()
 	defer polling.mu.Unlock()
@@ -126,7 +126,7 @@ func (f *fastConns) writerOf(t *testing.T, pc *webrtc.PeerConnection) interface{
 }
 
 // connect negotiates between a and b and waits for both to be connected.
-func connect(t *testing.T, a, b *webrtc.PeerConnection) {
+func connect(t testing.TB, a, b *webrtc.PeerConnection) {
 	t.Helper()
 	up := make(chan struct{}, 2)
 	for _, pc := range []*webrtc.PeerConnection{a, b} {
@@ -147,7 +147,7 @@ func connect(t *testing.T, a, b *webrtc.PeerConnection) {
 }
 
 // negotiate runs an offer from a and b's answer, with complete candidates.
-func negotiate(t *testing.T, a, b *webrtc.PeerConnection) {
+func negotiate(t testing.TB, a, b *webrtc.PeerConnection) {
 	t.Helper()
 	describe := func(pc *webrtc.PeerConnection, d webrtc.SessionDescription) webrtc.SessionDescription {
 		done := webrtc.GatheringCompletePromise(pc)
@@ -170,5 +170,58 @@ func negotiate(t *testing.T, a, b *webrtc.PeerConnection) {
 	}
 	if err := a.SetRemoteDescription(describe(b, answer)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkPublishedPacket is a publisher's CPU per packet of a connected
+// stream, through pion's track and the interceptors around it against past
+// them (SentStream.Write), in one run so that the machine's drift falls on
+// both; each includes the encryption and the system call (on loopback, with
+// the delivery to the receiving pion connection's socket).
+func BenchmarkPublishedPacket(b *testing.B) {
+	loopback := client.APIOptions{IPFilter: func(ip net.IP) bool { return ip.IsLoopback() }}
+	g := &generator{apiOptions: loopback}
+	conns := newFastConns()
+	pub, err := g.newPeerConnection(conns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pub.Close()
+	track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "video", "pub")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sender, err := pub.AddTrack(track)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sub := testSubscriber(b, loopback)
+	sub.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) { drain(tr) })
+	connect(b, pub, sub)
+	writer := conns.writerOf(b, pub)
+	for deadline := time.Now().Add(10 * time.Second); !writer.Started() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := conns.sentStream(uint32(sender.GetParameters().Encodings[0].SSRC))
+	if !writer.Started() || st == nil {
+		b.Fatal("the stream is not bound to a started direct writer")
+	}
+	s := newVP8Stream()
+	frame := make([]byte, 4*(mtu-rtpHeaderSize-vp8DescriptorSize))
+	for _, path := range []struct {
+		name  string
+		write func(*rtp.Packet) error
+	}{
+		{"track", track.WriteRTP},
+		{"direct", func(p *rtp.Packet) error { return st.Write(&p.Header, p.Payload) }},
+	} {
+		b.Run(path.name, func(b *testing.B) {
+			packets := 0
+			for b.Loop() { // a frame of four packets
+				n, _ := s.send(frame, 6000, path.write)
+				packets += n
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(packets)/1000, "µs/packet")
+		})
 	}
 }
