@@ -265,7 +265,7 @@ type receiver struct {
 	twccExt  uint8
 	twcc     *twcc.Recorder
 	start    time.Time
-	streams  map[uint32]*fastStream
+	streams  streamTable
 	gen      uint64 // the registrations' count when streams was last checked
 	plain    []byte // a decrypted packet
 }
@@ -274,11 +274,12 @@ type receiver struct {
 // packet needs is copied from its registration (a cache miss fewer a
 // packet), which is kept to compare, not to follow.
 type fastStream struct {
+	ssrc      uint32
 	in        *inbound
-	feedback  *recvfb.Stream // nil on an RTX stream: its media stream's
 	repairs   uint32
 	decrypted bool // a packet of it has: its rollover counter is known
 	reg       *registration
+	feedback  recvfb.Stream // in the same allocation; an RTX stream's is its media stream's
 }
 
 func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTransport) (*receiver, error) {
@@ -288,7 +289,7 @@ func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTranspor
 	}
 	now := time.Now()
 	rx := &receiver{conn: c, rtcp: pc.WriteRTCP, srtp: remote, feedback: recvfb.New(now), twccExt: twccExtension(pc),
-		twcc: twcc.NewRecorder(rand.Uint32()), start: now, streams: map[uint32]*fastStream{},
+		twcc: twcc.NewRecorder(rand.Uint32()), start: now,
 		plain: make([]byte, receiveMTU)}
 	return rx, nil
 }
@@ -350,7 +351,7 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, headerLen int, now time.Tim
 		rx.gen = g
 		rx.refresh()
 	}
-	s := rx.streams[h.SSRC]
+	s := rx.streams.get(h.SSRC)
 	if s == nil {
 		reg := rx.conn.owner.lookup(h.SSRC)
 		if reg == nil {
@@ -408,17 +409,17 @@ func (rx *receiver) recovered(reg *registration, b []byte, headerLen int) {
 	if client.UnwrapRTX(b, headerLen, uint8(reg.codec.PayloadType), reg.repairs) == 0 {
 		return // padding: a bandwidth probe
 	}
-	if media := rx.streams[reg.repairs]; media != nil {
+	if media := rx.streams.get(reg.repairs); media != nil {
 		media.feedback.Recovered(binary.BigEndian.Uint16(b[2:4]))
 	}
 }
 
 func (rx *receiver) bind(reg *registration, ssrc uint32) *fastStream {
-	s := &fastStream{in: reg.in, repairs: reg.repairs, reg: reg}
+	s := &fastStream{ssrc: ssrc, in: reg.in, repairs: reg.repairs, reg: reg}
 	if reg.repairs == 0 { // an RTX stream's feedback is its media stream's
-		s.feedback = rx.feedback.Add(ssrc, reg.codec.ClockRate, client.AsksForLosses(reg.codec))
+		rx.feedback.Start(&s.feedback, ssrc, reg.codec.ClockRate, client.AsksForLosses(reg.codec))
 	}
-	rx.streams[ssrc] = s
+	rx.streams.put(s)
 	return s
 }
 
@@ -426,10 +427,58 @@ func (rx *receiver) bind(reg *registration, ssrc uint32) *fastStream {
 // that gives a participant who left and came back the SSRC it had): their
 // next packet binds the new one.
 func (rx *receiver) refresh() {
-	for ssrc, s := range rx.streams {
-		if rx.conn.owner.lookup(ssrc) != s.reg {
-			rx.feedback.Remove(ssrc)
-			delete(rx.streams, ssrc)
+	for _, s := range rx.streams.all() {
+		if rx.conn.owner.lookup(s.ssrc) != s.reg {
+			rx.feedback.Remove(s.ssrc)
+			rx.streams.remove(s.ssrc)
 		}
 	}
+}
+
+// streamTable is a receiver's streams by SSRC: each in the slot of its
+// SSRC's low bits, or, where another took that slot first, in a map. A
+// map's lookup a packet missed the cache (1.7 % of the generator's CPU).
+type streamTable struct {
+	slots [32]*fastStream
+	more  map[uint32]*fastStream
+}
+
+func (t *streamTable) get(ssrc uint32) *fastStream {
+	if s := t.slots[ssrc%uint32(len(t.slots))]; s != nil && s.ssrc == ssrc {
+		return s
+	}
+	return t.more[ssrc]
+}
+
+// put adds s, whose SSRC the table does not hold.
+func (t *streamTable) put(s *fastStream) {
+	if slot := &t.slots[s.ssrc%uint32(len(t.slots))]; *slot == nil {
+		*slot = s
+		return
+	}
+	if t.more == nil {
+		t.more = map[uint32]*fastStream{}
+	}
+	t.more[s.ssrc] = s
+}
+
+func (t *streamTable) remove(ssrc uint32) {
+	if slot := &t.slots[ssrc%uint32(len(t.slots))]; *slot != nil && (*slot).ssrc == ssrc {
+		*slot = nil
+		return
+	}
+	delete(t.more, ssrc)
+}
+
+func (t *streamTable) all() []*fastStream {
+	var out []*fastStream
+	for _, s := range t.slots {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	for _, s := range t.more {
+		out = append(out, s)
+	}
+	return out
 }

@@ -312,7 +312,7 @@ func benchReceiver(b *testing.B, c *clip, profile srtp.ProtectionProfile) *recei
 func testReceiver(ctx srtpkeys.RTP, conns *fastConns) *receiver {
 	conn := &fastConn{owner: conns}
 	rx := &receiver{conn: conn, rtcp: func([]rtcp.Packet) error { return nil }, srtp: ctx, feedback: recvfb.New(time.Now()),
-		streams: map[uint32]*fastStream{}, plain: make([]byte, receiveMTU)}
+		plain: make([]byte, receiveMTU)}
 	conn.rx.Store(rx)
 	return rx
 }
@@ -336,5 +336,30 @@ func TestUnpaddedLeavesOutThePaddingItsLastByteCounts(t *testing.T) {
 		if ok != c.ok || !bytes.Equal(got, c.want) {
 			t.Errorf("unpadded(%v, padded %v) = %v, %v; want %v, %v", c.body, c.padded, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+func TestStreamTableFindsStreamsWhoseSlotsCollide(t *testing.T) {
+	var tbl streamTable
+	a, b, c := &fastStream{ssrc: 5}, &fastStream{ssrc: 5 + 32}, &fastStream{ssrc: 6}
+	for _, s := range []*fastStream{a, b, c} {
+		tbl.put(s)
+	}
+	for _, s := range []*fastStream{a, b, c} {
+		if tbl.get(s.ssrc) != s {
+			t.Errorf("stream %d not found", s.ssrc)
+		}
+	}
+	if tbl.get(5+64) != nil || len(tbl.all()) != 3 {
+		t.Errorf("an SSRC never put found, or %d streams listed, want 3", len(tbl.all()))
+	}
+	tbl.remove(5) // the slot's: the stream in the map is still found
+	if tbl.get(5) != nil || tbl.get(5+32) != b {
+		t.Error("after the slot's stream left, it was found, or the colliding one was not")
+	}
+	tbl.put(&fastStream{ssrc: 5 + 64})
+	tbl.remove(5 + 32)
+	if tbl.get(5+64) == nil || tbl.get(5+32) != nil || len(tbl.all()) != 2 {
+		t.Error("a stream put in the freed slot not found, or the removed map stream still there")
 	}
 }

@@ -51,21 +51,29 @@ func New(now time.Time) *Streams {
 		nextNACK: now.Add(NACKInterval), nextReport: now.Add(ReportInterval), missing: make([]uint16, logSize)}
 }
 
-// Add starts the feedback on stream ssrc, whose timestamps count clockRate
-// a second; nack says whether its losses are asked for (its codec
-// negotiated "nack"). A stream added again starts over.
+// Add starts the feedback on stream ssrc in a Stream of its own; see Start.
 func (s *Streams) Add(ssrc, clockRate uint32, nack bool) *Stream {
+	st := new(Stream)
+	s.Start(st, ssrc, clockRate, nack)
+	return st
+}
+
+// Start starts the feedback on stream ssrc, whose timestamps count
+// clockRate a second, in st, which a caller may keep within its own state
+// of the stream (among thousands of streams a packet's is out of the cache:
+// a pointer fewer to follow); nack says whether its losses are asked for
+// (its codec negotiated "nack"). A stream started again starts over.
+func (s *Streams) Start(st *Stream, ssrc, clockRate uint32, nack bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.remove(ssrc)
-	st := &Stream{mu: &s.mu, ssrc: ssrc, reporter: rand.Uint32(), clock: float64(clockRate), asks: nack}
+	*st = Stream{mu: &s.mu, ssrc: ssrc, reporter: rand.Uint32(), clock: float64(clockRate), asks: nack}
 	st.report.received, st.log.received = st.reportBits[:], st.logBits[:]
 	if nack {
 		st.asked = map[uint16]uint16{}
 	}
 	s.streams[ssrc] = st
 	s.order = append(s.order, st)
-	return st
 }
 
 // Remove ends the feedback on stream ssrc.

@@ -51,7 +51,8 @@ func contexts(t *testing.T, profile srtp.ProtectionProfile) (RTP, *srtp.Context)
 }
 
 // order is the sequence numbers sent: a wrap, a late packet from before it,
-// a repeat, and a second stream between.
+// a repeat, and other streams between (106 in the state slot of 42, which
+// took it first).
 var order = []uint16{65530, 65531, 65533, 65532, 65534, 65535, 0, 1, 65535, 2, 3, 3, 100, 101}
 
 func packet(t *testing.T, seq uint16, ssrc uint32) (plain []byte, h *rtp.Header, headerLen int) {
@@ -77,7 +78,7 @@ func TestOursEncryptsWhatPionDecrypts(t *testing.T) {
 				t.Fatalf("%T for %v, want ours", ours, profile)
 			}
 			for i, seq := range order {
-				for _, ssrc := range []uint32{42, 43} {
+				for _, ssrc := range []uint32{42, 43, 106} {
 					plain, h, n := packet(t, seq+uint16(ssrc-42)*7, ssrc)
 					enc, err := ours.EncryptRTP(nil, plain, h, n)
 					if err != nil {
@@ -100,8 +101,10 @@ func TestOursDecryptsWhatPionEncrypts(t *testing.T) {
 	for _, profile := range gcmProfiles {
 		t.Run(profile.String(), func(t *testing.T) {
 			ours, pion := contexts(t, profile)
-			for i, seq := range order {
-				plain, h, n := packet(t, seq, 42)
+			for k, seq := range append(order, order...) { // 42's, then 106's
+				ssrc := []uint32{42, 106}[k/len(order)]
+				i := k % len(order)
+				plain, h, n := packet(t, seq, ssrc)
 				enc, err := pion.EncryptRTP(nil, plain, nil)
 				if err != nil {
 					t.Fatal(err)
