@@ -24,7 +24,9 @@ SYNTH = r"(main|sfubench/synth)"
 PARTS = [
     ("system calls", re.compile(r"^(syscall\.|internal/runtime/syscall\.|golang\.org/x/sys/unix\.)")),
     ("SRTP", re.compile(r"^(github\.com/pion/srtp/|sfubench/sfu/inhouse/srtpkeys\.)")),
-    ("RTCP and feedback", re.compile(r"^github\.com/pion/(rtcp|interceptor)[./]")),
+    # ours as pion's: the receive side's feedback (recvfb) and the send side's reports, resends and
+    # their memory (client.Sender), which a publisher now calls past pion's interceptors
+    ("RTCP and feedback", re.compile(r"^(github\.com/pion/(rtcp|interceptor)[./]|sfubench/sfu/inhouse/(recvfb|client)\.)")),
     ("routing", re.compile(r"^sfubench/sfu/inhouse/internal/")),
     ("receiving (fast path, counters, frames)",
      re.compile(rf"^{SYNTH}\.(\(\*(fastConn|fastConns|receiver|inbound|series|batch|poller)\)|digest|arrival)")),
