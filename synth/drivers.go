@@ -40,7 +40,7 @@ type Participant struct {
 	Encodings []webrtc.TrackLocal
 	// Publishing must be called with the RTPSender of each published track,
 	// once its encodings are added, so its RTCP is read (PLIs, receiver
-	// reports, and NACKs for pion's responder).
+	// reports, and NACKs for the connection's Sender to answer).
 	Publishing func(*webrtc.RTPSender)
 	// ReceiveLayer is the simulcast layer to ask the SFU for of every
 	// received video, through its own API: "smallest", "half", or

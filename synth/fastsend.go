@@ -12,9 +12,10 @@ import (
 // The fast path's sending half: once a connection is up, what a participant
 // publishes is encrypted with a context of its own and written to the
 // selected pair's socket (directrtp), from the pacer's thread, instead of
-// crossing pion's SRTP session, demultiplexer and ICE connection. pion's
-// interceptors above it (sender reports, the NACK responder) see every packet
-// as before; RTCP stays pion's.
+// crossing pion's SRTP session, demultiplexer and ICE connection. The
+// connection's Sender (sender reports, the NACK responder, the resend
+// budget) sees every packet, whether the publisher writes past pion's track
+// (SentStream.Write) or through it; RTCP stays pion's.
 
 // startSending starts the connection's writer on this socket once DTLS has
 // given the keys, if the selected candidate pair is this socket's. The

@@ -20,20 +20,8 @@ import (
 // must not follow.
 func TestPublishedMediaTakesTheDirectWriterOnceConnected(t *testing.T) {
 	loopback := client.APIOptions{IPFilter: func(ip net.IP) bool { return ip.IsLoopback() }}
-	g := &generator{apiOptions: loopback}
-	conns := newFastConns()
-	pub, err := g.newPeerConnection(conns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
-	track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "video", "pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pub.AddTrack(track); err != nil {
-		t.Fatal(err)
-	}
+	pub, conns := fastConnection(t, loopback)
+	track, _ := publishVP8(t, pub)
 	sub := testSubscriber(t, loopback)
 	var received, lastSeq atomic.Uint32
 	gaps := atomic.Int32{}
@@ -92,6 +80,34 @@ func TestPublishedMediaTakesTheDirectWriterOnceConnected(t *testing.T) {
 	if gaps.Load() > 2 {
 		t.Errorf("%d gaps in the received sequence", gaps.Load())
 	}
+}
+
+// fastConnection is a participant's connection on the fast path, on the
+// stack o gives, closed with the test, and the participant's sockets.
+func fastConnection(tb testing.TB, o client.APIOptions) (*webrtc.PeerConnection, *fastConns) {
+	tb.Helper()
+	g := &generator{apiOptions: o}
+	conns := newFastConns()
+	pc, err := g.newPeerConnection(conns)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { pc.Close() })
+	return pc, conns
+}
+
+// publishVP8 adds a VP8 track to pc.
+func publishVP8(tb testing.TB, pc *webrtc.PeerConnection) (*webrtc.TrackLocalStaticRTP, *webrtc.RTPSender) {
+	tb.Helper()
+	track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "video", "pub")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sender, err := pc.AddTrack(track)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return track, sender
 }
 
 // testSubscriber is a pion connection on the participants' own stack, as an
@@ -180,21 +196,8 @@ func negotiate(t testing.TB, a, b *webrtc.PeerConnection) {
 // the delivery to the receiving pion connection's socket).
 func BenchmarkPublishedPacket(b *testing.B) {
 	loopback := client.APIOptions{IPFilter: func(ip net.IP) bool { return ip.IsLoopback() }}
-	g := &generator{apiOptions: loopback}
-	conns := newFastConns()
-	pub, err := g.newPeerConnection(conns)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pub.Close()
-	track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}, "video", "pub")
-	if err != nil {
-		b.Fatal(err)
-	}
-	sender, err := pub.AddTrack(track)
-	if err != nil {
-		b.Fatal(err)
-	}
+	pub, conns := fastConnection(b, loopback)
+	track, sender := publishVP8(b, pub)
 	sub := testSubscriber(b, loopback)
 	sub.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) { drain(tr) })
 	connect(b, pub, sub)

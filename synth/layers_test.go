@@ -56,13 +56,7 @@ func TestLayeredPublisherSendsEachLayerUnderItsRid(t *testing.T) {
 		t.Fatal(err)
 	}
 	loopback := client.APIOptions{IPFilter: func(ip net.IP) bool { return ip.IsLoopback() }, Simulcast: true}
-	g := &generator{apiOptions: loopback}
-	conns := newFastConns()
-	pc, err := g.newPeerConnection(conns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
+	pc, conns := fastConnection(t, loopback)
 	midOf := func(s *webrtc.RTPSender) string {
 		for _, tr := range pc.GetTransceivers() {
 			if tr.Sender() == s {

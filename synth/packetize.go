@@ -9,10 +9,10 @@ import (
 // rtpStream numbers and stamps one published stream's packets, all written
 // through one packet of its own. pion's packetizer allocated every packet and
 // its payload anew and copied the frame into them: an eighth of the
-// generator's CPU over a ramp to 42 participants. The track writes a packet
-// before it returns (its SRTP writer encrypts into a buffer of its own, the
-// NACK responder keeps a copy), so the packet, and a payload buffer, can be
-// used again at once.
+// generator's CPU over a ramp to 42 participants. A packet is written before
+// its write returns (the SRTP writer encrypts into a buffer of its own, the
+// Sender keeps a copy for resending), so the packet, and a payload buffer,
+// can be used again at once.
 type rtpStream struct {
 	seq uint16
 	ts  uint32

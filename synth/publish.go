@@ -174,7 +174,8 @@ func (p *publisher) encodings() []webrtc.TrackLocal {
 
 // watch reads a sender's RTCP, each layer's apart: PLI and FIR make the next
 // video frame a keyframe, receiver reports give the round-trip time. It must
-// be called for each sender, so that pion's NACK responder sees the NACKs too.
+// be called for each sender, so that the connection's Sender sees the NACKs
+// too (its RTCP reader runs as the sender's RTCP is read).
 func (p *publisher) watch(s *webrtc.RTPSender) {
 	encodings := s.GetParameters().Encodings
 	if s.Track() == nil || s.Track().Kind() != webrtc.RTPCodecTypeVideo {
