@@ -323,7 +323,10 @@ class Runner:
         if failed:
             why.append(f"{failed} not checked: their participant failed")
         if len(pending) > failed:
-            why.append(f"{len(pending) - failed} timed out after {self.cfg.video_timeout:.0f} s")
+            late = [f"{user}'s {'own camera' if peer == user else peer} {verdict}"
+                    for (user, peer), verdict in pending.items() if not by_id[user].failed]
+            why.append(f"{len(late)} timed out after {self.cfg.video_timeout:.0f} s ("
+                       + ", ".join(late[:3]) + (", ..." if len(late) > 3 else "") + ")")
         self.say(f"room {room}/{self.cfg.rooms_cap}: {ok}/{total} videos playing" + "".join(f"; {w}" for w in why))
 
     def record_check(self, room, key, ok, verdict, elapsed) -> None:

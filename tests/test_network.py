@@ -3,6 +3,7 @@ Chromium and a real SFU; the figure the report shows must be the one the link (o
 given. Plus the profiles themselves: the definitions, their checks and their `tc netem` form for
 kernels that have netem."""
 import json
+import re
 import sys
 
 import pytest
@@ -117,7 +118,7 @@ def test_random_loss_on_the_downlink_shows_as_the_receivers_loss(tmp_path):
 
 
 @pytest.mark.e2e
-def test_an_sfu_that_drops_one_publishers_video_fails_exactly_those_checks(tmp_path):
+def test_an_sfu_that_drops_one_publishers_video_fails_exactly_those_checks(tmp_path, capsys):
     """The in-house SFU in its deliberate fault mode never forwards r1u2's video: every check of that
     video by another participant must fail, and every other check pass (r1u2's own camera too)."""
     cfg = config.load(cli={"sfu": "inhouse", "preset": "browsers", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
@@ -132,6 +133,9 @@ def test_an_sfu_that_drops_one_publishers_video_fails_exactly_those_checks(tmp_p
     failed = {pair for pair, c in checks.items() if not c["ok"]}
     assert failed == {("r1u1", "r1u2"), ("r1u3", "r1u2")}, {p: checks[p]["verdict"] for p in failed}
     assert {checks[p]["verdict"] for p in failed} <= {"missing", "blank", "frozen"}
+    # The progress line names the videos that timed out.
+    assert re.search(r"room 1/1: 7/9 videos playing; 2 timed out after 15 s \(r1u1's r1u2 \w+, r1u3's r1u2 \w+\)",
+                     capsys.readouterr().out)
 
 
 @pytest.mark.e2e
@@ -158,7 +162,7 @@ def test_synthetic_participants_get_a_network_of_their_own(tmp_path):
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["network"]["name"] == "plain" and meta["network"]["synthetic"]["up"]["delay_ms"] == 40
     assert meta["network"]["counters"]["group_up"]["packets"] > 100
-    assert all(c["ok"] for c in read(run_dir, "checks"))
+    assert all(c["ok"] for c in read(run_dir, "checks")), [c for c in read(run_dir, "checks") if not c["ok"]]
 
 
 @pytest.mark.e2e
