@@ -11,7 +11,8 @@ import (
 )
 
 // RTP is what a direct path asks of an SRTP context, for packets whose
-// header it has parsed already (h, headerLen bytes of the packet).
+// header it has parsed already (h, headerLen bytes of the packet). A
+// context is for one goroutine at a time: its streams' state is not locked.
 type RTP interface {
 	EncryptRTP(dst, plaintext []byte, h *rtp.Header, headerLen int) ([]byte, error)
 	DecryptRTP(dst, ciphertext []byte, h *rtp.Header, headerLen int) ([]byte, error)
@@ -69,6 +70,9 @@ type gcm struct {
 	// a state of its own was one miss more.
 	slots   [64]rollover
 	streams map[uint32]*rollover
+	// iv is the packet's nonce: in the context, not on the stack, as the
+	// AEAD (an interface) would have it escape, an allocation a packet.
+	iv [12]byte
 }
 
 // rollover is one stream's highest packet index (rollover counter and
@@ -177,16 +181,16 @@ func (s *rollover) saw(seq uint16, roc uint32, ahead int64) {
 	}
 }
 
-func (g *gcm) iv(ssrc, roc uint32, seq uint16) [12]byte {
-	iv := g.salt
+// nonce sets g.iv for a packet (RFC 7714 8.1) and returns it.
+func (g *gcm) nonce(ssrc, roc uint32, seq uint16) []byte {
 	var in [12]byte
 	binary.BigEndian.PutUint32(in[2:], ssrc)
 	binary.BigEndian.PutUint32(in[6:], roc)
 	binary.BigEndian.PutUint16(in[10:], seq)
-	for i := range iv {
-		iv[i] ^= in[i]
+	for i := range g.iv {
+		g.iv[i] = g.salt[i] ^ in[i]
 	}
-	return iv
+	return g.iv[:]
 }
 
 func (g *gcm) EncryptRTP(dst, plaintext []byte, h *rtp.Header, headerLen int) ([]byte, error) {
@@ -196,9 +200,8 @@ func (g *gcm) EncryptRTP(dst, plaintext []byte, h *rtp.Header, headerLen int) ([
 	s := g.stream(h.SSRC)
 	roc, ahead := s.guess(h.SequenceNumber)
 	s.saw(h.SequenceNumber, roc, ahead)
-	iv := g.iv(h.SSRC, roc, h.SequenceNumber)
 	dst = append(dst[:0], plaintext[:headerLen]...)
-	return g.aead.Seal(dst, iv[:], plaintext[headerLen:], plaintext[:headerLen]), nil
+	return g.aead.Seal(dst, g.nonce(h.SSRC, roc, h.SequenceNumber), plaintext[headerLen:], plaintext[:headerLen]), nil
 }
 
 func (g *gcm) DecryptRTP(dst, ciphertext []byte, h *rtp.Header, headerLen int) ([]byte, error) {
@@ -207,9 +210,8 @@ func (g *gcm) DecryptRTP(dst, ciphertext []byte, h *rtp.Header, headerLen int) (
 	}
 	s := g.stream(h.SSRC)
 	roc, ahead := s.guess(h.SequenceNumber)
-	iv := g.iv(h.SSRC, roc, h.SequenceNumber)
 	dst = append(dst[:0], ciphertext[:headerLen]...)
-	out, err := g.aead.Open(dst, iv[:], ciphertext[headerLen:], ciphertext[:headerLen])
+	out, err := g.aead.Open(dst, g.nonce(h.SSRC, roc, h.SequenceNumber), ciphertext[headerLen:], ciphertext[:headerLen])
 	if err != nil {
 		return nil, err
 	}
