@@ -112,7 +112,7 @@ func (g *generator) report(stop <-chan struct{}) {
 		if collect == "" {
 			continue // no run has told this generator where its engine is yet
 		}
-		var records []any
+		var records []record
 		members := g.snapshot()
 		for _, m := range members {
 			state, reason := m.status()
@@ -121,14 +121,14 @@ func (g *generator) report(stop <-chan struct{}) {
 			g.reported[m] = state
 			g.mu.Unlock()
 			if changed {
-				records = append(records, map[string]any{"type": "state", "user": m.user, "state": state, "reason": reason})
+				records = append(records, record{"type": "state", "user": m.user, "state": state, "reason": reason})
 			}
 			if f := m.frames(); len(f) > 0 {
-				records = append(records, map[string]any{"type": "frames", "user": m.user, "series": f})
+				records = append(records, record{"type": "frames", "user": m.user, "series": f})
 			}
-			records = append(records, map[string]any{"type": "health", "user": m.user, "state": state})
+			records = append(records, record{"type": "health", "user": m.user, "state": state})
 		}
-		records = append(records, map[string]any{"type": "generator", "id": g.id, "pacing_us": pacing.take(),
+		records = append(records, record{"type": "generator", "id": g.id, "pacing_us": pacing.take(),
 			"participants": len(members)})
 		commands, err := g.post(collect, records)
 		if err != nil {
@@ -143,8 +143,9 @@ func (g *generator) report(stop <-chan struct{}) {
 	}
 }
 
-func (g *generator) post(collect string, records []any) (map[string][]command, error) {
-	body, err := json.Marshal(map[string]any{"type": "batch", "records": records})
+func (g *generator) post(collect string, records []record) (map[string][]command, error) {
+	var err error
+	body := appendJSON(nil, record{"type": "batch", "records": records}, &err)
 	if err != nil {
 		return nil, err
 	}
@@ -221,13 +222,13 @@ func (g *generator) measure(c command, w *window) {
 			}
 		}
 		g.mu.Unlock()
-		var records []any
+		var records []record
 		for _, m := range ms {
 			s := m.samples(began)
 			if s == nil {
 				continue
 			}
-			records = append(records, map[string]any{"type": "samples", "user": m.user, "window": c.Window, "i": i,
+			records = append(records, record{"type": "samples", "user": m.user, "window": c.Window, "i": i,
 				"took_ms": float64(time.Since(began).Microseconds()) / 1000, "samples": s})
 		}
 		if len(records) == 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -49,7 +50,10 @@ type frame struct {
 type frames []frame
 
 func (fs frames) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 48*len(fs)+2)
+	return fs.appendTo(make([]byte, 0, 48*len(fs)+2)), nil
+}
+
+func (fs frames) appendTo(b []byte) []byte {
 	b = append(b, '[')
 	for i, f := range fs {
 		if i > 0 {
@@ -78,7 +82,7 @@ func (fs frames) MarshalJSON() ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
-	return append(b, ']'), nil
+	return append(b, ']')
 }
 
 // record is one getStats-like record of a stream, as a JSON object. It
@@ -90,25 +94,29 @@ func (fs frames) MarshalJSON() ([]byte, error) {
 type record map[string]any
 
 func (r record) MarshalJSON() ([]byte, error) {
+	var err error
+	b := r.appendTo(make([]byte, 0, 24*len(r)), &err)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (r record) appendTo(b []byte, err *error) []byte {
 	keys := make([]string, 0, len(r))
 	for k := range r {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	var err error
-	b := make([]byte, 0, 24*len(keys))
 	b = append(b, '{')
 	for i, k := range keys {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(appendJSON(b, k, &err), ':')
-		b = appendJSON(b, r[k], &err)
+		b = append(appendJSON(b, k, err), ':')
+		b = appendJSON(b, r[k], err)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // appendJSON appends v as encoding/json writes it; an error goes to *err.
@@ -132,6 +140,35 @@ func appendJSON(b []byte, v any, err *error) []byte {
 		return strconv.AppendUint(b, uint64(v), 10)
 	case uint64:
 		return strconv.AppendUint(b, v, 10)
+	// The batches posted to the engine nest records and frame series:
+	// written here, as encoding/json would (map keys in order), they are
+	// not written once by their own encoders and then checked and copied
+	// again by encoding/json's (2.5 % of the generator's CPU at 168
+	// participants).
+	case record:
+		return v.appendTo(b, err)
+	case []record:
+		b = append(b, '[')
+		for i, r := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = r.appendTo(b, err)
+		}
+		return append(b, ']')
+	case frames:
+		return v.appendTo(b)
+	case map[string]frames:
+		keys := slices.Sorted(maps.Keys(v))
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(appendJSON(b, k, err), ':')
+			b = v[k].appendTo(b)
+		}
+		return append(b, '}')
 	}
 	out, e := json.Marshal(v)
 	if e != nil && *err == nil {

@@ -312,3 +312,30 @@ func TestRecordsEncodeAsEncodingJSONWritesTheirMaps(t *testing.T) {
 		t.Error("NaN encoded, want encoding/json's error")
 	}
 }
+
+func TestPostedBatchesEncodeAsEncodingJSONWritesThem(t *testing.T) {
+	batch := record{"type": "batch", "records": []record{
+		{"type": "samples", "user": "r1u1", "window": 3, "i": 0, "took_ms": 0.25,
+			"samples": []record{{"t": 1.5, "kind": "audio", "ssrc": uint32(7)}, {}}},
+		{"type": "frames", "user": "r1u2", "series": map[string]frames{
+			"r1u3": {{at: 2.5, code: 4}, {at: 3, code: -1, points: []int{1, 2}}}, "r1u1": {}}},
+		{"type": "generator", "id": "g1", "pacing_us": map[string]int{"p99": 50}, "participants": 2},
+	}}
+	var err error
+	got := appendJSON(nil, batch, &err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// encoding/json writes the same records through their own encoders,
+	// then checks and compacts what they wrote.
+	want, err := json.Marshal(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("encoded %s, want %s", got, want)
+	}
+	if !json.Valid(got) {
+		t.Errorf("not JSON: %s", got)
+	}
+}
