@@ -49,6 +49,9 @@ type Participant struct {
 	// OnTrack must be called for each received track with the user id of
 	// the participant who published it ("" when it is no participant's).
 	OnTrack func(remoteUser string, t *webrtc.TrackRemote)
+	// Ended, when the driver knows why a joined session ended without
+	// Close (the SFU asked it to leave, its signalling broke), says so.
+	Ended func(error)
 }
 
 // Session is a joined participant. Close leaves and closes every

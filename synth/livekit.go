@@ -126,10 +126,11 @@ func (livekitDriver) Join(ctx context.Context, p Participant) (Session, error) {
 			s.ping = time.Duration(m.Join.PingInterval) * time.Second
 			s.update(m.Join.OtherParticipants)
 		case *livekit.SignalResponse_Answer:
-			if err := s.answer(m.Answer); err != nil {
+			applied, err := s.answer(m.Answer)
+			if err != nil {
 				return fail(err)
 			}
-			answered = true
+			answered = answered || applied
 		case *livekit.SignalResponse_Leave:
 			return fail(fmt.Errorf("the server refused the join: %s", m.Leave.Reason))
 		default:
@@ -151,7 +152,7 @@ type livekitSession struct {
 	ws     *websocket.Conn
 	wmu    sync.Mutex
 	ping   time.Duration
-	offers uint32
+	offers atomic.Uint32 // the latest offer's id
 
 	mu      sync.Mutex
 	names   map[string]string // participant sid → identity (the user id)
@@ -177,23 +178,43 @@ func (s *livekitSession) offer(ctx context.Context) (*livekit.SessionDescription
 	if err != nil {
 		return nil, err
 	}
-	s.offers++
+	id := s.offers.Add(1)
 	mids := map[string]string{}
 	for _, tr := range s.pc.GetTransceivers() {
 		if tr.Sender() != nil && tr.Sender().Track() != nil && tr.Mid() != "" {
 			mids[tr.Mid()] = tr.Sender().Track().ID()
 		}
 	}
-	return &livekit.SessionDescription{Type: "offer", Sdp: sdp, Id: s.offers, MidToTrackId: mids}, nil
+	return &livekit.SessionDescription{Type: "offer", Sdp: sdp, Id: id, MidToTrackId: mids}, nil
 }
 
-func (s *livekitSession) answer(d *livekit.SessionDescription) error {
+// stale says why an answer is not the one the offer out waits for, or ""
+// when it is. LiveKit may answer an offer twice, or answer one since
+// replaced: applied, either fails in pion and ends the session (a
+// participant lost in a CI run, answering nobody); livekit-client ignores
+// both, and so do we.
+func (s *livekitSession) stale(d *livekit.SessionDescription) string {
+	if latest := s.offers.Load(); d.Id > 0 && d.Id != latest {
+		return fmt.Sprintf("offer %d's, not the latest's (%d)", d.Id, latest)
+	}
+	if s.pc.SignalingState() != webrtc.SignalingStateHaveLocalOffer {
+		return fmt.Sprintf("offer %d's, already answered", d.Id)
+	}
+	return ""
+}
+
+// answer applies the server's answer; false when it is stale, and left.
+func (s *livekitSession) answer(d *livekit.SessionDescription) (bool, error) {
+	if why := s.stale(d); why != "" {
+		fmt.Fprintf(os.Stderr, "synth: %s (livekit): an answer ignored: %s\n", s.p.User, why)
+		return false, nil
+	}
 	answer := d.Sdp
 	if offer := s.pc.PendingLocalDescription(); offer != nil {
 		answer = withMids(answer, offer.SDP)
 	}
 	if err := s.pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer}); err != nil {
-		return fmt.Errorf("the server's answer: %w", err)
+		return false, fmt.Errorf("the server's answer: %w", err)
 	}
 	s.mu.Lock()
 	pending := s.pending
@@ -203,7 +224,7 @@ func (s *livekitSession) answer(d *livekit.SessionDescription) error {
 	for _, c := range pending {
 		_ = s.pc.AddICECandidate(c)
 	}
-	return nil
+	return true, nil
 }
 
 // withMids names each media section of an answer that has no mid after the
@@ -268,7 +289,7 @@ func (s *livekitSession) send(req *livekit.SignalRequest) error {
 func (s *livekitSession) handle(res *livekit.SignalResponse) error {
 	switch m := res.Message.(type) {
 	case *livekit.SignalResponse_Answer:
-		if err := s.answer(m.Answer); err != nil {
+		if applied, err := s.answer(m.Answer); err != nil || !applied {
 			return err
 		}
 		s.ask() // a requirement that came while this offer was out still needs one
@@ -418,13 +439,17 @@ func (s *livekitSession) loop() {
 }
 
 // ended closes a session that ends without its owner asking, and says why
-// in the generator's log: otherwise only the missing videos tell (a
-// conformance run once lost a participant 59 ms after it joined).
+// to the engine and in the generator's log: otherwise only the missing
+// videos tell (a conformance run once lost a participant 59 ms after it
+// joined).
 func (s *livekitSession) ended(err error) {
 	select {
 	case <-s.done:
 	default:
 		fmt.Fprintf(os.Stderr, "synth: %s (livekit): the session ended: %v\n", s.p.User, err)
+		if s.p.Ended != nil {
+			s.p.Ended(fmt.Errorf("the session ended: %w", err))
+		}
 	}
 	s.Close()
 }
@@ -444,8 +469,8 @@ func (s *livekitSession) keepalive() {
 			return
 		case now := <-t.C:
 			ms := now.UnixMilli()
-			if s.send(&livekit.SignalRequest{Message: &livekit.SignalRequest_PingReq{PingReq: &livekit.Ping{Timestamp: ms}}}) != nil {
-				s.Close()
+			if err := s.send(&livekit.SignalRequest{Message: &livekit.SignalRequest_PingReq{PingReq: &livekit.Ping{Timestamp: ms}}}); err != nil {
+				s.ended(fmt.Errorf("a ping: %w", err))
 				return
 			}
 		}

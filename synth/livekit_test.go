@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/livekit/protocol/livekit"
 	"github.com/pion/webrtc/v4"
 )
 
@@ -59,4 +60,42 @@ func newPC(t *testing.T) *webrtc.PeerConnection {
 	}
 	t.Cleanup(func() { _ = pc.Close() })
 	return pc
+}
+
+// An answer to an offer since replaced, or to one already answered, is
+// left as livekit-client leaves it: pion refuses either, which ended the
+// session.
+func TestAStaleOrRepeatedAnswerIsLeftAndTheSessionGoesOn(t *testing.T) {
+	offerer, answerer := newPC(t), newPC(t)
+	if _, err := offerer.AddTransceiverFromKind(webrtc.RTPCodecTypeVideo, webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
+		t.Fatal(err)
+	}
+	offer, err := offerer.CreateOffer(nil)
+	if err == nil {
+		err = offerer.SetLocalDescription(offer)
+	}
+	if err == nil {
+		err = answerer.SetRemoteDescription(offer)
+	}
+	answer, err2 := answerer.CreateAnswer(nil)
+	if err != nil || err2 != nil {
+		t.Fatal(err, err2)
+	}
+	s := &livekitSession{pc: offerer, names: map[string]string{}, named: make(chan struct{})}
+	s.offers.Store(2) // the offer out is the second
+	for _, c := range []struct {
+		id      uint32
+		applied bool
+	}{{1, false}, {2, true}, {2, false}} {
+		applied, err := s.answer(&livekit.SessionDescription{Type: "answer", Sdp: answer.SDP, Id: c.id})
+		if err != nil || applied != c.applied {
+			t.Fatalf("answer to offer %d: applied %v, %v; want applied %v", c.id, applied, err, c.applied)
+		}
+	}
+	if offerer.SignalingState() != webrtc.SignalingStateStable {
+		t.Fatalf("signalling state %s after the answer", offerer.SignalingState())
+	}
+	if err := offerer.SetRemoteDescription(answer); err == nil {
+		t.Error("pion took a repeated answer: the guard would not be needed")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pion/webrtc/v4"
@@ -13,6 +14,10 @@ import (
 // joinTimeout bounds a join's signalling; the engine's own rule (a page
 // that never reports joined) takes over after it.
 const joinTimeout = 30 * time.Second
+
+// driverReasonGrace is how long a driver has to say why a session ended
+// before its closed connection is the reason.
+const driverReasonGrace = time.Second
 
 // member is one synthetic participant: it joins through its SFU's driver,
 // publishes the clip and receives everyone else.
@@ -55,6 +60,7 @@ func (m *member) join(g *generator) {
 		ReceiveLayer:      m.layer,
 		Publishing:        m.pub.watch,
 		OnTrack:           func(from string, t *webrtc.TrackRemote) { m.receive(from, t, g.clip) },
+		Ended:             func(err error) { m.ended(g.driverName + ": " + err.Error()) },
 	})
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -74,12 +80,40 @@ func (m *member) join(g *generator) {
 
 func (m *member) newPeerConnection(g *generator) (*webrtc.PeerConnection, error) {
 	pc, err := g.newPeerConnection(m.fast)
-	if err == nil {
-		m.mu.Lock()
-		m.pcs = append(m.pcs, pc)
-		m.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	return pc, err
+	m.mu.Lock()
+	m.pcs = append(m.pcs, pc)
+	m.mu.Unlock()
+	// A connection that failed, or closed once connected: one a driver drops
+	// unconnected (a step it retries) ends nothing. Said a second later: a
+	// driver told why on its signalling (LiveKit's leave often comes after
+	// the server closed the connection) says it better.
+	var connected atomic.Bool
+	pc.OnConnectionStateChange(func(state webrtc.PeerConnectionState) {
+		switch {
+		case state == webrtc.PeerConnectionStateConnected:
+			connected.Store(true)
+		case state == webrtc.PeerConnectionStateFailed, state == webrtc.PeerConnectionStateClosed && connected.Load():
+			reason := fmt.Sprintf("%s: a connection to the SFU %s", g.driverName, state)
+			time.AfterFunc(driverReasonGrace, func() { m.ended(reason) })
+		}
+	})
+	return pc, nil
+}
+
+// ended fails a joined member whose session ended without its leaving (its
+// SFU dropped it, a connection failed): the engine records why, where it
+// had only missing videos to go by. The first reason stays: a driver's own,
+// then the connections it closes.
+func (m *member) ended(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.state != "joined" {
+		return
+	}
+	m.state, m.reason = "failed", reason
 }
 
 // midOf is the section s's track was given, once negotiated.

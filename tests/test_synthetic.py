@@ -10,6 +10,8 @@ at an SFU's knee.
 import json
 import os
 import sys
+import time
+import urllib.request
 
 import pytest
 
@@ -17,7 +19,7 @@ from reports import metrics, runfiles, traffic
 from sfubench import config, loadtest
 from sfubench.progress import Progress
 from sfubench.rundir import read
-from sfubench.sfu import Adapter
+from sfubench.sfu import Adapter, _jwt, secret_variable
 
 from scenarios import leave_and_rejoin
 
@@ -145,3 +147,36 @@ def test_until_knee_stops_one_step_past_the_knee(tmp_path):
     assert rooms == a.knee.participants // 3 + 1 < 8
     reached = [e for e in read(run_dir, "events") if e["event"] == "target_reached"]
     assert reached and reached[0]["reason"].startswith(f"knee at {a.knee.participants} participants")
+
+
+def test_a_synthetic_participant_its_sfu_removes_is_failed_with_the_reason(tmp_path, monkeypatch):
+    """LiveKit removes r1u2 through its own server API (RoomService.RemoveParticipant) once the room
+    plays: the run records the participant failed with what its driver was told, where it had only
+    missing videos to go by (a CI run lost a synthetic participant that way, silently)."""
+    key, secret = "sfubench-test-key", "sfubench-test-secret-0123456789abcdef"
+    monkeypatch.setenv(secret_variable("livekit", "api_key"), key)
+    monkeypatch.setenv(secret_variable("livekit", "api_secret"), secret)
+
+    def remove_r1u2(runner) -> None:
+        runner.status.rooms = 1
+        runner.event("room_started", room=1)
+        while runner.status.participants < 3:
+            runner.start_participant(1)
+        runner.validate(1)
+        server = runner.client_params(1, "r1u2")["server"].replace("ws://", "http://")
+        now = int(time.time())
+        admin = _jwt({"iss": key, "nbf": now - 60, "exp": now + 600, "video": {"room": "1", "roomAdmin": True}}, secret)
+        request = urllib.request.Request(f"{server}/twirp/livekit.RoomService/RemoveParticipant",
+                                         json.dumps({"room": "1", "identity": "r1u2"}).encode(),
+                                         {"Authorization": f"Bearer {admin}", "Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=10).read()
+        deadline = time.monotonic() + 15
+        while runner.collector.pages["r1u2"].state != "failed" and time.monotonic() < deadline:
+            runner.wait(0.5)
+
+    cfg = settings("livekit", tmp_path, users_per_room=3, real_per_room=0, quality_frames=0, video_timeout=30)
+    run_dir, status = loadtest.run(cfg, Progress(sys.stdout), remove_r1u2)
+    assert status == "ok", (run_dir / "meta.json").read_text()
+    failed = [e for e in read(run_dir, "events") if e["event"] == "participant_failed"]
+    assert [e["user"] for e in failed] == ["r1u2"], failed
+    assert failed[0]["reason"].startswith("livekit: the session ended: the server asked the participant to leave"), failed
