@@ -17,6 +17,12 @@ import (
 const (
 	maxSleep  = 2 * time.Millisecond
 	startLead = 5 * time.Millisecond
+	// sendEarly: a pacer that wakes sends every slot due within it, early.
+	// One wake-up then serves several streams (each wake-up a nanosleep and
+	// two context switches, some 7,900 a second at 168 participants); the error
+	// it adds is counted as pacing error, and is well under the frame-timing
+	// jitter of a browser's capture and encoder (milliseconds).
+	sendEarly = 250 * time.Microsecond
 	// A pacer thread runs real-time (SCHED_FIFO at pacerPriority): a real
 	// participant has its machine to itself, and a send held up by a
 	// neighbour would show as the SFU's jitter. As a normal thread, however
@@ -165,7 +171,7 @@ func (p *pacer) run() {
 	for {
 		p.mu.Lock()
 		now := monotonic()
-		if len(p.queue) == 0 || p.queue[0].at > now {
+		if len(p.queue) == 0 || p.queue[0].at > now+int64(sendEarly) {
 			until := now + int64(maxSleep)
 			if len(p.queue) > 0 {
 				until = min(until, p.queue[0].at)
@@ -179,8 +185,8 @@ func (p *pacer) run() {
 		if s.stopped.Load() {
 			continue
 		}
-		late := now - s.at
-		pacing.record(time.Duration(late))
+		late := max(now-s.at, 0)
+		pacing.record(time.Duration(max(now-s.at, s.at-now)))
 		// A pacer held up for more than a period skips the slots it missed,
 		// as a camera and encoder would drop those frames: timestamps stay
 		// on real time.
