@@ -153,9 +153,10 @@ def test_a_synthetic_participant_its_sfu_removes_is_failed_with_the_reason(tmp_p
     """LiveKit removes r1u2 through its own server API (RoomService.RemoveParticipant) once the room
     plays: the run records the participant failed with what its driver was told, where it had only
     missing videos to go by (a CI run lost a synthetic participant that way, silently)."""
-    key, secret = "sfubench-test-key", "sfubench-test-secret-0123456789abcdef"
+    # Known credentials, so the test can sign the admin token LiveKit's server API takes.
+    key, signing = ("sfubench-test-key", "sfubench-test-signing-0123456789abcdef")
     monkeypatch.setenv(secret_variable("livekit", "api_key"), key)
-    monkeypatch.setenv(secret_variable("livekit", "api_secret"), secret)
+    monkeypatch.setenv(secret_variable("livekit", "api_secret"), signing)
 
     def remove_r1u2(runner) -> None:
         runner.status.rooms = 1
@@ -165,7 +166,7 @@ def test_a_synthetic_participant_its_sfu_removes_is_failed_with_the_reason(tmp_p
         runner.validate(1)
         server = runner.client_params(1, "r1u2")["server"].replace("ws://", "http://")
         now = int(time.time())
-        admin = _jwt({"iss": key, "nbf": now - 60, "exp": now + 600, "video": {"room": "1", "roomAdmin": True}}, secret)
+        admin = _jwt({"iss": key, "nbf": now - 60, "exp": now + 600, "video": {"room": "1", "roomAdmin": True}}, signing)
         request = urllib.request.Request(f"{server}/twirp/livekit.RoomService/RemoveParticipant",
                                          json.dumps({"room": "1", "identity": "r1u2"}).encode(),
                                          {"Authorization": f"Bearer {admin}", "Content-Type": "application/json"})
