@@ -31,6 +31,8 @@ def test_both_sfus_forward_a_synthetic_room_and_their_cost_is_compared(tmp_path)
         gen = res["generator"][sfu]
         assert {g["phase"] for g in gen} == {"ramp", "target"}, gen
         assert all(g["received_streams"] == 40 and g["cores"] > 0 for g in gen), gen
+        # the clients' namespace's receive-buffer drops, read for every window: none for a room of 5
+        assert all(g["socket_drops"] == 0 for g in gen), gen
     assert "inhouse / janus per packet" in r.stdout and "streams per core" in r.stdout, r.stdout
     summary = res["summary"]
     for sfu in ("inhouse", "janus"):
@@ -41,7 +43,7 @@ def test_both_sfus_forward_a_synthetic_room_and_their_cost_is_compared(tmp_path)
     assert ratio == summary["sfus"]["inhouse"]["us_per_forwarded_packet"] / summary["sfus"]["janus"]["us_per_forwarded_packet"]
     gen = summary["generator"]
     if gen["streams_per_core"] is not None:   # None: no window kept the pacing under 1 ms, said so
-        assert gen["received_streams"] == 40 and gen["pacing_p99_ms"] < 1.0, gen
+        assert gen["received_streams"] == 40 and gen["pacing_p99_ms"] < 1.0 and gen["socket_drops"] == 0, gen
     else:
         assert "no step kept the pacing p99 under" in r.stdout, r.stdout
     assert "inhouse / SFU at 5" in r.stdout, r.stdout
@@ -79,6 +81,19 @@ def test_rounds_are_summed_up_as_medians_with_their_spread():
     assert janus["us_per_forwarded_packet_2x"] is None and janus["us_per_forwarded_packet_2x_spread"] is None
     assert s["ratios"]["inhouse/janus"]["us_per_forwarded_packet"] == 0.45
     assert s["generator"]["streams_per_core"] == 2200
+
+
+def test_the_generator_sustains_a_load_only_where_its_pacing_held_and_its_sockets_dropped_nothing():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import forwarding
+
+    def window(streams, pacing, drops):
+        return {"participants": streams // 12, "phase": "ramp", "received_streams": streams, "cores": streams / 3000,
+                "streams_per_core": 3000.0, "pacing_ms_p99": pacing, "socket_drops": drops}
+    rows = {"inhouse": [window(504, 0.3, 0), window(1008, 0.4, 0), window(1512, 0.5, 17), window(2016, 1.5, 0),
+                        window(2520, 0.5, None)]}
+    gen = forwarding.summary({"inhouse": {}}, rows, 42)["generator"]
+    assert (gen["received_streams"], gen["socket_drops"], gen["pacing_p99_ms"]) == (1008, 0, 0.4), gen
 
 
 def test_a_count_whose_sfu_carried_more_than_media_is_left_out_of_its_cost():
