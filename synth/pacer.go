@@ -185,8 +185,9 @@ func (p *pacer) run() {
 		if s.stopped.Load() {
 			continue
 		}
-		late := max(now-s.at, 0)
-		pacing.record(time.Duration(max(now-s.at, s.at-now)))
+		off := now - s.at // < 0: sent early, within sendEarly
+		pacing.record(time.Duration(max(off, -off)))
+		late := max(off, 0)
 		// A pacer held up for more than a period skips the slots it missed,
 		// as a camera and encoder would drop those frames: timestamps stay
 		// on real time.
