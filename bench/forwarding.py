@@ -13,8 +13,9 @@ An SFU named `ADAPTER-PROFILE` (`janus-tuned`) runs that adapter with that profi
 
 The summary (printed, and `summary` in `--json`): the generator's `streams_per_core` (the most
 received streams of a window whose pacing p99 stayed under 1 ms and whose sockets dropped nothing,
-per core), `pacing_p99_ms` and `socket_drops` there; each SFU's `us_per_forwarded_packet` at the knee load (`--knee-load`: Janus's knee in the
-default study on the project's 2-core machine, the least of the local SFUs') and
+per core), `pacing_p99_ms` and `socket_drops` there; each SFU's `us_per_forwarded_packet` at the
+knee load (`--knee-load`: Janus's knee in the default study on the project's 2-core machine, the
+least of the local SFUs') and
 `us_per_forwarded_packet_2x` at twice it, null where the run did not reach the load with the
 clients' headroom; and the in-house SFU's ratios to the others at both loads.
 
