@@ -3,6 +3,7 @@
 - `runfiles`   reads a run folder, tolerating missing files and damaged lines
 - `catalog`    every metric declared once: tables, exports, database, Prometheus and docs derive from it
 - `windows`    per-stream measurement windows from samples (bitrates, deltas, missing streams)
+- `samples`    samples.jsonl folded in one pass that goes on where it stopped (a run read as it grows)
 - `stats`      small statistics: percentiles, means, spreads
 - `series`     per-participant-count series: streams, freezes, quality, playback, checks, probes, health
 - `cost`       the SFU's CPU per forwarded packet and stream, and its traffic by protocol

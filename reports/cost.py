@@ -9,7 +9,33 @@ from . import runfiles
 from .windows import MEASURED, number, probe_edges, stream_key
 
 
-def cost_series(run: runfiles.Run) -> list[dict]:
+class Spans:
+    """Each measured stream's first and last packet and byte counts in each window: what cost_series
+    takes from the samples, folded one sample at a time."""
+
+    def __init__(self):
+        self.span: dict[tuple, list] = {}   # (window, stream) -> [first t, packets, bytes, last t, packets, bytes]
+        self.participants: dict = {}
+        self.published: dict = defaultdict(set)   # window -> sent streams
+
+    def add(self, s: dict) -> None:
+        if s.get("phase") not in MEASURED or s.get("direction") not in ("send", "recv"):
+            return
+        if s.get("direction") == "send":
+            self.published[s.get("window")].add(stream_key(s))
+        t, n, b = number(s.get("t")), number(s.get("packets")), number(s.get("bytes"))
+        if t is None or n is None:
+            return
+        key = (s.get("window"), stream_key(s))
+        self.participants[s.get("window")] = s.get("participants")
+        cur = self.span.get(key)
+        if cur is None:
+            self.span[key] = [t, n, b, t, n, b]
+        elif t >= cur[3]:
+            cur[3:] = [t, n, b]
+
+
+def cost_series(run: runfiles.Run, spans: Spans | None = None) -> list[dict]:
     """What the SFU spent on forwarding, per participant count: its CPU (from the probe rows at the
     edges of the ramp-up and target windows) over what every receiver, browser or synthetic, got in
     those windows (Δpackets of each received audio and video stream between its first and last
@@ -17,28 +43,16 @@ def cost_series(run: runfiles.Run) -> list[dict]:
     used, in MHz of this machine's clock, per forwarded stream (one published track delivered to one
     receiver), `sfu_mhz_per_published` per published track; `fwd_streams`, `fwd_pps`, `pub_streams`:
     what it forwarded and was sent; `sfu_in_mbps`, `sfu_out_mbps`: its interface's traffic;
-    `sfu_udp_drops`: datagrams its namespace dropped for full socket buffers, per second."""
-    span: dict[tuple, list] = {}   # (window, stream) -> [first t, packets, bytes, last t, packets, bytes]
-    participants: dict = {}
-    published: dict = defaultdict(set)   # window -> sent streams
-    for s in runfiles.iter_measured_samples(run):
-        if s.get("phase") not in MEASURED or s.get("direction") not in ("send", "recv"):
-            continue
-        if s.get("direction") == "send":
-            published[s.get("window")].add(stream_key(s))
-        t, n, b = number(s.get("t")), number(s.get("packets")), number(s.get("bytes"))
-        if t is None or n is None:
-            continue
-        key = (s.get("window"), stream_key(s))
-        participants[s.get("window")] = s.get("participants")
-        cur = span.get(key)
-        if cur is None:
-            span[key] = [t, n, b, t, n, b]
-        elif t >= cur[3]:
-            cur[3:] = [t, n, b]
+    `sfu_udp_drops`: datagrams its namespace dropped for full socket buffers, per second. `spans`:
+    the run's samples already folded (else they are read here)."""
+    if spans is None:
+        spans = Spans()
+        for s in runfiles.iter_measured_samples(run):
+            spans.add(s)
+    participants, published = spans.participants, spans.published
     # window -> forwarded streams, forwarded packets/s, received payload bit/s, sent payload bit/s
     fwd: dict = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
-    for (window, key), (t0, n0, b0, t1, n1, b1) in span.items():
+    for (window, key), (t0, n0, b0, t1, n1, b1) in spans.span.items():
         if t1 <= t0:
             continue
         bps = (b1 - b0) * 8000.0 / (t1 - t0) if b0 is not None and b1 is not None and b1 >= b0 else 0.0

@@ -16,7 +16,8 @@ from .series import background_series, check_series, freeze_series, health_serie
 from .stats import describe, playback_stats, quality_stats, stream_stats
 from .table import Table
 from .tables import study_tables
-from .windows import Totals, iter_stream_windows, missing_streams, stream_windows
+from .samples import SampleFold
+from .windows import missing_streams, stream_windows
 
 
 @dataclass
@@ -96,16 +97,19 @@ def coped(a: Analysis, participants: int | None = None) -> int:
     return max((r["participants"] for r in a.series if r["participants"] < a.knee.judged), default=0)
 
 
-def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientRule = ClientRule()) -> Analysis:
-    obs, totals = [], defaultdict(Totals)
-    for o in iter_stream_windows(runfiles.iter_video_samples(run)):
-        totals[(o["phase"], o["window"])].add(o)
-        if o["phase"] != "background":
-            obs.append(o)
+def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientRule = ClientRule(),
+            samples: SampleFold | None = None) -> Analysis:
+    """`samples`: the run's samples.jsonl as folded so far by whoever reads it as it grows (else it is
+    read here, to its end)."""
+    if samples is None:
+        samples = SampleFold(run.path / "samples.jsonl").read()
+    if samples.damaged:
+        run.damaged["samples.jsonl"] = samples.damaged
+    obs, totals = samples.observations()
     obs += missing_streams(obs, run.events, run.windows)
     tl = timeline(run.events)
     health = window_health(run, obs, client_rule)
-    cost = cost_series(run)
+    cost = cost_series(run, samples.spans)
     server = server_series(run.server, tl)
     series = merge_series(stream_series(obs), freeze_series(totals), quality_series(run.quality),
                           playback_series(run.playback), check_series(run.checks, run.events),

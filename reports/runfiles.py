@@ -24,7 +24,7 @@ from pathlib import Path
 
 import orjson
 
-RECORD_FILES = ("checks", "events", "quality", "server", "playback", "windows")   # samples.jsonl is streamed: iter_video_samples
+RECORD_FILES = ("checks", "events", "quality", "server", "playback", "windows")   # samples.jsonl is streamed
 # a sample of the unreported kind, recognised without parsing it, as the engine and json.dumps write it
 AUDIO_MARKS = (b'"kind":"audio"', b'"kind": "audio"')
 
@@ -53,21 +53,26 @@ def _records(path: Path, damaged: dict[str, int], keep=None, skip: tuple[bytes, 
     `keep` (bytes) passes only lines containing it and `skip` drops lines containing any of its marks,
     both before parsing: that is what makes one phase of a large samples file cheap to look at.
     orjson because parsing is most of a report's time."""
-    loads = orjson.loads
     with open(path, "rb") as f:
         for line in f:
             if keep is not None and keep not in line:
                 continue
             if any(mark in line for mark in skip) or not line.strip():
                 continue
-            try:
-                rec = loads(line)
-            except orjson.JSONDecodeError:
-                rec = None
-            if isinstance(rec, dict):
+            rec = parse_line(line)
+            if rec is not None:
                 yield rec
             else:
                 damaged[path.name] = damaged.get(path.name, 0) + 1
+
+
+def parse_line(line: bytes) -> dict | None:
+    """One record of a JSON-lines file, or None where the line is not one."""
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return rec if isinstance(rec, dict) else None
 
 
 def read_jsonl(path: Path, prefilter: str | None = None) -> tuple[list[dict], int]:

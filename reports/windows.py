@@ -98,30 +98,58 @@ def _observe(first: dict | None, last: dict, within: list[dict], phase, window) 
     return obs
 
 
-def iter_stream_windows(samples: Iterable[dict], kinds: tuple[str, ...] | None = ("video",)) -> Iterator[dict]:
-    """One observation per (window, stream) of the given kinds (None: all). The reports are about video;
-    leaving audio out halves the work.
+class StreamFold:
+    """Samples to per-stream observations as the samples arrive (in time order per stream, as the
+    collector appends them), for one pass over a run or a run still being written.
 
-    Ramp and target windows: bitrate etc. between the window's first and last samples of the stream.
+    Ramp and target windows: bitrate etc. between the window's first and last samples of the stream;
+    their samples are held until the window is closed (close(), or pending() for the rest).
     Background windows hold one sample per stream, so differences are taken from the stream's previous
-    background sample; the stream's first background sample only gives instantaneous values.
-    Background observations come out as the samples stream in (a long run has millions: they are not all
-    kept); ramp and target ones once the samples are exhausted. Samples are expected in time order per
-    stream, as the collector appends them."""
-    measured: dict[tuple, list[dict]] = {}
-    previous: dict[tuple, dict] = {}
-    for s in samples:
-        if kinds is not None and s.get("kind") not in kinds:
-            continue
+    background sample; the stream's first background sample only gives instantaneous values. Their
+    observations come out of add() at once (a long run has millions: they are not kept)."""
+
+    def __init__(self, kinds: tuple[str, ...] | None = ("video",)):
+        self.kinds = kinds
+        self.measured: dict[tuple, list[dict]] = {}   # (phase, window, stream) -> its samples
+        self.previous: dict[tuple, dict] = {}
+
+    def add(self, s: dict) -> dict | None:
+        """Takes one sample; returns its observation if it is a background one."""
+        if self.kinds is not None and s.get("kind") not in self.kinds:
+            return None
         key = stream_key(s)
         if s.get("phase") == "background":
-            yield _observe(previous.get(key), s, [s], "background", s.get("window"))
-            previous[key] = s
-        else:
-            measured.setdefault((s.get("phase"), s.get("window"), key), []).append(s)
-    for (phase, window, _), group in measured.items():
-        group.sort(key=sample_time)
-        yield _observe(group[0], group[-1], group, phase, window)
+            o = _observe(self.previous.get(key), s, [s], "background", s.get("window"))
+            self.previous[key] = s
+            return o
+        self.measured.setdefault((s.get("phase"), s.get("window"), key), []).append(s)
+        return None
+
+    def close(self, phase: str, window) -> list[dict]:
+        """The observations of a measured window whose samples are all in, its samples let go."""
+        keys = [k for k in self.measured if k[0] == phase and k[1] == window]
+        return [_window_observation(k, self.measured.pop(k)) for k in keys]
+
+    def pending(self) -> Iterator[dict]:
+        """The observations of the measured windows not closed, from their samples so far."""
+        for k, group in self.measured.items():
+            yield _window_observation(k, group)
+
+
+def _window_observation(key: tuple, group: list[dict]) -> dict:
+    group.sort(key=sample_time)
+    return _observe(group[0], group[-1], group, key[0], key[1])
+
+
+def iter_stream_windows(samples: Iterable[dict], kinds: tuple[str, ...] | None = ("video",)) -> Iterator[dict]:
+    """One observation per (window, stream) of the given kinds (None: all); see StreamFold. The
+    reports are about video; leaving audio out halves the work. Background observations come out as
+    the samples stream in, ramp and target ones once the samples are exhausted."""
+    fold = StreamFold(kinds)
+    for s in samples:
+        if (o := fold.add(s)) is not None:
+            yield o
+    yield from fold.pending()
 
 
 def stream_windows(samples: Iterable[dict], kinds: tuple[str, ...] | None = ("video",)) -> list[dict]:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from reports import metrics, runfiles
+from reports.samples import SampleFold
 
 from quality import framecode
 
@@ -287,8 +288,11 @@ def _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scen
         try:
             probes = [*site.probes(server, grid, generator, progress), MachineProbe(), EngineProbe()]
 
+            samples = SampleFold(run_dir.path / "samples.jsonl")   # kept: each step's knee reads only what is new
+
             def knee():
-                return metrics.analyse(runfiles.load(run_dir.path)).knee
+                run = runfiles.load(run_dir.path)
+                return metrics.analyse(run, samples=samples.read(run.windows, final=False)).knee
 
             runner = Runner(cfg, shapes.from_config(cfg, knee, [o.halt for o in outs]), bus, collector,
                             _browser_opener(cfg, site, media, pages.url(), grid_url, run_dir, meta,

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from reports import cost, metrics, runfiles, series, stats, synthetic, tables, windows
+from reports import cost, metrics, runfiles, samples, series, stats, synthetic, tables, windows
 
 
 def sample(t, bytes_, *, phase="ramp", window="w1", user="1-1", peer=None, direction="send", kind="video",
@@ -362,3 +362,59 @@ def test_cost_per_forwarded_packet_and_stream_hand_computed(tmp_path):
     assert row["pub_streams"] == 4 and row["sfu_mhz_per_published"] == pytest.approx(0.05 * 3000 / 4)
     assert row["sfu_in_mbps"] == pytest.approx(1.0) and row["sfu_out_mbps"] == pytest.approx(2.0)
     assert row["sfu_udp_drops"] == pytest.approx(2.0)
+
+
+# ---------------------------------------------------------------- a run read as it grows
+
+def near(a, b) -> bool:
+    """Equal, floats to 1e-9 (sums taken in another order)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-9)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(near(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(near(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_a_run_folded_as_it_grows_reads_each_line_once_and_agrees_with_reading_it_whole(tmp_path, monkeypatch):
+    """The engine asks for the knee after every step and keeps one SampleFold for it: each line of
+    samples.jsonl is parsed once, a line still being written waits for the next read, a window's
+    samples are let go once windows.jsonl says it closed, and at every read the analysis is the one
+    of the file as it then stands, read whole."""
+    d = synthetic.make_run(tmp_path / "runs", rooms=5, knee=21, ramp_samples=4)
+    data = (d / "samples.jsonl").read_bytes()
+    run = runfiles.load(d)
+    ends, at = {}, 0   # (phase, window) -> where its last sample's line ends
+    for line in data.splitlines(keepends=True):
+        at += len(line)
+        s = json.loads(line)
+        ends[(s["phase"], s["window"])] = at
+    parsed, live_reading = [], []   # the lines the live fold parsed (the whole reads below parse too)
+    monkeypatch.setattr(samples, "parse_line",
+                        lambda line: (parsed.append(line) if live_reading else None) or runfiles.parse_line(line))
+    growing, whole = tmp_path / "growing" / "samples.jsonl", tmp_path / "whole"
+    growing.parent.mkdir()
+    whole.mkdir()
+    fold = samples.SampleFold(growing)
+    written, chunk, reads = 0, len(data) // 17 + 37, 0   # the chunks end inside lines
+    while written < len(data):
+        with open(growing, "ab") as f:
+            f.write(data[written:written + chunk])
+        written = min(written + chunk, len(data))
+        closed = [w for w in run.windows if ends.get((w["phase"], w["window"]), 0) <= written]
+        live_reading.append(True)
+        fold.read(closed, final=False)
+        live_reading.clear()
+        live = metrics.analyse(run, samples=fold)
+        reads += 1
+        assert fold.offset <= written and data[fold.offset - 1:fold.offset] == b"\n"
+        assert not [k for k in fold.streams.measured if k[:2] in {(w["phase"], w["window"]) for w in closed}]
+        (whole / "samples.jsonl").write_bytes(data[:fold.offset])
+        read_whole = metrics.analyse(runfiles.Run(**{**run.__dict__, "path": whole}))
+        assert near(live.series, read_whole.series) and near(live.windows, read_whole.windows)
+        assert live.knee == read_whole.knee and near(live.cost, read_whole.cost)
+    assert reads >= 17 and fold.offset == len(data) and live.knee.participants is not None
+    assert live.knee == metrics.analyse(run).knee
+    audio_background = sum(1 for line in data.splitlines() if b'"kind": "audio"' in line and b'"phase": "background"' in line)
+    assert len(parsed) == data.count(b"\n") - audio_background

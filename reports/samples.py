@@ -1,0 +1,77 @@
+"""What the analysis takes from samples.jsonl, folded in one pass that can go on where it stopped.
+
+A run's samples are most of its folder (150 MB for 24 rooms of 7). The engine asks for the knee after
+every step; read from the start each time, the ramp's last steps spent seconds on it, and the run as a
+whole time that grew with the square of its steps. A SampleFold kept across those asks parses each
+line once: read() takes only the whole lines appended since the last, and a measured window, once
+windows.jsonl says it closed (the collector takes no sample for a closed window), becomes its
+observations and lets its samples go."""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+from .cost import Spans
+from .runfiles import AUDIO_MARKS, BACKGROUND_MARKS, parse_line
+from .windows import MEASURED, StreamFold, Totals
+
+
+class SampleFold:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.offset = 0          # bytes of the file folded in
+        self.damaged = 0         # unreadable lines (audio ones aside, which no figure reads)
+        self.streams = StreamFold()
+        self.spans = Spans()     # for the SFU's cost
+        self.closed: list[dict] = []                              # observations of closed measured windows
+        self.totals: dict[tuple, Totals] = defaultdict(Totals)    # (phase, window) -> its video figures
+
+    def read(self, windows: Iterable[dict] = (), final: bool = True) -> "SampleFold":
+        """Folds in what the file gained, then closes the measured windows of `windows` (windows.jsonl's
+        records, read before the samples). While the run goes on (`final` False) a line still being
+        written waits for the next read; at the end the last line counts, whole or damaged."""
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            return self
+        with f:
+            f.seek(self.offset)
+            for line in f:
+                if not final and not line.endswith(b"\n"):
+                    break
+                self.offset += len(line)
+                self._fold(line)
+        for w in windows:
+            if w.get("phase") in MEASURED:
+                for o in self.streams.close(w["phase"], w.get("window")):
+                    self.totals[(o["phase"], o["window"])].add(o)
+                    self.closed.append(o)
+        return self
+
+    def _fold(self, line: bytes) -> None:
+        # Background audio lines, the most numerous, serve no figure: they are left unparsed.
+        audio = any(mark in line for mark in AUDIO_MARKS)
+        background = any(mark in line for mark in BACKGROUND_MARKS)
+        if (audio and background) or not line.strip():
+            return
+        s = parse_line(line)
+        if s is None:
+            self.damaged += not audio
+            return
+        if not audio and (o := self.streams.add(s)) is not None:
+            self.totals[(o["phase"], o["window"])].add(o)
+        if not background:
+            self.spans.add(s)
+
+    def observations(self) -> tuple[list[dict], dict[tuple, Totals]]:
+        """The measured windows' observations (a new list) and every window's totals, the windows not
+        closed yet taken from their samples so far (and not kept: more may come)."""
+        obs, totals, fresh = list(self.closed), dict(self.totals), {}
+        for o in self.streams.pending():
+            key = (o["phase"], o["window"])
+            if key not in fresh:
+                fresh[key] = totals[key] = Totals().merge(self.totals[key]) if key in self.totals else Totals()
+            fresh[key].add(o)
+            obs.append(o)
+        return obs, totals
