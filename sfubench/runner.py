@@ -295,6 +295,9 @@ class Runner:
         members = [p for p in self.participants if p.room == room]
         users = [p.id for p in members]
         by_id = {p.id: p for p in members}
+
+        def hopeless(key) -> bool:   # a video its receiver or its sender failed: no wait will play it
+            return bool(by_id[key[0]].failed or by_id[key[1]].failed)
         pending = {(p.id, u): "missing" for p in members for u in users}
         total = len(pending)
         started = time.monotonic()
@@ -302,7 +305,7 @@ class Runner:
         self.follow(True)
         while pending and time.monotonic() < deadline:
             self.note_failures()
-            if all(by_id[p_id].failed for p_id, _ in pending):
+            if all(hopeless(key) for key in pending):
                 break
             for key in list(pending):
                 verdict = self.collector.verdict(*key)
@@ -318,13 +321,13 @@ class Runner:
             self.record_check(room, key, False, verdict, time.monotonic() - started)
         ok = total - len(pending)
         self.event("room_validated" if not pending else "room_timeout", room=room)
-        failed = sum(1 for p_id, _ in pending if by_id[p_id].failed)
+        failed = sum(1 for key in pending if hopeless(key))
         why = []
         if failed:
-            why.append(f"{failed} not checked: their participant failed")
+            why.append(f"{failed} not checked: a participant of theirs failed")
         if len(pending) > failed:
             late = [f"{user}'s {'own camera' if peer == user else peer} {verdict}"
-                    for (user, peer), verdict in pending.items() if not by_id[user].failed]
+                    for (user, peer), verdict in pending.items() if not hopeless((user, peer))]
             why.append(f"{len(late)} timed out after {self.cfg.video_timeout:.0f} s ("
                        + ", ".join(late[:3]) + (", ..." if len(late) > 3 else "") + ")")
         self.say(f"room {room}/{self.cfg.rooms_cap}: {ok}/{total} videos playing" + "".join(f"; {w}" for w in why))
