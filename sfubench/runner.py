@@ -106,7 +106,8 @@ class Runner:
                 self.validate(room)
             if new_rooms and self.cfg.settle:
                 self.say(f"settling {self.cfg.settle:g} s before measuring", transient=True)
-                self.wait(self.cfg.settle)
+                # the window's lead is part of it: its first sample comes `settle` s after the validation
+                self.wait(max(0.0, self.cfg.settle - LEAD_S))
             if step.phase == "network":
                 self.measure("network", self.cfg.network_samples)
             else:
