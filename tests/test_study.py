@@ -20,8 +20,8 @@ from sfubench.config import LAB_SFU_CORES
 
 ROOT = Path(__file__).resolve().parent.parent
 SFUS = ("janus", "inhouse")
-# Counts measured at least, as the issue asks: here Janus's knee (its tuned profile) came at 49-56
-# participants and the in-house SFU's at 70-98 (README, "Why 0.5 core"), 8 counts or more.
+# Counts measured at least, as the issue asks: here Janus's knee (its tuned profile) came at 49-63
+# participants and the in-house SFU's at 70-98, since 147-175 (README, "Why 0.5 core"), 8 counts or more.
 MIN_COUNTS = 5
 LAB = ("--lab-prefix", "sfubq", "--lab-subnet", "127.0.10")
 
