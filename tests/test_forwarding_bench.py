@@ -51,10 +51,11 @@ def test_both_sfus_forward_a_synthetic_room_and_their_cost_is_compared(tmp_path)
     shares = res["cpu_shares"]
     assert set(shares) == {"inhouse SFU", "generator (inhouse)", "generator (janus)"}, shares
     for name, parts in shares.items():
-        assert abs(sum(parts.values()) - 1) < 1e-9, (name, parts)
-        assert parts.get("system calls", 0) > 0, (name, parts)
-    # a room of 5 for seconds is some hundred samples a process, SRTP a few of them: in one at least
-    assert any(parts.get("SRTP", 0) > 0 for parts in shares.values()), shares
+        assert parts and abs(sum(parts.values()) - 1) < 1e-9, (name, parts)
+    # A room of 5 for seconds is a few dozen samples a process (11 for the generator in one CI run):
+    # a part of a few per cent, SRTP's, may draw none of them (the parts are known answers on a fixed
+    # profile below); the kernel's (a fifth to a third of each) and the SFU's routing (a fifth) hardly can.
+    assert any(parts.get("system calls", 0) > 0 for parts in shares.values()), shares
     assert shares["inhouse SFU"].get("routing", 0) > 0, shares
     assert "Where the CPU went" in r.stdout, r.stdout
     # the kernel's floor under the generator, measured here at the runs' packet rates
