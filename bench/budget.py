@@ -54,7 +54,9 @@ def knee(name: str, cores: float, out: Path, prefix: str, subnet: str) -> dict:
     sfu, _, profile = name.partition("-")
     cfg = config.load(cli={"sfu": sfu, "sfu_profile": profile or "auto", "sfu_cpus": cores, "out": str(out),
                            "real_rooms": 0, "lab_prefix": prefix, "lab_subnet": subnet, "quality_frames": 0,
-                           "results_db": str(out / "results.sqlite")}, env={})
+                           "results_db": str(out / "results.sqlite"),
+                           # twice the budget ramps twice as far: the default run's time bound would cut it
+                           "ramp_minutes": 60}, env={})
     print(f"{name}: the study's run, every participant synthetic, with {cores:g} core(s) of SFU", flush=True)
     run_dir, status = loadtest.run(cfg, Progress(open(os.devnull, "w")))
     if status != "ok":

@@ -389,7 +389,10 @@ def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Tabl
         knee_text = (f"<b>Knee at {k.participants} participants{' ' + html.escape(per) if per else ''}</b> — "
                      f"{html.escape(k.detail)}.")
     else:
-        knee_text = f"<b>No knee</b>: {html.escape(k.detail)}."
+        stopped = next((e["reason"] for e in a.run.events
+                        if e.get("event") == "target_reached" and e.get("reason")), None)
+        knee_text = (f"<b>No knee</b>: {html.escape(k.detail)}"
+                     + (f"; the load stopped: {html.escape(stopped)}" if stopped else "") + ".")
     cpu_names = {"sfu_cores": "SFU, cores", "sfu_per_participant": "SFU, cores per participant",
                  "clients_cores": "browsers, cores", "clients_per_participant": "browsers, cores per participant"}
     cpu_rows = [(cpu_names.get(key, key), v) for key, v in html.flatten(a.ident["cpu"])]

@@ -62,6 +62,22 @@ def test_until_knee_gives_up_at_max_rooms():
     assert shape.done == "no knee up to --max-rooms 3"
 
 
+def test_until_knee_adds_no_room_after_its_ramp_minutes():
+    now = [100.0]
+
+    def clock():
+        now[0] += 20.0   # each tick comes a step later
+        return now[0]
+    shape = UntilKnee(max_rooms=40, users_per_room=7, knee=lambda: Knee(), ramp_minutes=1.0, clock=clock)
+    # the ramp's minute counts from its first tick: steps at 0, 20, 40 s; the tick at 60 s ends it
+    assert [s.participants for s in run(shape, 7)] == [7, 14, 21]
+    assert shape.done == "no knee confirmed within --ramp-minutes 1 (up to 21 participants)"
+    # a knee confirmed on the tick that reaches the bound is the run's reason, not the bound
+    shape = UntilKnee(max_rooms=40, users_per_room=7, knee=None, ramp_minutes=1.0, clock=clock)
+    assert ramp_until(shape, [Knee(), Knee(), Knee(14, detail="loss")]) == [7, 14, 21]
+    assert shape.done == "knee at 14 participants: loss"
+
+
 def test_degrade_ramps_then_holds_the_load_under_each_profile_and_comes_back():
     shape = Degrade(rooms=2, users_per_room=5, profiles=("3g", "lossy-2pct"))
     assert run(shape, 5) == [Step(5), Step(10), Step(10, "3g", "network"), Step(10, "lossy-2pct", "network")]

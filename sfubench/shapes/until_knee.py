@@ -1,35 +1,52 @@
 """One more room per step until the knee rule names the SFU's knee, confirmed by the step after it
 (so the run ends one step past the knee), or the count where the clients became the limit (more load
-would only tell more about them), or --max-rooms is reached."""
+would only tell more about them), or a bound: --max-rooms, or --ramp-minutes of ramping (an SFU
+that copes with more takes longer to ramp: the bound keeps a default run within its 10 minutes)."""
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reports.knee import stop_reason
 
 from ..settings import opt
 from . import LoadShape, Status, Step
 
+RAMP_BOUND = "no knee confirmed within --ramp-minutes"   # how a run stopped by the time bound says so
+
 
 @dataclass
 class UntilKnee(LoadShape):
-    """a room at a time until the knee rule fires, the clients become the limit, or --max-rooms"""
+    """a room at a time until the knee rule fires, the clients become the limit, --max-rooms or --ramp-minutes"""
     max_rooms: int
     users_per_room: int
     knee: Callable[[], object]   # -> reports.knee.Knee over what the run folder holds so far
+    ramp_minutes: float = float("inf")
+    clock: Callable[[], float] = time.monotonic
+    started: float | None = field(default=None, init=False)   # the first tick: the ramp's start
     name = "until-knee"
-    options = {"max_rooms": opt(40, "the most rooms the until-knee shape adds", min=1, max=1000)}
+    options = {
+        "max_rooms": opt(40, "the most rooms the until-knee shape adds", min=1, max=1000),
+        # A step after the bound may still be one a saturated SFU cannot take whole (up to
+        # --video-timeout), then measured, then the target window and the teardown: about 105 s here.
+        "ramp_minutes": opt(8.0, "minutes after which the until-knee shape adds no room (its last step "
+                            "and the target window still run; 8 keeps a default run under 10 minutes)",
+                            min=0.5, max=24 * 60),
+    }
 
     @classmethod
     def from_config(cls, cfg, knee) -> "UntilKnee":
-        return cls(cfg.max_rooms, cfg.users_per_room, knee)
+        return cls(cfg.max_rooms, cfg.users_per_room, knee, cfg.ramp_minutes)
 
     @classmethod
     def rooms_cap(cls, cfg) -> int:
         return cfg.max_rooms
 
     def tick(self, status: Status) -> Step | None:
+        now = self.clock()
+        if self.started is None:
+            self.started = now
         if status.rooms:
             found = self.knee()
             # The rule also fires on the last count measured, with nothing after it to confirm it.
@@ -38,5 +55,8 @@ class UntilKnee(LoadShape):
                 return None
         if status.rooms >= self.max_rooms:
             self.done = f"no knee up to --max-rooms {self.max_rooms}"
+            return None
+        if now - self.started >= self.ramp_minutes * 60:
+            self.done = f"{RAMP_BOUND} {self.ramp_minutes:g} (up to {status.participants} participants)"
             return None
         return Step((status.rooms + 1) * self.users_per_room)
