@@ -146,3 +146,15 @@ def test_main(runs, capsys):
     assert run.main([str(runs["no-reference"])]) == 0
     assert capsys.readouterr().out.strip().endswith("report.html")
     assert run.main([]) == 2
+
+
+def test_a_run_without_a_knee_says_why_its_load_stopped(runs, tmp_path):
+    d = shutil.copytree(runs["no-reference"], tmp_path / "run")
+    events = [json.loads(line) for line in (d / "events.jsonl").read_text().splitlines()]
+    for e in events:
+        if e["event"] == "target_reached":
+            e["reason"] = "no knee confirmed within --ramp-minutes 8 (up to 21 participants)"
+    (d / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    page = run.build(d).read_text()
+    assert ("<b>No knee</b>: the SFU coped with every load measured; the load stopped: no knee confirmed "
+            "within --ramp-minutes 8 (up to 21 participants).") in page
