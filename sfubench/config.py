@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import outputs, shapes
 from .settings import AUTO, SEPARATOR, ConfigError, opt, public
+from .shapes.until_knee import LAB_RAMP_MINUTES
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_PREFIX = "SFUBENCH_"
@@ -62,7 +63,8 @@ def resolve_auto(values: dict, remote: bool) -> dict:
     chosen = {"sfu_cpus": 0.0 if remote else LAB_SFU_CORES,
               "sfu_cpuset": "0" if split else "",
               "client_cpuset": (f"1-{cpus - 1}" if cpus > 2 else "1") if split else "",
-              "real_rooms": 1000 if remote else 1}
+              "real_rooms": 1000 if remote else 1,
+              "ramp_minutes": 0.0 if remote else LAB_RAMP_MINUTES}
     if out.get("media") == AUTO:
         layered = isinstance(out.get("simulcast"), int) and out["simulcast"] > 1
         out["media"] = "hd" if layered else "local"

@@ -8,6 +8,7 @@ import pytest
 from sfubench import config
 from sfubench.config import ConfigError, load, tile_layer
 from sfubench.sfu import Adapter
+from sfubench.shapes.until_knee import LAB_RAMP_MINUTES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,7 +96,10 @@ def test_auto_settings_resolve_for_a_remote_site():
               load(cli={"sfu_address": "10.42.0.9", "grid_url": "http://h:4444"}, env={})):
         assert (c.sfu_cpus, c.sfu_cpuset, c.client_cpuset) == (0, "", "")
         assert c.browser_participants == c.participants
+        assert c.ramp_minutes == 0   # its hosts ramp as far as they carry: no time bound
     assert load(env={}, remote=True, cli={"sfu_cpus": "0.5"}).sfu_cpus == 0.5
+    assert load(env={}).ramp_minutes == LAB_RAMP_MINUTES
+    assert load(env={}, remote=True, cli={"ramp_minutes": "30"}).ramp_minutes == 30
 
 
 def test_precedence_default_file_env_flag(tmp_path):
