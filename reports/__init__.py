@@ -10,7 +10,7 @@
 - `table`, `tables`  the Table type; the measurement, health, cost and Tables IV–VI builders
 - `metrics`    `analyse` (one run's Analysis), its headline and status, `summary`
 - `knee`, `clientbound`  where an SFU stops coping; whether the clients were the limit instead
-- `run`        one run's report.html
+- `run`, `runfigures`  one run's report.html, and its figures
 - `compare`    several SFUs side by side; `study` the study's comparison over repeats
 - `history`    results DB and trends over nights
 - `export`     CSV / JSON of the tables
