@@ -111,6 +111,24 @@ def test_a_count_whose_sfu_carried_more_than_media_is_left_out_of_its_cost():
     assert list(forwarding.sfu_cost(analysis)) == [21]
 
 
+
+def test_a_count_whose_sfu_forwarded_under_half_its_usual_packets_is_left_out_of_its_cost():
+    """Medooze once forwarded 13 packets/s a stream at 84 participants against 62 at the counts
+    before: its 78 µs a forwarded packet there was the CPU of an SFU past its knee, not a cost of
+    forwarding, and it made the round's ratio at twice the knee load 0.06."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import forwarding
+
+    def row(p, pps_per_stream):
+        streams = p * 12
+        return {"participants": p, "fwd_streams": streams, "fwd_pps": pps_per_stream * streams,
+                "sfu_us_per_packet": 14.0, "sfu_media_in_ratio": 1.0, "sfu_media_out_ratio": 1.0}
+    cost = [row(70, 62.0), row(77, 61.0), row(84, 13.0), row(91, 40.0)]
+    fell = forwarding.forwarding_fell(cost)
+    assert list(fell) == [84] and "13 packets/s a stream" in fell[84] and "usual 50 in the run" in fell[84], fell
+    analysis = SimpleNamespace(health=[], cost=cost)
+    assert list(forwarding.sfu_cost(analysis)) == [70, 77, 91]
+
 # The layout of `go tool pprof -raw`: samples as location ids leaf first, locations with their
 # inlined functions on the lines after.
 RAW = """PeriodType: cpu nanoseconds
