@@ -40,8 +40,8 @@ const (
 	// run queue and waits for a P. With none to spare it waited behind the
 	// goroutines queued on the busy ones, up to 36 ms beside a browser at 77
 	// participants (perf sched: its thread parked in stoplockedm), the late
-	// sends of a window. Idle Ps take it sooner (README, "How the generator
-	// stays cheap").
+	// sends of a window. Idle Ps take it sooner (docs/performance-history.md:
+	// "The generator, with its pacers real-time").
 	spareProcs = 2
 )
 
