@@ -120,11 +120,10 @@ def cpu_shares(profiles: dict[str, Path]) -> dict[str, dict[str, float]]:
 
 
 def forwarding_fell(cost: list[dict]) -> dict[int, str]:
-    """The counts at which the SFU forwarded under FELL of the packets a stream it forwarded over
-    the run (the median), each with why it is left out: past its knee an SFU spends its CPU on
-    media it no longer forwards, and its cost per forwarded packet there is no cost of forwarding
-    (Medooze once forwarded 13 packets/s a stream at 84 participants against 62 before: 78 µs a
-    packet)."""
+    """The counts at which the SFU forwarded under FELL of its usual packets per stream (the run's
+    median), each with why it is left out: past its knee an SFU spends its CPU on media it no
+    longer forwards, and its cost per forwarded packet there is no cost of forwarding (Medooze once
+    forwarded 13 packets/s a stream at 84 participants against 62 before: 78 µs a packet)."""
     rates = {r["participants"]: r["fwd_pps"] / r["fwd_streams"] for r in cost
              if r.get("fwd_pps") is not None and r.get("fwd_streams")}
     if not rates:
@@ -137,8 +136,8 @@ def forwarding_fell(cost: list[dict]) -> dict[int, str]:
 
 def sfu_cost(analysis: metrics.Analysis) -> dict[int, dict]:
     """The cost rows by participants, of the counts where the clients had headroom and the SFU
-    carried its media and little else (a driver flooding its signalling makes the cost its own),
-    all of it (forwarding_fell)."""
+    carried its media and little else (a driver flooding its signalling makes the cost its own)
+    without falling short of it (forwarding_fell)."""
     bound = {h["participants"] for h in analysis.health if h["client_bound"]}
     fell = forwarding_fell(analysis.cost)
     return {r["participants"]: r for r in analysis.cost
