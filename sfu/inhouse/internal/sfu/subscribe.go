@@ -15,6 +15,8 @@ import (
 // sending transceiver, reused once an offer has made it inactive, and every
 // change goes out in the server's next offer, one offer at a time.
 
+// freed is a transceiver an ended subscription left: reused once the offer
+// that makes it inactive is answered.
 type freed struct {
 	tr    *webrtc.RTPTransceiver
 	video bool
