@@ -310,7 +310,7 @@ def print_summary(result: dict, knee_load: int) -> None:
         v = part.get(key)
         return ("-" if v is None else format(v, fmt)) + (spread(part, key) if runs > 1 and v is not None else "")
     print(f"\nCPU per forwarded packet at {knee_load} participants and at {2 * knee_load} (µs; '-': not reached "
-          f"with the clients' headroom), " + (f"the median of {runs} rounds (its spread):" if runs > 1 else "one run:"))
+          f"with the clients' headroom, or left out as said above), " + (f"the median of {runs} rounds (its spread):" if runs > 1 else "one run:"))
     print(f"| SFU | at {knee_load} | at {2 * knee_load} | inhouse / SFU at {knee_load} | inhouse / SFU at {2 * knee_load} |")
     print("|---|---|---|---|---|")
     for sfu, v in result["sfus"].items():
