@@ -160,40 +160,39 @@ def _panels(a: Analysis, out: Path, name: str, panels: list[tuple], title: str) 
     return f"report-{name}.png"
 
 
-def plot_quality(a: Analysis, out: Path) -> str | None:
-    s = a.series
-    return _panels(a, out, "quality", [
-        (s, "brisque", "BRISQUE (lower is better)", "score", 1, "mean"),
-        (s, "vmaf", "VMAF (higher is better)", "score", 1, "mean"),
-        (s, "psnr", "PSNR (higher is better)", "dB", 1, "mean"),
-    ], "Received video quality vs participants")
+# The figures that are panels of the series side by side, by name: the figure's title and its
+# panels (series key, panel title, y label, scale, line label).
+SERIES_PANELS = {
+    "quality": ("Received video quality vs participants", [
+        ("brisque", "BRISQUE (lower is better)", "score", 1, "mean"),
+        ("vmaf", "VMAF (higher is better)", "score", 1, "mean"),
+        ("psnr", "PSNR (higher is better)", "dB", 1, "mean"),
+    ]),
+    "delay": ("Delay and freezes vs participants", [
+        ("delay_ms", "Glass-to-glass delay", "ms", 1, "median"),
+        ("freezes_per_min", "Freezes (getStats)", "per stream-minute", 1, "mean"),
+        ("frozen_share", "Frozen frames (scored)", "% of scored frames", 100, "share"),
+    ]),
+    "stream": ("Received video streams vs participants (mean and p10–p90 band)", [
+        ("fps", "Frame rate received", "fps", 1, "mean"),
+        ("loss_pct", "Packet loss received", "%", 1, "pooled"),
+        ("jitter_ms", "Jitter received", "ms", 1, "mean"),
+    ]),
+    "playback": ("Every delivered frame's code vs participants", [
+        ("code_fps", "Frames delivered (frame code)", "fps", 1, "mean"),
+        ("skipped_per_s", "Source frames skipped", "per second", 1, "mean"),
+        ("code_freezes_per_min", "Freezes (frame code)", "per stream-minute", 1, "mean"),
+    ]),
+}
 
 
-def plot_delay(a: Analysis, out: Path) -> str | None:
-    s = a.series
-    return _panels(a, out, "delay", [
-        (s, "delay_ms", "Glass-to-glass delay", "ms", 1, "median"),
-        (s, "freezes_per_min", "Freezes (getStats)", "per stream-minute", 1, "mean"),
-        (s, "frozen_share", "Frozen frames (scored)", "% of scored frames", 100, "share"),
-    ], "Delay and freezes vs participants")
+def series_panels(name: str):
+    """The plot of the figure SERIES_PANELS names `name`."""
+    title, panels = SERIES_PANELS[name]
 
-
-def plot_stream(a: Analysis, out: Path) -> str | None:
-    s = a.series
-    return _panels(a, out, "stream", [
-        (s, "fps", "Frame rate received", "fps", 1, "mean"),
-        (s, "loss_pct", "Packet loss received", "%", 1, "pooled"),
-        (s, "jitter_ms", "Jitter received", "ms", 1, "mean"),
-    ], "Received video streams vs participants (mean and p10–p90 band)")
-
-
-def plot_playback(a: Analysis, out: Path) -> str | None:
-    s = a.series
-    return _panels(a, out, "playback", [
-        (s, "code_fps", "Frames delivered (frame code)", "fps", 1, "mean"),
-        (s, "skipped_per_s", "Source frames skipped", "per second", 1, "mean"),
-        (s, "code_freezes_per_min", "Freezes (frame code)", "per stream-minute", 1, "mean"),
-    ], "Every delivered frame's code vs participants")
+    def plot(a: Analysis, out: Path) -> str | None:
+        return _panels(a, out, name, [(a.series, *p) for p in panels], title)
+    return plot
 
 
 def plot_checks(a: Analysis, out: Path) -> str | None:
@@ -235,5 +234,5 @@ def plot_server(a: Analysis, out: Path) -> str | None:
 
 
 PLOTS = (("fig-timeline", plot_timeline), ("fig-bitrate", plot_bitrate), ("fig-rtt", plot_rtt),
-         ("fig-quality", plot_quality), ("fig-delay", plot_delay), ("fig-stream", plot_stream),
-         ("fig-playback", plot_playback), ("fig-checks", plot_checks), ("fig-server", plot_server))
+         *((f"fig-{name}", series_panels(name)) for name in SERIES_PANELS),
+         ("fig-checks", plot_checks), ("fig-server", plot_server))
