@@ -88,13 +88,34 @@ def test_the_generator_sustains_a_load_only_where_its_pacing_held_and_its_socket
     sys.path.insert(0, str(ROOT / "bench"))
     import forwarding
 
-    def window(streams, pacing, drops):
-        return {"participants": streams // 12, "phase": "ramp", "received_streams": streams, "cores": streams / 3000,
-                "streams_per_core": 3000.0, "pacing_ms_p99": pacing, "socket_drops": drops}
     rows = {"inhouse": [window(504, 0.3, 0), window(1008, 0.4, 0), window(1512, 0.5, 17), window(2016, 1.5, 0),
                         window(2520, 0.5, None)]}
     gen = forwarding.summary({"inhouse": {}}, rows, 42)["generator"]
     assert (gen["received_streams"], gen["socket_drops"], gen["pacing_p99_ms"]) == (1008, 0, 0.4), gen
+    assert gen["streams_per_core"] == 3000.0 and gen["windows"] == 1, gen
+
+
+def test_the_generator_figure_is_every_window_at_its_top_load_pooled_not_the_best_of_them():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import forwarding
+
+    # at 2,520 streams: 3 s at 0.5 core and 6 s at 0.7 core, in two SFUs' runs; the best window alone
+    # would read 5,040 streams per core
+    rows = {"inhouse": [window(1008, 0.3, 0), window(2520, 0.25, 0, cores=0.5)],
+            "janus": [window(2520, 0.4, 0, cores=0.7, seconds=6.0), window(2520, 1.2, 0, cores=0.9)]}
+    gen = forwarding.summary({"inhouse": {}, "janus": {}}, rows, 42)["generator"]
+    assert gen["windows"] == 2 and gen["received_streams"] == 2520 and gen["pacing_p99_ms"] == 0.4, gen
+    assert abs(gen["streams_per_core"] - 2520 * 9 / (3 * 0.5 + 6 * 0.7)) < 1e-6, gen
+    none = forwarding.summary({"inhouse": {}}, {"inhouse": [window(1008, 1.5, 0)]}, 42)["generator"]
+    assert none["streams_per_core"] is None and none["windows"] == 0, none
+
+
+def window(streams, pacing, drops, cores=None, seconds=3.0):
+    """A generator row as bench/forwarding.py reads it from a run folder."""
+    cores = streams / 3000 if cores is None else cores
+    return {"participants": streams // 12, "phase": "ramp", "received_streams": streams, "seconds": seconds,
+            "cpu_s": cores * seconds, "cores": cores, "streams_per_core": streams / cores,
+            "pacing_ms_p99": pacing, "socket_drops": drops}
 
 
 def test_a_count_whose_sfu_carried_more_than_media_is_left_out_of_its_cost():
