@@ -21,16 +21,21 @@ type RTP interface {
 	SetROC(ssrc, roc uint32)
 }
 
-// NewRTP is a context for the keys: for the AEAD AES-GCM profiles, one of
-// ours; else pion's. Around the cipher, pion's spent as much again per
+// NewRTP is a context for the keys: for the AEAD AES-GCM and the AES-CM
+// HMAC-SHA1 profiles, one of ours; else pion's. Around the cipher, pion's spent as much again per
 // packet (parsing the header a second time, a map per stream and the
 // options a context can have, profiled at 84 participants in make bench);
 // ours does what the negotiated options need (no MKI, no replay window,
 // no cryptex: pion's defaults, which the connections here keep) and nothing
 // else.
 func NewRTP(key, salt []byte, profile srtp.ProtectionProfile) (RTP, error) {
-	if profile == srtp.ProtectionProfileAeadAes128Gcm || profile == srtp.ProtectionProfileAeadAes256Gcm {
+	switch profile {
+	case srtp.ProtectionProfileAeadAes128Gcm, srtp.ProtectionProfileAeadAes256Gcm:
 		return newGCM(key, salt)
+	case srtp.ProtectionProfileAes128CmHmacSha1_80, srtp.ProtectionProfileAes256CmHmacSha1_80:
+		return newCM(key, salt, 10)
+	case srtp.ProtectionProfileAes128CmHmacSha1_32, srtp.ProtectionProfileAes256CmHmacSha1_32:
+		return newCM(key, salt, 4)
 	}
 	c, err := srtp.CreateContext(key, salt, profile)
 	if err != nil {
@@ -61,27 +66,12 @@ func (p *pionRTP) SetROC(ssrc, roc uint32) { p.c.SetROC(ssrc, roc) }
 // derivation rate 0), each stream's packet index kept as RFC 3711 3.3.1
 // estimates it.
 type gcm struct {
+	rollovers
 	aead cipher.AEAD
 	salt [12]byte
-	// A stream's state lives in the slot of its SSRC's low bits, or, where
-	// another stream took that slot first, in the map: the map's lookup
-	// missed the cache often enough to take a quarter of the encryption's
-	// time (make bench, 84 participants, a subscriber's dozen streams), and
-	// a state of its own was one miss more.
-	slots   [64]rollover
-	streams map[uint32]*rollover
 	// iv is the packet's nonce: in the context, not on the stack, as the
 	// AEAD (an interface) would have it escape, an allocation a packet.
 	iv [12]byte
-}
-
-// rollover is one stream's highest packet index (rollover counter and
-// sequence number) seen; fresh until a packet sets it.
-type rollover struct {
-	ssrc  uint32
-	used  bool // a slot: a stream's
-	fresh bool
-	index uint64
 }
 
 const (
@@ -112,7 +102,7 @@ func newGCM(key, salt []byte) (*gcm, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gcm{aead: aead, streams: map[uint32]*rollover{}}
+	g := &gcm{aead: aead, rollovers: newRollovers()}
 	copy(g.salt[:], sessionSalt)
 	return g, nil
 }
@@ -133,52 +123,6 @@ func derive(label byte, key, salt []byte, n int) ([]byte, error) {
 		block.Encrypt(out[i:], in[:])
 	}
 	return out[:n], nil
-}
-
-func (g *gcm) stream(ssrc uint32) *rollover {
-	slot := &g.slots[ssrc%uint32(len(g.slots))]
-	if slot.used && slot.ssrc == ssrc {
-		return slot
-	}
-	if s := g.streams[ssrc]; s != nil {
-		return s
-	}
-	if !slot.used {
-		*slot = rollover{ssrc: ssrc, used: true, fresh: true}
-		return slot
-	}
-	s := &rollover{ssrc: ssrc, used: true, fresh: true}
-	g.streams[ssrc] = s
-	return s
-}
-
-func (g *gcm) SetROC(ssrc, roc uint32) {
-	s := g.stream(ssrc)
-	s.index, s.fresh = uint64(roc)<<16, true
-}
-
-// guess is the rollover counter of a packet with sequence number seq
-// (RFC 3711 3.3.1), and how far its index is past the highest seen.
-func (s *rollover) guess(seq uint16) (roc uint32, ahead int64) {
-	if s.fresh {
-		return uint32(s.index >> 16), 0
-	}
-	roc, last := uint32(s.index>>16), int64(s.index&0xffff)
-	d := int64(seq) - last
-	switch {
-	case d > 1<<15 && roc > 0: // before a wrap this side has seen
-		return roc - 1, d - 1<<16
-	case d < -(1 << 15): // past a wrap
-		return roc + 1, d + 1<<16
-	}
-	return roc, d
-}
-
-// saw moves the stream's highest index on to an authentic packet's.
-func (s *rollover) saw(seq uint16, roc uint32, ahead int64) {
-	if s.fresh || ahead > 0 {
-		s.index, s.fresh = uint64(roc)<<16|uint64(seq), false
-	}
 }
 
 // nonce sets g.iv for a packet (RFC 7714 8.1) and returns it.

@@ -9,11 +9,15 @@ import (
 	"github.com/pion/srtp/v3"
 )
 
-// Our AES-GCM context against pion's, packet for packet, each side
-// encrypting what the other decrypts: sequence numbers that wrap, packets
-// late from before the wrap, repeats, a forged packet in between.
+// Our AES-GCM and AES-CM contexts against pion's, packet for packet, each
+// side encrypting what the other decrypts: sequence numbers that wrap,
+// packets late from before the wrap, repeats, a forged packet in between.
 
-var gcmProfiles = []srtp.ProtectionProfile{srtp.ProtectionProfileAeadAes128Gcm, srtp.ProtectionProfileAeadAes256Gcm}
+var ourProfiles = []srtp.ProtectionProfile{
+	srtp.ProtectionProfileAeadAes128Gcm, srtp.ProtectionProfileAeadAes256Gcm,
+	srtp.ProtectionProfileAes128CmHmacSha1_80, srtp.ProtectionProfileAes128CmHmacSha1_32,
+	srtp.ProtectionProfileAes256CmHmacSha1_80, srtp.ProtectionProfileAes256CmHmacSha1_32,
+}
 
 func keys(t *testing.T, profile srtp.ProtectionProfile) (key, salt []byte) {
 	t.Helper()
@@ -71,11 +75,11 @@ func packet(t *testing.T, seq uint16, ssrc uint32) (plain []byte, h *rtp.Header,
 }
 
 func TestOursEncryptsWhatPionDecrypts(t *testing.T) {
-	for _, profile := range gcmProfiles {
+	for _, profile := range ourProfiles {
 		t.Run(profile.String(), func(t *testing.T) {
 			ours, pion := contexts(t, profile)
-			if _, ok := ours.(*gcm); !ok {
-				t.Fatalf("%T for %v, want ours", ours, profile)
+			if _, ok := ours.(*pionRTP); ok {
+				t.Fatalf("pion's context for %v, want ours", profile)
 			}
 			for i, seq := range order {
 				for _, ssrc := range []uint32{42, 43, 106} {
@@ -98,7 +102,7 @@ func TestOursEncryptsWhatPionDecrypts(t *testing.T) {
 }
 
 func TestOursDecryptsWhatPionEncrypts(t *testing.T) {
-	for _, profile := range gcmProfiles {
+	for _, profile := range ourProfiles {
 		t.Run(profile.String(), func(t *testing.T) {
 			ours, pion := contexts(t, profile)
 			for k, seq := range append(order, order...) { // 42's, then 106's
@@ -109,10 +113,12 @@ func TestOursDecryptsWhatPionEncrypts(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				forged := bytes.Clone(enc)
-				forged[len(forged)-1] ^= 1
-				if _, err := ours.DecryptRTP(nil, forged, h, n); err == nil {
-					t.Fatalf("packet %d: a forged packet was taken", i)
+				for _, at := range []int{len(enc) - 1, n} { // its tag, its payload
+					forged := bytes.Clone(enc)
+					forged[at] ^= 1
+					if _, err := ours.DecryptRTP(nil, forged, h, n); err == nil {
+						t.Fatalf("packet %d: a packet forged at byte %d was taken", i, at)
+					}
 				}
 				got, err := ours.DecryptRTP(make([]byte, 0, 1500), enc, h, n)
 				if err != nil {
@@ -128,7 +134,13 @@ func TestOursDecryptsWhatPionEncrypts(t *testing.T) {
 
 // SetROC as pion's: the stream's next packet is taken in that rollover.
 func TestSetROCStartsTheStreamInThatRollover(t *testing.T) {
-	ours, pion := contexts(t, srtp.ProtectionProfileAeadAes128Gcm)
+	for _, profile := range []srtp.ProtectionProfile{srtp.ProtectionProfileAeadAes128Gcm, srtp.ProtectionProfileAes128CmHmacSha1_80} {
+		t.Run(profile.String(), func(t *testing.T) { setROC(t, profile) })
+	}
+}
+
+func setROC(t *testing.T, profile srtp.ProtectionProfile) {
+	ours, pion := contexts(t, profile)
 	pion.SetROC(42, 3)
 	ours.SetROC(42, 3)
 	for _, seq := range []uint16{40000, 40001, 65535, 0, 5} {
@@ -154,11 +166,11 @@ func TestSetROCStartsTheStreamInThatRollover(t *testing.T) {
 
 func TestOtherProfilesArePions(t *testing.T) {
 	key, salt := make([]byte, 16), make([]byte, 14)
-	c, err := NewRTP(key, salt, srtp.ProtectionProfileAes128CmHmacSha1_80)
+	c, err := NewRTP(key, salt, srtp.ProtectionProfileNullHmacSha1_80)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := fmt.Sprintf("%T", c); got != "*srtpkeys.pionRTP" {
-		t.Fatalf("%s for AES-CM, want pion's", got)
+		t.Fatalf("%s for NULL-HMAC-SHA1, want pion's", got)
 	}
 }
