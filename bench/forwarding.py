@@ -12,9 +12,9 @@ sockets drop nothing (the receive-buffer drops of the clients' network namespace
 An SFU named `ADAPTER-PROFILE` (`janus-tuned`) runs that adapter with that profile (`--sfu-profile`).
 
 The summary (printed, and `summary` in `--json`): the generator's `streams_per_core` at the most
-received streams of a window whose pacing p99 stayed under 1 ms and whose sockets dropped nothing
-(over every such window at that load, of every SFU's run: `windows` of them), `pacing_p99_ms` (the
-worst of them) and `socket_drops` there; each SFU's `us_per_forwarded_packet` at the
+participants of a window whose pacing p99 stayed under 1 ms and whose sockets dropped nothing
+(over every such window at that count, of every SFU's run: `windows` of them), `received_streams`,
+`pacing_p99_ms` (the worst of them) and `socket_drops` there; each SFU's `us_per_forwarded_packet` at the
 knee load (`--knee-load`: Janus's knee in the default study on the project's 2-core machine, the
 least of the local SFUs') and
 `us_per_forwarded_packet_2x` at twice it, null where the run did not reach the load with the
@@ -149,23 +149,25 @@ def sfu_cost(analysis: metrics.Analysis) -> dict[int, dict]:
 
 
 def generator_sustained(generator: dict[str, list[dict]]) -> dict:
-    """The generator at the most received streams it sustained (pacing p99 under PACING_MS, no socket
-    drops), over every such window at that load of every SFU's run: their stream-seconds over the
-    CPU-seconds they took, as the SFU's cost at a count is its windows' (reports/cost.py). One
+    """The generator at the most participants it sustained (pacing p99 under PACING_MS, no socket
+    drops), over every such window at that count of every SFU's run: their stream-seconds over the
+    CPU-seconds they took, as the SFU's cost at a count is its windows' (reports/cost.py), and the
+    streams it received there on average (an SFU may forward a few streams short). One
     window of a few seconds reads the generator cheaper or dearer than its load: 84 participants
     held two minutes gave 2-second windows from 0.24 to 0.40 core. The best window, which this took
     before, read a quarter over what the generator costs (4,208 streams per core against 3,355 pooled)."""
     sustained = [r for rows in generator.values() for r in rows if r["pacing_ms_p99"] is not None
                  and r["pacing_ms_p99"] < PACING_MS and r["socket_drops"] == 0 and r["streams_per_core"]]
     if not sustained:
-        return {"streams_per_core": None, "pacing_p99_ms": None, "socket_drops": None, "received_streams": None,
-                "windows": 0}
-    top = max(r["received_streams"] for r in sustained)
-    at_top = [r for r in sustained if r["received_streams"] == top]
+        return {"streams_per_core": None, "pacing_p99_ms": None, "socket_drops": None, "participants": None,
+                "received_streams": None, "windows": 0}
+    top = max(r["participants"] for r in sustained)
+    at_top = [r for r in sustained if r["participants"] == top]
     stream_seconds = sum(r["received_streams"] * r["seconds"] for r in at_top)
     return {"streams_per_core": stream_seconds / sum(r["cpu_s"] for r in at_top),
             "pacing_p99_ms": max(r["pacing_ms_p99"] for r in at_top), "socket_drops": 0,
-            "received_streams": top, "windows": len(at_top)}
+            "participants": top, "received_streams": stream_seconds / sum(r["seconds"] for r in at_top),
+            "windows": len(at_top)}
 
 
 def summary(cost: dict[str, dict], generator: dict[str, list[dict]], knee_load: int) -> dict:
@@ -315,8 +317,9 @@ def print_summary(result: dict, knee_load: int) -> None:
     runs = result["runs"]
     gen = result["generator"]
     if gen["streams_per_core"]:
-        print(f"\nsustained with pacing p99 < {PACING_MS:g} ms and no socket drops: up to {gen['received_streams']:.0f} received streams "
-              f"at {gen['streams_per_core']:.0f} streams per core over the {gen['windows']:.0f} windows at that load "
+        print(f"\nsustained with pacing p99 < {PACING_MS:g} ms and no socket drops: up to {gen['participants']:.0f} participants "
+              f"({gen['received_streams']:.0f} received streams) "
+              f"at {gen['streams_per_core']:.0f} streams per core over the {gen['windows']:.0f} windows at that count "
               f"(pacing p99 {gen['pacing_p99_ms']} ms at worst)"
               + (f", the median of {runs} rounds{spread(gen, 'streams_per_core')}" if runs > 1 else ""))
     else:

@@ -99,21 +99,25 @@ def test_the_generator_figure_is_every_window_at_its_top_load_pooled_not_the_bes
     sys.path.insert(0, str(ROOT / "bench"))
     import forwarding
 
-    # at 2,520 streams: 3 s at 0.5 core and 6 s at 0.7 core, in two SFUs' runs; the best window alone
-    # would read 5,040 streams per core
+    # at 210 participants: 3 s at 0.5 core and 6 s at 0.7 core in two SFUs' runs, and 3 s at 0.6 core
+    # of a third that forwarded 24 streams short; the best window alone would read 5,040 streams per core
     rows = {"inhouse": [window(1008, 0.3, 0), window(2520, 0.25, 0, cores=0.5)],
-            "janus": [window(2520, 0.4, 0, cores=0.7, seconds=6.0), window(2520, 1.2, 0, cores=0.9)]}
-    gen = forwarding.summary({"inhouse": {}, "janus": {}}, rows, 42)["generator"]
-    assert gen["windows"] == 2 and gen["received_streams"] == 2520 and gen["pacing_p99_ms"] == 0.4, gen
-    assert abs(gen["streams_per_core"] - 2520 * 9 / (3 * 0.5 + 6 * 0.7)) < 1e-6, gen
+            "janus": [window(2520, 0.4, 0, cores=0.7, seconds=6.0), window(2520, 1.2, 0, cores=0.9)],
+            "medooze": [window(2496, 0.3, 0, cores=0.6, participants=210)]}
+    gen = forwarding.summary({s: {} for s in rows}, rows, 42)["generator"]
+    assert (gen["windows"], gen["participants"], gen["pacing_p99_ms"]) == (3, 210, 0.4), gen
+    stream_seconds = 2520 * 9 + 2496 * 3
+    assert abs(gen["received_streams"] - stream_seconds / 12) < 1e-6, gen
+    assert abs(gen["streams_per_core"] - stream_seconds / (3 * 0.5 + 6 * 0.7 + 3 * 0.6)) < 1e-6, gen
     none = forwarding.summary({"inhouse": {}}, {"inhouse": [window(1008, 1.5, 0)]}, 42)["generator"]
     assert none["streams_per_core"] is None and none["windows"] == 0, none
 
 
-def window(streams, pacing, drops, cores=None, seconds=3.0):
-    """A generator row as bench/forwarding.py reads it from a run folder."""
+def window(streams, pacing, drops, cores=None, seconds=3.0, participants=None):
+    """A generator row as bench/forwarding.py reads it from a run folder (rooms of 7: 12 streams a
+    participant)."""
     cores = streams / 3000 if cores is None else cores
-    return {"participants": streams // 12, "phase": "ramp", "received_streams": streams, "seconds": seconds,
+    return {"participants": participants or streams // 12, "phase": "ramp", "received_streams": streams, "seconds": seconds,
             "cpu_s": cores * seconds, "cores": cores, "streams_per_core": streams / cores,
             "pacing_ms_p99": pacing, "socket_drops": drops}
 
