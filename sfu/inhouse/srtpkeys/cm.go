@@ -23,9 +23,9 @@ type cm struct {
 	salt   [14]byte
 	mac    hash.Hash // HMAC-SHA1 under the session's authentication key
 	tagLen int
-	// the packet's counter block and the tags, in the context rather than
-	// on the stack: passed through interfaces, they would escape (an
-	// allocation a packet)
+	// the packet's counter block, rollover counter and tag, in the context
+	// rather than on the stack: passed through interfaces, they would
+	// escape (an allocation a packet)
 	iv  [16]byte
 	roc [4]byte
 	sum [sha1.Size]byte

@@ -22,12 +22,12 @@ type RTP interface {
 }
 
 // NewRTP is a context for the keys: for the AEAD AES-GCM and the AES-CM
-// HMAC-SHA1 profiles, one of ours; else pion's. Around the cipher, pion's spent as much again per
-// packet (parsing the header a second time, a map per stream and the
-// options a context can have, profiled at 84 participants in make bench);
-// ours does what the negotiated options need (no MKI, no replay window,
-// no cryptex: pion's defaults, which the connections here keep) and nothing
-// else.
+// HMAC-SHA1 profiles, one of ours; else pion's. Around the cipher, pion's
+// spent as much again per packet (parsing the header a second time, a map
+// per stream and the options a context can have, profiled at 84
+// participants in make bench); ours does what the negotiated options need
+// (no MKI, no replay window, no cryptex: pion's defaults, which the
+// connections here keep) and nothing else.
 func NewRTP(key, salt []byte, profile srtp.ProtectionProfile) (RTP, error) {
 	switch profile {
 	case srtp.ProtectionProfileAeadAes128Gcm, srtp.ProtectionProfileAeadAes256Gcm:
