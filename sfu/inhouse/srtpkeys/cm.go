@@ -1,7 +1,6 @@
 package srtpkeys
 
 import (
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/sha1"
@@ -39,19 +38,11 @@ func newCM(key, salt []byte, tagLen int) (*cm, error) {
 	if len(salt) != 14 {
 		return nil, errors.New("srtpkeys: an AES-CM master salt is 14 bytes")
 	}
-	sessionKey, err := derive(labelRTPKey, key, salt, len(key))
+	block, sessionSalt, err := session(key, salt)
 	if err != nil {
 		return nil, err
 	}
 	authKey, err := derive(labelRTPAuth, key, salt, sha1.Size)
-	if err != nil {
-		return nil, err
-	}
-	sessionSalt, err := derive(labelRTPSalt, key, salt, len(salt))
-	if err != nil {
-		return nil, err
-	}
-	block, err := aes.NewCipher(sessionKey)
 	if err != nil {
 		return nil, err
 	}

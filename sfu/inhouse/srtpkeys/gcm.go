@@ -86,15 +86,7 @@ func newGCM(key, salt []byte) (*gcm, error) {
 	if len(salt) != 12 {
 		return nil, errors.New("srtpkeys: an AES-GCM master salt is 12 bytes")
 	}
-	sessionKey, err := derive(labelRTPKey, key, salt, len(key))
-	if err != nil {
-		return nil, err
-	}
-	sessionSalt, err := derive(labelRTPSalt, key, salt, len(salt))
-	if err != nil {
-		return nil, err
-	}
-	block, err := aes.NewCipher(sessionKey)
+	block, sessionSalt, err := session(key, salt)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +97,21 @@ func newGCM(key, salt []byte) (*gcm, error) {
 	g := &gcm{aead: aead, rollovers: newRollovers()}
 	copy(g.salt[:], sessionSalt)
 	return g, nil
+}
+
+// session is the session's cipher and salt, derived from the master key and
+// salt (RFC 3711 4.3), as every profile here has them.
+func session(key, salt []byte) (cipher.Block, []byte, error) {
+	sessionKey, err := derive(labelRTPKey, key, salt, len(key))
+	if err != nil {
+		return nil, nil, err
+	}
+	sessionSalt, err := derive(labelRTPSalt, key, salt, len(salt))
+	if err != nil {
+		return nil, nil, err
+	}
+	block, err := aes.NewCipher(sessionKey)
+	return block, sessionSalt, err
 }
 
 // derive is the AES-CM PRF of RFC 3711 4.3.1 at index 0: the master salt,
