@@ -80,9 +80,7 @@ func (c *cm) EncryptRTP(dst, plaintext []byte, h *rtp.Header, headerLen int) ([]
 	if len(plaintext) < headerLen {
 		return nil, errShort
 	}
-	s := c.stream(h.SSRC)
-	roc, ahead := s.guess(h.SequenceNumber)
-	s.saw(h.SequenceNumber, roc, ahead)
+	roc := c.sending(h.SSRC, h.SequenceNumber)
 	dst = append(dst[:0], plaintext...)
 	c.counter(h.SSRC, roc, h.SequenceNumber).XORKeyStream(dst[headerLen:], dst[headerLen:])
 	return append(dst, c.authenticate(dst, roc)...), nil

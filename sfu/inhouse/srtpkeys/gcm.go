@@ -148,9 +148,7 @@ func (g *gcm) EncryptRTP(dst, plaintext []byte, h *rtp.Header, headerLen int) ([
 	if len(plaintext) < headerLen {
 		return nil, errShort
 	}
-	s := g.stream(h.SSRC)
-	roc, ahead := s.guess(h.SequenceNumber)
-	s.saw(h.SequenceNumber, roc, ahead)
+	roc := g.sending(h.SSRC, h.SequenceNumber)
 	dst = append(dst[:0], plaintext[:headerLen]...)
 	return g.aead.Seal(dst, g.nonce(h.SSRC, roc, h.SequenceNumber), plaintext[headerLen:], plaintext[:headerLen]), nil
 }

@@ -43,6 +43,15 @@ func (r *rollovers) SetROC(ssrc, roc uint32) {
 	s.index, s.fresh = uint64(roc)<<16, true
 }
 
+// sending is the rollover counter of a packet this side sends, its stream's
+// highest index moved on to it.
+func (r *rollovers) sending(ssrc uint32, seq uint16) uint32 {
+	s := r.stream(ssrc)
+	roc, ahead := s.guess(seq)
+	s.saw(seq, roc, ahead)
+	return roc
+}
+
 // guess is the rollover counter of a packet with sequence number seq
 // (RFC 3711 3.3.1), and how far its index is past the highest seen.
 func (s *rollover) guess(seq uint16) (roc uint32, ahead int64) {
