@@ -21,8 +21,15 @@ import (
 // given the keys, if the selected candidate pair is this socket's. The
 // poller's, at most every 50 ms.
 func (c *fastConn) startSending(now time.Time) {
+	if c.sending {
+		return
+	}
 	w := c.peer.writer.Load()
-	if w == nil || w.Started() || now.Sub(c.sendChecked) < 50*time.Millisecond {
+	if w == nil || now.Sub(c.sendChecked) < 50*time.Millisecond {
+		return
+	}
+	if w.Started() { // by this socket or another of the connection's
+		c.sending = true
 		return
 	}
 	c.sendChecked = now

@@ -24,15 +24,15 @@ func threadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-func loopbackPair(b *testing.B) (from, to *socket) {
+func loopbackPair(tb testing.TB) (from, to *socket) {
 	var err error
 	if from, err = openSocket(&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	if to, err = openSocket(&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { _ = from.close(); _ = to.close() })
+	tb.Cleanup(func() { _ = from.close(); _ = to.close() })
 	return from, to
 }
 
