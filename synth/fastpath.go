@@ -96,7 +96,6 @@ func (n fastNet) ListenUDP(network string, laddr *net.UDPAddr) (transport.UDPCon
 	}
 	c := &fastConn{sock: s, owner: n.conns, peer: n.peer, toPion: make(chan datagram, toPionQueue),
 		done: make(chan struct{})}
-	n.conns.addSocket(s)
 	polling.add(c)
 	return c, nil
 }
@@ -109,7 +108,6 @@ type fastConns struct {
 	streams map[uint32]*registration
 	gen     atomic.Uint64 // counts registrations: a reader whose count is behind looks again
 	senders []*client.Sender
-	sockets []*socket
 }
 
 type registration struct {
@@ -142,27 +140,6 @@ func (f *fastConns) addSender(s *client.Sender) {
 	f.mu.Lock()
 	f.senders = append(f.senders, s)
 	f.mu.Unlock()
-}
-
-func (f *fastConns) addSocket(s *socket) {
-	f.mu.Lock()
-	f.sockets = append(f.sockets, s)
-	f.mu.Unlock()
-}
-
-// burst runs send, which writes a video frame, with the participant's
-// sockets held: each sends the frame's packets as one message (gso.go).
-func (f *fastConns) burst(send func()) {
-	f.mu.Lock()
-	sockets := f.sockets
-	f.mu.Unlock()
-	for _, s := range sockets {
-		s.hold()
-	}
-	send()
-	for _, s := range sockets {
-		s.release()
-	}
 }
 
 // sentStream is the stream ssrc that one of the participant's connections

@@ -65,7 +65,7 @@ func TestLayeredPublisherSendsEachLayerUnderItsRid(t *testing.T) {
 		}
 		return ""
 	}
-	pub := newPublisher(c, 15, "pub", &series{}, midOf, conns)
+	pub := newPublisher(c, 15, "pub", &series{}, midOf, conns.sentStream)
 	s, err := pc.AddTrack(pub.tracks()[1])
 	if err != nil {
 		t.Fatal(err)

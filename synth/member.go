@@ -42,7 +42,7 @@ type member struct {
 func newMember(user string, room int, params map[string]string, layer string, c *clip, fps int) *member {
 	m := &member{user: user, room: room, params: params, layer: layer, camera: &series{}, state: "joining",
 		fast: newFastConns()}
-	m.pub = newPublisher(c, fps, user, m.camera, m.midOf, m.fast)
+	m.pub = newPublisher(c, fps, user, m.camera, m.midOf, m.fast.sentStream)
 	return m
 }
 

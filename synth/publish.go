@@ -125,9 +125,9 @@ type publisher struct {
 	midOf    func(*webrtc.RTPSender) string // the section a sender's track was given
 	pos      int
 	apos     int
-	keyframe atomic.Bool // a receiver asked for one (PLI/FIR)
-	camera   *series     // own frames as sent: (time, code), for delay
-	conns    publishing  // the participant's sockets and sent streams
+	keyframe atomic.Bool                          // a receiver asked for one (PLI/FIR)
+	camera   *series                              // own frames as sent: (time, code), for delay
+	find     func(ssrc uint32) *client.SentStream // a stream pion has bound, to write past its track
 	slots    []*slot
 	wg       sync.WaitGroup
 }
@@ -139,18 +139,10 @@ type layerOut struct {
 	out    outbound
 }
 
-// publishing is where a publisher's packets go: the streams pion has bound,
-// to write past their tracks, and the sockets a frame is sent through
-// (fastConns).
-type publishing interface {
-	sentStream(ssrc uint32) *client.SentStream
-	burst(send func())
-}
-
 func newPublisher(c *clip, fps int, user string, camera *series, midOf func(*webrtc.RTPSender) string,
-	conns publishing) *publisher {
+	find func(ssrc uint32) *client.SentStream) *publisher {
 	p := &publisher{clip: c, period: time.Second / time.Duration(fps), vstep: uint32(90000 / fps),
-		camera: camera, midOf: midOf, conns: conns, artp: newRTPStream()}
+		camera: camera, midOf: midOf, find: find, artp: newRTPStream()}
 	p.aout.rtt = -1
 	p.audio, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", user)
 	vp8 := webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}
@@ -292,14 +284,12 @@ func (p *publisher) sendVideo(skipped int) {
 		p.pos = p.clip.nextKey[p.pos]
 	}
 	now := time.Now()
-	p.conns.burst(func() {
-		for i, l := range p.video {
-			packets, bytes := l.stream.send(p.clip.layers[i].frames[p.pos], p.vstep, func(pkt *rtp.Packet) error {
-				return l.out.write(p.conns.sentStream, l.track, pkt)
-			})
-			l.out.sent(packets, bytes, now, true)
-		}
-	})
+	for i, l := range p.video {
+		packets, bytes := l.stream.send(p.clip.layers[i].frames[p.pos], p.vstep, func(pkt *rtp.Packet) error {
+			return l.out.write(p.find, l.track, pkt)
+		})
+		l.out.sent(packets, bytes, now, true)
+	}
 	p.camera.add(now, p.pos, nil)
 	p.pos = (p.pos + 1) % n
 }
@@ -312,7 +302,7 @@ func (p *publisher) sendAudio(skipped int) {
 	}
 	// One Opus packet each, marked as the last of its frame.
 	packet := p.clip.audio[p.apos]
-	_ = p.aout.write(p.conns.sentStream, p.audio, p.artp.next(packet, true))
+	_ = p.aout.write(p.find, p.audio, p.artp.next(packet, true))
 	p.artp.skip(audioStep)
 	p.aout.sent(1, len(packet), time.Now(), false)
 	p.apos = (p.apos + 1) % n

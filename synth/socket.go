@@ -34,7 +34,6 @@ type socket struct {
 	mu    sync.RWMutex
 	fd    int // -1 once closed
 	local *net.UDPAddr
-	run   held // a frame's datagrams, while the socket is held (gso.go)
 }
 
 // openSocket binds a UDP socket to laddr (an IPv4 address) with kernel
@@ -81,24 +80,11 @@ func (s *socket) use(f func(fd int)) bool {
 var errNotIPv4 = errors.New("sfubench-synth: a fast socket sends to IPv4 addresses only")
 
 func (s *socket) sendTo(b []byte, to netip.AddrPort) (int, error) {
-	if !to.Addr().Unmap().Is4() {
+	ip := to.Addr().Unmap()
+	if !ip.Is4() {
 		return 0, errNotIPv4
 	}
-	if s.keep(b, to) {
-		return len(b), nil
-	}
-	n, err := s.send(b, to, nil)
-	if errno, ok := err.(unix.Errno); ok {
-		return 0, &net.OpError{Op: "write", Net: "udp4", Addr: net.UDPAddrFromAddrPort(to), Err: os.NewSyscallError("sendto", errno)}
-	}
-	return n, err
-}
-
-// send is one datagram to an IPv4 address, or with control (a GSO segment
-// size) the datagrams the kernel cuts b into; a failed system call's error is
-// its errno.
-func (s *socket) send(b []byte, to netip.AddrPort, control []byte) (int, error) {
-	sa := unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: to.Addr().Unmap().As4()}
+	sa := unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: ip.As4()}
 	port := (*[2]byte)(unsafe.Pointer(&sa.Port))
 	port[0], port[1] = byte(to.Port()>>8), byte(to.Port())
 	var n uintptr
@@ -106,25 +92,14 @@ func (s *socket) send(b []byte, to netip.AddrPort, control []byte) (int, error) 
 	// A send never waits (MSG_DONTWAIT: a full buffer drops the datagram,
 	// as a full queue on the way would), so it is a raw system call: the
 	// runtime never hands the pacer's P away mid-frame for it to win back.
-	ok := s.use(func(fd int) {
-		if control == nil {
-			n, _, errno = unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))),
-				uintptr(len(b)), unix.MSG_DONTWAIT, uintptr(unsafe.Pointer(&sa)), unix.SizeofSockaddrInet4)
-			return
-		}
-		iov := unix.Iovec{Base: unsafe.SliceData(b)}
-		iov.SetLen(len(b))
-		msg := unix.Msghdr{Name: (*byte)(unsafe.Pointer(&sa)), Namelen: unix.SizeofSockaddrInet4, Iov: &iov,
-			Control: unsafe.SliceData(control)}
-		msg.SetIovlen(1)
-		msg.SetControllen(len(control))
-		n, _, errno = unix.RawSyscall(unix.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_DONTWAIT)
-	})
-	switch {
-	case !ok:
+	if !s.use(func(fd int) {
+		n, _, errno = unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(b))),
+			uintptr(len(b)), unix.MSG_DONTWAIT, uintptr(unsafe.Pointer(&sa)), unix.SizeofSockaddrInet4)
+	}) {
 		return 0, net.ErrClosed
-	case errno != 0:
-		return 0, errno
+	}
+	if errno != 0 {
+		return 0, &net.OpError{Op: "write", Net: "udp4", Addr: net.UDPAddrFromAddrPort(to), Err: os.NewSyscallError("sendto", errno)}
 	}
 	return int(n), nil
 }

@@ -24,15 +24,15 @@ func threadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-func loopbackPair(tb testing.TB) (from, to *socket) {
+func loopbackPair(b *testing.B) (from, to *socket) {
 	var err error
 	if from, err = openSocket(&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}); err != nil {
-		tb.Fatal(err)
+		b.Fatal(err)
 	}
 	if to, err = openSocket(&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}); err != nil {
-		tb.Fatal(err)
+		b.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = from.close(); _ = to.close() })
+	b.Cleanup(func() { _ = from.close(); _ = to.close() })
 	return from, to
 }
 
