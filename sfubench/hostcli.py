@@ -57,7 +57,8 @@ def serve(args) -> int:
     from . import probes
     from .agent import TOKEN_ENV, serve_probe
     from .lab import host_of
-    from .sfu import Adapter, SfuFailed
+    from .sfu import Adapter
+    from .sfuserver import SfuFailed
     host = host_of(args.address)
     cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
     adapter = Adapter.load(args.sfu, profile=args.sfu_profile)

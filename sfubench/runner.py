@@ -24,7 +24,7 @@ from .collector import Collector, Window
 from .grid import GridLost
 from .events import Bus
 from .memory import give_back
-from .sfu import SfuFailed
+from .sfuserver import SfuFailed
 from .shapes import LoadShape, Status
 
 SILENT_S = 15.0       # a page that posted nothing (not even its 1-s health record) for this long is lost

@@ -104,10 +104,10 @@ def self_signed_https(tmp_path):
 def test_a_host_that_makes_its_own_certificate_is_checked_and_browsed_despite_it(self_signed_https, tmp_path):
     """Jitsi's install makes a self-signed certificate: its health check takes it and its browsers
     are told to; an SFU that says nothing of the kind keeps the verification."""
-    from sfubench.sfu import Server
+    from sfubench.sfuserver import Server
     jitsi, janus = Adapter.load("jitsi"), Adapter.load("janus")
-    assert Server(jitsi, None, tmp_path / "log", self_signed_https, {})._probe()
-    assert not Server(janus, None, tmp_path / "log", self_signed_https, {})._probe()
+    assert Server(jitsi.name, jitsi.self_signed, None, tmp_path / "log", self_signed_https, {})._probe()
+    assert not Server(janus.name, janus.self_signed, None, tmp_path / "log", self_signed_https, {})._probe()
     assert jitsi.browser_flags() == ["--ignore-certificate-errors"] and janus.browser_flags() == []
 
 
