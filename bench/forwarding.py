@@ -328,7 +328,8 @@ def print_summary(result: dict, knee_load: int) -> None:
     if floor and "streams_per_core_ceiling" in floor:
         print(f"the kernel's floor here: a batched read {floor['receive_us']:.2f} µs and a send {floor['send_us']:.2f} µs "
               f"of CPU per datagram; at {floor['pps_per_stream']:.0f} packets/s a stream, no generator could pass "
-              f"{floor['streams_per_core_ceiling']:,.0f} received streams per core (bench/kernelfloor.py)")
+              f"{floor['streams_per_core_ceiling']:,.0f} received streams per core (bench/kernelfloor.py); "
+              f"a send that wakes the SFU's reader {floor['waking_send_us']:.2f} µs")
 
     def num(part, key, fmt):
         v = part.get(key)

@@ -1,7 +1,10 @@
 """The kernel's share of a datagram on this machine, the floor under the generator's cost: the CPU
-time of one of its batched, timestamped socket reads and of one send (on loopback, where the sender
-also pays the delivery into the receiver's socket), from synth's Go benchmarks (socket_test.go), each
-the median of 5 runs.
+time of one of its batched, timestamped socket reads and of one send, on loopback with the other end
+on another CPU as the lab's SFU is (the datagrams read written there; a send delivers into the other
+socket, the sender paying the receiving side's IP and UDP work, as on the lab's veth links), from
+synth's Go benchmarks (socket_test.go), each the median of 5 runs. Also timed: a send that wakes the
+SFU's reader asleep in its read, as most of the generator's do (audio packets, a frame's first):
+not part of the floor, which a busy SFU's reader gives.
 With the packet rates of a run, the most streams per core a generator could receive if its own
 code cost nothing.
 
@@ -19,20 +22,20 @@ from pathlib import Path
 SYNTH = Path(__file__).resolve().parents[1] / "synth"
 DATAGRAMS = 20000
 REPEATS = 5   # a VM's figures move by a third between runs: the median of these
-METRIC = re.compile(r"^BenchmarkKernelFloor(Receive|Send)\S*\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) cpu-µs/datagram", re.M)
+METRIC = re.compile(r"^BenchmarkKernelFloor(Receive|Send|WakingSend)\S*\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) cpu-µs/datagram", re.M)
+KINDS = {"receive": "receive_us", "send": "send_us", "wakingsend": "waking_send_us"}
 
 
 def measure() -> dict[str, float]:
-    """`receive_us` and `send_us`: CPU µs per datagram."""
+    """`receive_us`, `send_us` and `waking_send_us`: CPU µs per datagram."""
     r = subprocess.run(["go", "test", "-run", "^$", "-bench", "KernelFloor", "-benchtime", f"{DATAGRAMS}x",
                         "-count", str(REPEATS), "."], cwd=SYNTH, capture_output=True, text=True, timeout=600)
     found: dict[str, list[float]] = {}
     for kind, us in METRIC.findall(r.stdout):
         found.setdefault(kind.lower(), []).append(float(us))
-    if r.returncode or set(found) != {"receive", "send"}:
+    if r.returncode or set(found) != set(KINDS):
         raise RuntimeError(f"synth's KernelFloor benchmarks: {(r.stderr or r.stdout).strip()[-500:]}")
-    return {"receive_us": statistics.median(found["receive"]), "send_us": statistics.median(found["send"]),
-            "repeats": REPEATS}
+    return {**{key: statistics.median(found[kind]) for kind, key in KINDS.items()}, "repeats": REPEATS}
 
 
 def ceiling(floor: dict[str, float], pps_per_stream: float, users_per_room: int) -> float:
@@ -57,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kernelfloor: {e}", file=sys.stderr)
         return 1
     print(f"a batched read {floor['receive_us']:.2f} µs and a send {floor['send_us']:.2f} µs of CPU per datagram: "
-          f"at most {ceiling(floor, a.pps_per_stream, a.users_per_room):,.0f} received streams per core")
+          f"at most {ceiling(floor, a.pps_per_stream, a.users_per_room):,.0f} received streams per core; "
+          f"a send that wakes the SFU's reader {floor['waking_send_us']:.2f} µs")
     return 0
 
 

@@ -61,6 +61,7 @@ def test_both_sfus_forward_a_synthetic_room_and_their_cost_is_compared(tmp_path)
     # the kernel's floor under the generator, measured here at the runs' packet rates
     floor = summary["generator"]["kernel_floor"]
     assert floor["receive_us"] > 0 and floor["send_us"] > floor["receive_us"], floor
+    assert floor["waking_send_us"] > floor["send_us"], floor   # the SFU's wake-up, paid by the sender
     assert 50 < floor["pps_per_stream"] < 150 and floor["streams_per_core_ceiling"] > 0, floor
     assert "the kernel's floor here" in r.stdout, r.stdout
 
