@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from reports import runfiles
+from reports.layers import layer_of, received, timelines
 from reports.windows import MEASURED
 from sfubench import config
 from sfubench.sfu import Adapter
@@ -72,6 +74,26 @@ def sent_video(run_dir: Path) -> list[tuple]:
                                                          s["qualityLimitationReason"],
                                                          s["availableOutgoingBitrate"], s["targetBitrate"])
     return sorted(last.values(), key=str)
+
+
+def full_after_first_switch(run_dir: Path, network: str) -> dict[tuple[str, str], tuple[float, float]]:
+    """(receiver, sender) -> (seconds on the full layer, seconds in all) from the stream's first switch
+    after the network changed to `network` to its next change, from the browsers' samples."""
+    run = runfiles.load(run_dir)
+    source = run.meta["media"]["height"]
+    changes = sorted(e["t"] for e in run.events if e.get("event") == "network_changed")
+    start = next(e["t"] for e in run.events if e.get("event") == "network_changed" and e.get("network") == network)
+    end = next(t for t in changes + [float("inf")] if t > start)
+    out = {}
+    for stream, seen in timelines(received(run)).items():
+        during = [(t, layer_of(h, source)) for t, h in seen if start < t < end]
+        first = next((i for i, (_, layer) in enumerate(during) if layer != "full"), None)
+        if first is None:
+            continue
+        ends = [t for t, _ in during[first + 1:]] + [end]
+        out[stream] = (sum(later - t for (t, layer), later in zip(during[first:], ends) if layer == "full") / 1000,
+                       (end - during[first][0]) / 1000)
+    return out
 
 
 def test_an_adapter_whose_page_publishes_one_layer_says_so_and_is_refused_layers(tmp_path):
@@ -155,7 +177,13 @@ def test_a_narrow_downlink_switches_receivers_down_and_the_link_back_switches_th
     assert [row[0] for row in rows] == ["narrow-down", "plain"], rows
     streams = USERS * (USERS - 1)
     down, up = rows
-    assert down[1] == down[2] == streams and down[4] <= DOWN_S and "full" not in down[5], f"{sfu}: {down}"
+    assert down[1] == down[2] == streams and down[4] <= DOWN_S, f"{sfu}: {down}"
+    # An SFU may try the full layer again while the link is narrow (the in-house one does after 4 s of
+    # clear reports), so a try can be on at the step's end (a CI run: one stream back on full 24.1 s
+    # into a 25.7-s step); what a narrow link must not see is the full layer kept
+    on_full = full_after_first_switch(run_dir, "narrow-down")
+    assert len(on_full) == streams and all(full <= after / 3 for full, after in on_full.values()), \
+        f"{sfu}: seconds on full / after the first switch {on_full}; {down}"
     assert up[5] == f"{streams} full" and up[6] <= up_s, f"{sfu}: {up}"
 
 
