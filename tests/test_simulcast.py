@@ -180,9 +180,10 @@ def test_a_narrow_downlink_switches_receivers_down_and_the_link_back_switches_th
     assert down[1] == down[2] == streams and down[4] <= DOWN_S, f"{sfu}: {down}"
     # An SFU may try the full layer again while the link is narrow (the in-house one does after 4 s of
     # clear reports), so a try can be on at the step's end (a CI run: one stream back on full 24.1 s
-    # into a 25.7-s step); what a narrow link must not see is the full layer kept
+    # into a 25.7-s step); what a narrow link must not see is the full layer kept. Tries back off (each
+    # failed one doubles the wait for the next), so a prober spends less than half the step on full
     on_full = full_after_first_switch(run_dir, "narrow-down")
-    assert len(on_full) == streams and all(full <= after / 3 for full, after in on_full.values()), \
+    assert len(on_full) == streams and all(full <= after / 2 for full, after in on_full.values()), \
         f"{sfu}: seconds on full / after the first switch {on_full}; {down}"
     assert up[5] == f"{streams} full" and up[6] <= up_s, f"{sfu}: {up}"
 
