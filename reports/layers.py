@@ -175,16 +175,22 @@ def _layer_at(seen: list[tuple[float, float]], t: float, source_height) -> str |
     return layer_of(before[-1], source_height) if before else None
 
 
-def switch_time_table(lines: dict[tuple[str, str], list[tuple[float, float]]], events: list[dict],
-                      source_height) -> Table:
-    """Per change of the network (the degrade shape's steps, and the run's own network coming back):
-    how long the received streams took to leave their layer after it, the layers they ended the
-    step on, and how long the slowest took to reach its last one."""
+def network_steps(events: list[dict]) -> list[tuple[float, str, float]]:
+    """(from, network, until) in ms for each change of the network in a run's `events` (the degrade
+    shape's steps, and the run's own network coming back), the last step until infinity."""
     changes = sorted((e["t"], str(e.get("network"))) for e in events
                      if e.get("event") == "network_changed" and isinstance(e.get("t"), (int, float)))
+    return [(t, network, changes[i + 1][0] if i + 1 < len(changes) else float("inf"))
+            for i, (t, network) in enumerate(changes)]
+
+
+def switch_time_table(lines: dict[tuple[str, str], list[tuple[float, float]]], events: list[dict],
+                      source_height) -> Table:
+    """Per change of the network (`network_steps`): how long the received streams took to leave their
+    layer after it, the layers they ended the step on, and how long the slowest took to reach its
+    last one."""
     rows = []
-    for i, (t, network) in enumerate(changes):
-        until = changes[i + 1][0] if i + 1 < len(changes) else float("inf")
+    for t, network, until in network_steps(events):
         first, last, ended, kept = [], [], defaultdict(int), 0
         for seen in lines.values():
             was = _layer_at(seen, t, source_height)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from reports import runfiles
-from reports.layers import layer_of, received, timelines
+from reports.layers import layer_of, network_steps, received, timelines
 from reports.windows import MEASURED
 from sfubench import config
 from sfubench.sfu import Adapter
@@ -81,9 +81,7 @@ def full_after_first_switch(run_dir: Path, network: str) -> dict[tuple[str, str]
     after the network changed to `network` to its next change, from the browsers' samples."""
     run = runfiles.load(run_dir)
     source = run.meta["media"]["height"]
-    changes = sorted(e["t"] for e in run.events if e.get("event") == "network_changed")
-    start = next(e["t"] for e in run.events if e.get("event") == "network_changed" and e.get("network") == network)
-    end = next(t for t in changes + [float("inf")] if t > start)
+    (start, end), = [(t, until) for t, name, until in network_steps(run.events) if name == network]
     out = {}
     for stream, seen in timelines(received(run)).items():
         during = [(t, layer_of(h, source)) for t, h in seen if start < t < end]
