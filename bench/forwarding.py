@@ -19,8 +19,10 @@ knee load (`--knee-load`: Janus's knee in the default study on the project's 2-c
 least of the local SFUs') and
 `us_per_forwarded_packet_2x` at twice it, null where the run did not reach the load with the
 clients' headroom, or where the SFU carried more than its media or forwarded under half of its
-usual packets a stream (past its knee; each such count is printed as left out); and the in-house
-SFU's ratios to the others at both loads.
+usual packets a stream (past its knee; each such count is printed as left out); its
+`socket_drops_per_s` and `socket_drops_per_s_2x` there, the datagrams a second its sockets dropped
+for full receive buffers (an SFU at its limit, said beside the table; null where not counted); and
+the in-house SFU's ratios to the others at both loads.
 
 `--repeat R` runs every SFU R times, in rounds (A B C, A B C: drift in the machine falls on all).
 Each ratio is taken within a round; the summary gives the median over the rounds, and beside each
@@ -175,11 +177,13 @@ def summary(cost: dict[str, dict], generator: dict[str, list[dict]], knee_load: 
     forwarded packet at the knee load and at twice it, and the in-house SFU's ratios."""
     gen = generator_sustained(generator)
 
-    def at(sfu, n):
+    def at(sfu, n, key="sfu_us_per_packet"):
         row = cost[sfu].get(n)
-        return row and row.get("sfu_us_per_packet")
+        return row and row.get(key)
     sfus = {s: {"participants": knee_load, "us_per_forwarded_packet": at(s, knee_load),
-                "us_per_forwarded_packet_2x": at(s, 2 * knee_load)} for s in cost}
+                "us_per_forwarded_packet_2x": at(s, 2 * knee_load),
+                "socket_drops_per_s": at(s, knee_load, "sfu_udp_drops"),
+                "socket_drops_per_s_2x": at(s, 2 * knee_load, "sfu_udp_drops")} for s in cost}
     ratios = {}
     if "inhouse" in sfus:
         for other in (s for s in sfus if s != "inhouse"):
@@ -277,16 +281,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nSFU cost, all-synthetic rooms of {a.users_per_room} (SFU on CPU 0, generator on CPU 1; "
           f"{' / '.join(sfus)} in each cell{'; the first round' if a.repeat > 1 else ''}):")
     ratio = "inhouse" in cost and "janus" in cost
-    print("| participants | forwarded packets/s | SFU cores | µs per packet | MHz per forwarded stream |"
-          + (" inhouse / janus per packet |" if ratio else ""))
-    print("|---|---|---|---|---|" + ("---|" if ratio else ""))
+    print("| participants | forwarded packets/s | SFU cores | µs per packet | MHz per forwarded stream | "
+          "SFU socket drops/s |" + (" inhouse / janus per packet |" if ratio else ""))
+    print("|---|---|---|---|---|---|" + ("---|" if ratio else ""))
     for n in sorted(set.intersection(*(set(c) for c in cost.values()))):
         cells = [cost[s][n] for s in sfus]
 
         def each(key, fmt):
             return " / ".join("-" if c.get(key) is None else format(c[key], fmt) for c in cells)
         line = (f"| {n} | {each('fwd_pps', '.0f')} | {each('sfu_cores_fwd', '.3f')} | "
-                f"{each('sfu_us_per_packet', '.1f')} | {each('sfu_mhz_per_stream', '.2f')} |")
+                f"{each('sfu_us_per_packet', '.1f')} | {each('sfu_mhz_per_stream', '.2f')} | "
+                f"{each('sfu_udp_drops', '.1f')} |")
         if ratio:
             line += f" {cost['inhouse'][n]['sfu_us_per_packet'] / cost['janus'][n]['sfu_us_per_packet']:.2f}x |"
         print(line)
@@ -342,6 +347,11 @@ def print_summary(result: dict, knee_load: int) -> None:
         r = result["ratios"].get(f"inhouse/{sfu}", {})
         print(f"| {sfu} | {num(v, 'us_per_forwarded_packet', '.1f')} | {num(v, 'us_per_forwarded_packet_2x', '.1f')} | "
               f"{num(r, 'us_per_forwarded_packet', '.2f')} | {num(r, 'us_per_forwarded_packet_2x', '.2f')} |")
+    for sfu, v in result["sfus"].items():
+        for n, key in ((knee_load, "socket_drops_per_s"), (2 * knee_load, "socket_drops_per_s_2x")):
+            if v.get(key):
+                print(f"{sfu} at {n}: its sockets dropped {v[key]:.1f} datagrams a second for full receive buffers "
+                      "(at its limit there; its cost is still per packet it forwarded)")
 
 
 def spread(part: dict, key: str) -> str:
