@@ -21,8 +21,8 @@ least of the local SFUs') and
 clients' headroom, or where the SFU carried more than its media or forwarded under half of its
 usual packets a stream (past its knee; each such count is printed as left out); its
 `socket_drops_per_s` and `socket_drops_per_s_2x` there, the datagrams a second its sockets dropped
-for full receive buffers (an SFU at its limit, said beside the table; null where its cost is, or where they were not counted); and
-the in-house SFU's ratios to the others at both loads.
+for full receive buffers (an SFU at its limit, said beside the table; null where its cost is, or
+where they were not counted); and the in-house SFU's ratios to the others at both loads.
 
 `--repeat R` runs every SFU R times, in rounds (A B C, A B C: drift in the machine falls on all).
 Each ratio is taken within a round; the summary gives the median over the rounds, and beside each
