@@ -43,7 +43,8 @@ def test_both_sfus_forward_a_synthetic_room_and_their_cost_is_compared(tmp_path)
     assert ratio == summary["sfus"]["inhouse"]["us_per_forwarded_packet"] / summary["sfus"]["janus"]["us_per_forwarded_packet"]
     gen = summary["generator"]
     if gen["streams_per_core"] is not None:   # None: no window kept the pacing under 1 ms, said so
-        assert gen["received_streams"] == 40 and gen["pacing_p99_ms"] < 1.0 and gen["socket_drops"] == 0, gen
+        # an average over the windows' seconds (stream-seconds over seconds): 40 up to rounding
+        assert abs(gen["received_streams"] - 40) < 1e-9 and gen["pacing_p99_ms"] < 1.0 and gen["socket_drops"] == 0, gen
     else:
         assert "no step kept the pacing p99 under" in r.stdout, r.stdout
     assert "inhouse / SFU at 5" in r.stdout, r.stdout
