@@ -2,8 +2,9 @@
 2018 study in miniature) against both SFUs and writes one comparison; its runs are what `make
 loadtest SFU=janus` and `SFU=inhouse` do on their own. Each must ramp rooms of 7 to a confirmed
 knee or the ramp's time bound (as the issue allows), or to a knee its target windows then take
-back (the study counts it, marked unconfirmed), every step validated and measured over at least 10 s, the clients with headroom before the knee and the browsers' checks passing there, in
-under 10 minutes. The clients are confined as the default confines them: to one core, beside the
+back (the study counts it, marked unconfirmed), every step validated and measured over at least
+10 s, the clients with headroom before the knee and the browsers' checks passing there, in under
+10 minutes. The clients are confined as the default confines them: to one core, beside the
 SFU's. A study interrupted keeps what it finished and goes on where it stopped."""
 import json
 import signal
