@@ -92,6 +92,8 @@ class Runner:
         if self.cfg.background_interval > 0:
             self.next_background = time.monotonic() + self.cfg.background_interval
         while (step := self.shape.tick(self.status)) is not None:
+            if step.reason:
+                self.say(step.reason)
             if step.network != self.network:
                 self.change_network(step.network)
             new_rooms = []

@@ -42,12 +42,26 @@ def ramp_until(shape, knees):
     return [s.participants for s in run(shape, shape.users_per_room)]
 
 
-def test_until_knee_stops_one_step_past_a_confirmed_knee():
+def test_until_knee_stops_one_step_past_a_confirmed_knee_measured_twice():
     shape = UntilKnee(max_rooms=10, users_per_room=5, knee=None)
-    # the rule fires first on the last count measured (unconfirmed), then keeps it once the next step agrees
-    wanted = ramp_until(shape, [Knee(), Knee(), Knee(15, detail="loss"), Knee(15, detail="loss")])
-    assert wanted == [5, 10, 15, 20]
+    # the rule fires first on the last count measured (unconfirmed), then keeps it once the next step
+    # agrees, and once more when that step is measured again
+    loss = Knee(15, detail="loss")
+    wanted = ramp_until(shape, [Knee(), Knee(), loss, loss, loss])
+    assert wanted == [5, 10, 15, 20, 20]
     assert shape.done == "knee at 15 participants: loss"
+
+
+def test_until_knee_ramps_on_when_the_second_measurement_takes_the_knee_back():
+    shape = UntilKnee(max_rooms=10, users_per_room=5, knee=None)
+    steps = iter([Knee(), Knee(10, detail="freezes"), Knee(10, detail="freezes"), Knee(),
+                  Knee(20, detail="rtt"), Knee(20, detail="rtt"), Knee(20, detail="rtt")])
+    shape.knee = lambda: next(steps)
+    wanted = run(shape, 5)
+    assert [s.participants for s in wanted] == [5, 10, 15, 15, 20, 25, 25]
+    assert wanted[3].reason == "measuring 15 participants again before stopping on the knee at 10"
+    assert wanted[2].reason is None
+    assert shape.done == "knee at 20 participants: rtt"
 
 
 def test_until_knee_stops_at_once_when_the_clients_are_the_limit():
@@ -72,8 +86,12 @@ def test_until_knee_adds_no_room_after_its_ramp_minutes():
     # the ramp's minute counts from its first tick: steps at 0, 20, 40 s; the tick at 60 s ends it
     assert [s.participants for s in run(shape, 7)] == [7, 14, 21]
     assert shape.done == "no knee confirmed within --ramp-minutes 1 (up to 21 participants)"
-    # a knee confirmed on the tick that reaches the bound is the run's reason, not the bound
+    # a knee confirmed on the tick that reaches a bound (the minutes, the rooms) is the run's reason,
+    # not the bound, and is not measured again: past the bound no ramp is left to go on with
     shape = UntilKnee(max_rooms=40, users_per_room=7, knee=None, ramp_minutes=1.0, clock=clock)
+    assert ramp_until(shape, [Knee(), Knee(), Knee(14, detail="loss")]) == [7, 14, 21]
+    assert shape.done == "knee at 14 participants: loss"
+    shape = UntilKnee(max_rooms=3, users_per_room=7, knee=None)
     assert ramp_until(shape, [Knee(), Knee(), Knee(14, detail="loss")]) == [7, 14, 21]
     assert shape.done == "knee at 14 participants: loss"
 

@@ -1,7 +1,8 @@
 """Load shapes, locust-style: one class per file of this folder, found by its `name`. Given the run's
 status, a shape's tick() returns the next step (how many participants, under which network, measured
 as what) or None when it is done (and `done` then says why). The runner adds participants room by
-room and calls tick() again once the new ones are validated and measured; it knows no shape by name.
+room and calls tick() again once the new ones are validated and measured (a step at the count the
+run is at is measured again); it knows no shape by name.
 A shape's own settings (`options`) join the schema (config.py): flags, environment, file and docs.
 
 A new shape is a new file here: a LoadShape subclass with a `name`, its `options`, `from_config` and
@@ -25,6 +26,7 @@ class Step:
     participants: int
     network: str | None = None   # the profile the step runs under; None: the run's own
     phase: str = "ramp"          # how the step is measured: "ramp" or "network"
+    reason: str | None = None    # said before the step, where it is not one more room
 
 
 class LoadShape:

@@ -1,7 +1,15 @@
 """One more room per step until the knee rule names the SFU's knee, confirmed by the step after it
-(so the run ends one step past the knee), or the count where the clients became the limit (more load
-would only tell more about them), or a bound: --max-rooms, or --ramp-minutes of ramping (an SFU
-that copes with more takes longer to ramp: the bound keeps a default run within its 10 minutes)."""
+and again by that step measured once more (so the run ends one step past the knee), or the count
+where the clients became the limit (more load would only tell more about them), or a bound:
+--max-rooms, or --ramp-minutes of ramping (an SFU that copes with more takes longer to ramp: the
+bound keeps a default run within its 10 minutes).
+
+Why measure the confirming step twice: at an SFU's edge one window of a step can read bad and the
+next good (a study's Janus run stopped on a knee at 49 participants, frozen video at 49 and 56,
+that the target's windows at 56 took back), and a run that stopped on a knee its last windows then
+take back ends unconfirmed, with nothing measured past it. The second window either holds the knee,
+and the run stops, or takes it back and the ramp goes on. Where a bound ends the ramp anyway, there
+is nothing to go on to, and the knee is not measured again (nor does the run outgrow its minutes)."""
 from __future__ import annotations
 
 import time
@@ -29,6 +37,7 @@ class UntilKnee(LoadShape):
     ramp_minutes: float = float("inf")
     clock: Callable[[], float] = time.monotonic
     started: float | None = field(default=None, init=False)   # the first tick: the ramp's start
+    remeasured: int | None = field(default=None, init=False)  # the count measured again on a knee
     name = "until-knee"
     options = {
         "max_rooms": opt(40, "the most rooms the until-knee shape adds", min=1, max=1000),
@@ -52,16 +61,26 @@ class UntilKnee(LoadShape):
         now = self.clock()
         if self.started is None:
             self.started = now
+        bound = self.bound(status, now)
         if status.rooms:
             found = self.knee()
             # The rule also fires on the last count measured, with nothing after it to confirm it.
             if found.participants is not None and (found.client_bound or found.participants < status.participants):
-                self.done = stop_reason(found)
-                return None
-        if status.rooms >= self.max_rooms:
-            self.done = f"no knee up to --max-rooms {self.max_rooms}"
-            return None
-        if now - self.started >= self.ramp_minutes * 60:
-            self.done = f"{RAMP_BOUND} {self.ramp_minutes:g} (up to {status.participants} participants)"
+                if found.client_bound or bound or self.remeasured == status.participants:
+                    self.done = stop_reason(found)
+                    return None
+                self.remeasured = status.participants
+                return Step(status.participants, reason=f"measuring {status.participants} participants again before "
+                                                        f"stopping on the knee at {found.participants}")
+        if bound:
+            self.done = bound
             return None
         return Step((status.rooms + 1) * self.users_per_room)
+
+    def bound(self, status: Status, now: float) -> str | None:
+        """Why the ramp may add no more rooms, if it may not."""
+        if status.rooms >= self.max_rooms:
+            return f"no knee up to --max-rooms {self.max_rooms}"
+        if now - self.started >= self.ramp_minutes * 60:
+            return f"{RAMP_BOUND} {self.ramp_minutes:g} (up to {status.participants} participants)"
+        return None
