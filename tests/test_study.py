@@ -68,7 +68,8 @@ def test_the_default_run_ramps_rooms_of_seven_to_a_knee(analyses, sfu):
     else:
         # A knee its target windows took back (an SFU's passing trouble: Janus froze 6.3 times a
         # stream-minute at 49 and the step after, then not in the target's windows at 56) is still
-        # the one the run stopped on, the study counts it, marked unconfirmed.
+        # the one the run stopped on, the study counts it, marked unconfirmed. The step after is
+        # now measured twice before the run stops, so that is rarer, not impossible.
         assert knee.judged is not None and not knee.client_bound, (knee, a.health)
         assert max(counts) > knee.judged, "the knee is confirmed by the step after it"
         limit = knee.judged
