@@ -3,6 +3,7 @@ engine knows about an SFU comes from there, so adding one never touches the engi
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import hmac
 import json
@@ -222,7 +223,11 @@ class Adapter:
             return
         cache = self.cache(cache_root)
         cache.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run([str(self.folder / script), str(cache)], capture_output=True, text=True)
+        # Two runs starting at once on a cold cache (a team's runners, the suite's concurrent runs)
+        # would build into the same files: the second waits, then finds the build done.
+        with open(cache / ".install.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            r = subprocess.run([str(self.folder / script), str(cache)], capture_output=True, text=True)
         if r.returncode:
             tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
             raise AdapterError(f"installing {self.name} failed: {tail[0]}")
