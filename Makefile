@@ -6,15 +6,17 @@ PY := .venv/bin/python
 
 CLOUD ?= aws
 
-.PHONY: deps media loadtest study cloud-loadtest report compare trend test test-sfus test-cloud bench soak list-sfus help
+.PHONY: deps media loadtest study cloud-loadtest report compare trend test test-all test-sfus test-cloud test-e2e bench soak list-sfus help
 
 help:
 	@echo "make loadtest [SFU=janus] [ARGS='--preset browsers ...']        the study in miniature against one SFU: runs/<stamp>-<sfu>/"
 	@echo "make study [ARGS='--sfus janus,inhouse --repeat 1 --out DIR']     every SFU to its knee, repeated, compared: runs/study/"
 	@echo "make cloud-loadtest SFU=janus CLOUD=aws [ARGS='--dry-run ...']    the same on a cloud host and a Kubernetes grid"
-	@echo "make test                                                         the test suite (what CI runs)"
-	@echo "make test-sfus                                                    the adapter conformance suite and synthetic drivers, every local SFU"
-	@echo "make test-cloud                                                   the cloud path rehearsed on bare Debian 12 hosts, every local SFU"
+	@echo "make test                                                         the test suite every change passes (what CI runs)"
+	@echo "make test-all                                                     make test and its three parts below: everything"
+	@echo "make test-sfus                                                    every other SFU, codec and layer through the adapter suites"
+	@echo "make test-cloud                                                   every other SFU rehearsed on a bare Debian 12 host, the cloud path"
+	@echo "make test-e2e                                                     every other fault, network profile and end-to-end run"
 	@echo "make list-sfus                                                    the SFU adapters, their versions and profiles"
 	@echo "make bench                                                        speed and memory benchmarks"
 	@echo "make soak [ARGS='--minutes 60 --rooms 3']                          the study's scenario held an hour: the engine must stay flat"
@@ -42,26 +44,40 @@ cloud-loadtest: deps
 report: deps
 	@$(PY) -m sfubench.cli report $(RUN)
 
-# The Go modules' own tests (the in-house SFU: fuzz seeds, leak check, fan-out), then the pytest
-# suite; pytest exits 5 when it collected no test: that must fail, not pass quietly.
+# The suite's tiers (docs/testing.md, tests/tiers.py): `make test` is what every change passes (CI
+# runs it); `make test-all` adds the rest, in parts. pytest exits 5 when it collected no test: that
+# must fail, not pass quietly.
+TIER_TEST := not full
+PART_SFUS := full and sfus
+PART_CLOUD := full and cloud
+PART_E2E := full and not sfus and not cloud
+pytest = $(PY) -m pytest -ra --durations=20 -m "$(1)" $(ARGS); rc=$$?; \
+  if [ $$rc -eq 5 ]; then echo "make: no tests were collected" >&2; exit 1; fi; exit $$rc
+
+# The Go modules' own tests (the in-house SFU: fuzz seeds, leak check, fan-out), then the pytest tier.
 test: deps
 	@scripts/deps.sh cloud
 	@cd sfu/inhouse && go test -count=1 ./...
 	@cd synth && go test -count=1 ./...
 	@cd netem && go test -count=1 ./...
-	@$(PY) -m pytest -ra --durations=20 $(ARGS); rc=$$?; \
-	  if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
+	@$(call pytest,$(TIER_TEST))
 
-# Every local adapter through the conformance suite, mediasoup and Medooze included: their builds
-# take about half an hour each on two cores, once (cached by version), so `make test` leaves them out.
+# Everything: `make test`, then each part of what it leaves out.
+test-all: test test-sfus test-cloud test-e2e
+
+# What the adapter suites leave out of `make test`: every other local SFU (mediasoup's and Medooze's
+# builds take about half an hour each on two cores, once, cached by version), codec and layer.
 test-sfus: deps
-	@SFUBENCH_CONFORMANCE=all $(PY) -m pytest -ra tests/test_conformance.py tests/test_synthetic.py tests/test_simulcast.py tests/test_codecs.py $(ARGS)
+	@$(call pytest,$(PART_SFUS))
 
-# The cloud path rehearsed on bare Debian hosts for every local SFU (tests/test_cloud_rehearsal.py);
-# `make test` rehearses janus, inhouse and livekit.
+# The cloud path's remaining tests: every other local SFU rehearsed on a bare Debian 12 host.
 test-cloud: deps
 	@scripts/deps.sh cloud
-	@SFUBENCH_REHEARSAL=all $(PY) -m pytest -ra -k rehearsal tests/test_cloud_rehearsal.py $(ARGS)
+	@$(call pytest,$(PART_CLOUD))
+
+# The rest of the end-to-end modules: every fault, network profile and browser run make test leaves out.
+test-e2e: deps
+	@$(call pytest,$(PART_E2E))
 
 list-sfus: deps
 	@$(PY) -m sfubench.cli list-sfus

@@ -4,6 +4,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tiers import PARTS
+
+
+def pytest_collection_modifyitems(items):
+    """Each test is marked with its module's part of `make test-all` (tiers.py), which the Makefile's
+    targets select by."""
+    for item in items:
+        for part, modules in PARTS.items():
+            if item.path.stem in modules:
+                item.add_marker(part)
+
 
 @pytest.fixture(scope="session")
 def media_cache() -> Path:

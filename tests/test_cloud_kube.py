@@ -19,6 +19,7 @@ from sfubench import grid as grid_mod
 from sfubench.cloud import kube
 
 from controlplane import NODE_LEASE_S, ControlPlane
+from tiers import full
 
 OVERLAYS = ["base"] + sorted(p.name for p in (kube.MANIFESTS / "overlays").iterdir())
 
@@ -366,6 +367,7 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
     assert "sfubench-r1" not in names
 
 
+@full
 def test_nodes_that_join_late_and_a_node_lost_mid_run(cluster):
     """A cloud's autoscaler adds machines minutes after pods ask for them, and may lose one: the
     room's scaling waits for the late machine (its pods Pending, then Running there); once a node

@@ -2,8 +2,8 @@
 a run, fed to a minimal Debian 12 booted with systemd, must bring the SFU up healthy where the
 runner reaches it, with nothing on the host beforehand but what a cloud image has.
 
-`make test` rehearses the SFUs whose installs fit CI's time (SUITE); `make test-cloud`
-(SFUBENCH_REHEARSAL=all) every local SFU, mediasoup's and Medooze's native builds included."""
+`make test` rehearses Janus's host as the nightly stands it up and cleans up after it; `make
+test-cloud` every local SFU's, mediasoup's and Medooze's native builds included."""
 from __future__ import annotations
 
 import contextlib
@@ -29,10 +29,9 @@ from sfubench.sfu import Adapter
 from awsapi import moto_server
 from barehost import BareHost, debian_root
 from controlplane import ControlPlane
+from tiers import full
 
-SUITE = ("janus", "inhouse", "livekit")
 LOCAL = tuple(name for name in config.available_sfus() if "local" in Adapter.load(name).where)
-SFUS = LOCAL if os.environ.get("SFUBENCH_REHEARSAL") == "all" else SUITE
 HOST_REPO = "/srv/sfubench.git"
 INSTALL_TIMEOUT_S = 1200   # a bare host installs everything: apt, the venv, the SFU
 
@@ -104,7 +103,8 @@ def rehearse(sfu: str, image: Path, repo: tuple[Path, str], work: Path) -> dict:
             courier.close()
 
 
-@pytest.mark.parametrize("sfu", SFUS)
+@full
+@pytest.mark.parametrize("sfu", LOCAL)
 def test_rehearsal_a_bare_host_brings_its_sfu_up_from_the_rendered_user_data(sfu, image, repo, tmp_path):
     facts = rehearse(sfu, image, repo, tmp_path)
     assert facts["hostname"] == BareHost.NAME and facts["cpus"] >= 1, facts   # the bare host's, not ours
@@ -144,7 +144,7 @@ def nightly_cleanup() -> list[str]:
 
 def test_rehearsal_the_nightlys_cleanup_passes_after_a_clean_run(image, repo, tmp_path):
     """A nightly run that went well: its host made through Terraform from the run's folder, its
-    SFU healthy, then destroyed by the run's teardown. The nightly's cleanup step, its own
+    SFU healthy on the bare host (`make test`'s one rehearsal), then destroyed by the run's teardown. The nightly's cleanup step, its own
     commands in the runner's checkout, against the cluster's API (a real control plane) and AWS's
     (moto's server: a stand-in), must then pass with nothing left to destroy."""
     bare, commit = repo
@@ -166,7 +166,8 @@ def test_rehearsal_the_nightlys_cleanup_passes_after_a_clean_run(image, repo, tm
     try:
         hosts.apply()
         assert hosts.outputs()["sfus"]["janus"]["address"] == host.address
-        healthy(Adapter.load("janus"), host, tmp_path)
+        facts = healthy(Adapter.load("janus"), host, tmp_path)
+        assert facts["hostname"] == BareHost.NAME and facts["cpus"] >= 1, facts   # the bare host's, not ours
         hosts.destroy()   # the run's teardown
         assert not host.running() and not Path("/run/netns", host.name).exists()
     finally:

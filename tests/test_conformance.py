@@ -6,8 +6,8 @@ The room's first participants are real Chromium pages of the adapter, as many as
 carry with headroom (the product's own rule, `--real-per-room auto`: 2 on two cores); the rest are
 synthetic participants through the adapter's driver, which see and are seen as the pages are.
 
-`make test` runs it for the adapters whose builds fit CI's time (SUITE below); `make test-sfus`
-(SFUBENCH_CONFORMANCE=all) for every local adapter, the long builds included (mediasoup, Medooze).
+`make test` runs it for Janus (Debian's package: nothing to build); `make test-sfus` for every other
+local adapter, the long builds included (mediasoup, Medooze).
 """
 import json
 import os
@@ -24,11 +24,9 @@ from sfubench.rundir import read
 from sfubench.sfu import Adapter, secret_variable
 
 from scenarios import leave_and_rejoin
+from tiers import tiered
 
-# Built fresh by `make test` (minutes); the others take half an hour each on two cores.
-SUITE = ("janus", "inhouse", "livekit")
 LOCAL = tuple(name for name in config.available_sfus() if "local" in Adapter.load(name).where)
-ADAPTERS = LOCAL if os.environ.get("SFUBENCH_CONFORMANCE") == "all" else SUITE
 USERS = 7
 PREFIX, SUBNET = "sfubk", "127.0.3"
 
@@ -42,7 +40,7 @@ pytestmark = pytest.mark.e2e
 conformance = leave_and_rejoin("r1u3", pause_s=3, target_samples=2, settle_s=5)
 
 
-@pytest.fixture(scope="module", params=ADAPTERS)
+@pytest.fixture(scope="module", params=tiered(LOCAL, core=("janus",)))
 def adapter_run(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(request.param)
     # Known secrets, so the test can look for them where they must not be.

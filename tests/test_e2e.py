@@ -20,6 +20,7 @@ from reports import metrics, runfiles, windows
 from sfubench.rundir import read
 
 from interrupt import as_a_terminal_starts_it
+from tiers import full
 
 ROOT = Path(__file__).resolve().parent.parent
 USERS = 4
@@ -162,6 +163,7 @@ def test_the_lab_is_gone_after_the_run(sfu_run):
     assert not Path("/run/netns/sfube-sfu").exists() and not Path("/run/netns/sfube-cli").exists()
 
 
+@full
 def test_an_overloaded_load_generator_is_flagged_not_blamed_on_the_sfu(tmp_path):
     """A room of 7 with the clients confined to 0.4 cores: far more than they can carry. The run
     finishes, its windows are flagged client-bound, and the knee names the clients, not Janus."""

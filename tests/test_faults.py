@@ -4,7 +4,8 @@ grid or the Pushgateway unreachable, the run folder's disk full, the runner's cl
 during scoring and twice during the teardown. Each run must end with the right exit status and a
 one-line reason, keep every record it had written, build what report it can, and leave no process,
 namespace or cgroup behind. The faults new with the reliability issue run with the clients confined
-to a CPU quota (QUOTA), as a study's are."""
+to a CPU quota (QUOTA), as a study's are. `make test` kills the SFU, steps the clock, presses Ctrl-C
+twice and points at no grid; `make test-e2e` injects every other fault."""
 import json
 import os
 import secrets
@@ -22,6 +23,7 @@ from sfubench.grid import free_port
 from sfubench.rundir import read
 
 from interrupt import as_a_terminal_starts_it
+from tiers import full
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX, SUBNET = "sfubf", "127.0.4"
@@ -132,6 +134,7 @@ def test_the_sfu_killed_mid_ramp_fails_the_run_and_keeps_everything(tmp_path):
     assert "janus exited" in (folder / "report.html").read_text()
 
 
+@full
 def test_a_killed_browser_fails_its_participants_and_the_run_goes_on(tmp_path):
     run = Run(tmp_path, "--target-samples", "24")
     run.until("ramp: ")
@@ -148,6 +151,7 @@ def test_a_killed_browser_fails_its_participants_and_the_run_goes_on(tmp_path):
     assert_nothing_left(run)
 
 
+@full
 def test_a_frozen_browser_aborts_the_run_when_asked(tmp_path):
     run = Run(tmp_path, "--target-samples", "40", "--on-client-failure", "abort")
     run.until("ramp: ")
@@ -170,6 +174,7 @@ def test_an_unreachable_grid_is_one_line_and_leaves_nothing(tmp_path):
     assert_nothing_left(run)
 
 
+@full
 def test_a_full_disk_stops_the_run_with_a_clear_reason(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
@@ -186,6 +191,7 @@ def test_a_full_disk_stops_the_run_with_a_clear_reason(tmp_path):
         subprocess.run(["umount", str(disk)], check=True)
 
 
+@full
 def test_an_unreachable_pushgateway_is_reported_and_the_run_completes(tmp_path):
     port = free_port()
     run = Run(tmp_path, "--pushgateway", f"http://127.0.0.1:{port}")
@@ -195,6 +201,7 @@ def test_an_unreachable_pushgateway_is_reported_and_the_run_completes(tmp_path):
     assert_nothing_left(run)
 
 
+@full
 def test_ctrl_c_during_scoring_still_builds_the_report(tmp_path):
     run = Run(tmp_path, "--quality-frames", "2")
     run.until("quality: scoring")
@@ -248,6 +255,7 @@ def samples_so_far(run: Run) -> int:
     return n
 
 
+@full
 def test_a_hung_sfu_fails_the_run_on_its_health_check_and_keeps_everything(tmp_path):
     run = Run(tmp_path, "--rooms", "3", "--background-interval", "1", *QUOTA)
     run.until("r2u1 joining")
@@ -264,6 +272,7 @@ def test_a_hung_sfu_fails_the_run_on_its_health_check_and_keeps_everything(tmp_p
     assert_nothing_left(run)   # the stopped process was killed with its group
 
 
+@full
 def test_an_sfu_that_never_becomes_healthy_is_one_line_and_leaves_nothing(tmp_path):
     """The SFU's process starts and is stopped at once (SIGSTOP, before it can open a port): the
     engine waits its health check's time, then says so; no room is started."""
@@ -287,6 +296,7 @@ def test_an_sfu_that_never_becomes_healthy_is_one_line_and_leaves_nothing(tmp_pa
     assert_nothing_left(run)
 
 
+@full
 def test_a_lost_grid_node_fails_its_browsers_and_the_run_says_why(tmp_path):
     """The grid's node goes away mid-ramp with its browsers (its Java process, its drivers and
     browsers killed): the pages fall silent, the next room cannot open a session, and the run
@@ -311,6 +321,7 @@ def test_a_lost_grid_node_fails_its_browsers_and_the_run_says_why(tmp_path):
     assert_nothing_left(run)
 
 
+@full
 def test_a_generator_that_dies_fails_its_participants_with_the_reason(tmp_path):
     """The default scenario (a browser in room 1, synthetic participants for the rest): the
     generator killed mid-ramp fails every participant it carried, with why, and the run stops
@@ -356,6 +367,7 @@ def test_a_clock_step_on_the_runner_stops_the_run_with_what_happened(tmp_path):
     assert_nothing_left(run)
 
 
+@full
 def test_a_partition_shows_as_loss_then_recovery_not_as_a_knee(tmp_path):
     """About 10 s with every packet between the clients and the SFU lost (the partition profile,
     settled on and measured for one window), then the run's own network back: the report shows the
@@ -384,6 +396,7 @@ def test_a_partition_shows_as_loss_then_recovery_not_as_a_knee(tmp_path):
     assert_nothing_left(run)
 
 
+@full
 def test_a_second_run_on_a_busy_lab_is_refused_and_leaves_the_first_alone(tmp_path):
     """Started by mistake on the lab another run holds: one line, exit 1, and the first run's
     namespaces, groups and processes untouched (it completes as if alone)."""
@@ -399,6 +412,7 @@ def test_a_second_run_on_a_busy_lab_is_refused_and_leaves_the_first_alone(tmp_pa
     assert_nothing_left(first)
 
 
+@full
 @pytest.mark.parametrize("kept", [True, False])
 def test_browser_sessions_outlive_the_grids_idle_timeout(tmp_path, monkeypatch, kept):
     """A grid ends a session no WebDriver call has touched for its session timeout, while joined

@@ -14,7 +14,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 import cpushare  # noqa: E402
 import forwarding  # noqa: E402
 
+from tiers import full  # noqa: E402
 
+
+@full
 def test_both_sfus_forward_a_synthetic_room_and_their_cost_is_compared(tmp_path):
     out = tmp_path / "forwarding.json"
     # Own lab names, so `make bench` or a loadtest beside the suite does not collide with it.

@@ -1,7 +1,7 @@
 """Known-answer tests: a network profile on the lab's link, or a deliberately broken SFU, with real
 Chromium and a real SFU; the figure the report shows must be the one the link (or the fault) was
 given. Plus the profiles themselves: the definitions, their checks and their `tc netem` form for
-kernels that have netem."""
+kernels that have netem. `make test` runs a delay and the broken SFU; `make test-e2e` the rest."""
 import json
 import re
 import sys
@@ -13,6 +13,8 @@ from sfubench import config, loadtest, network
 from sfubench.config import ConfigError
 from sfubench.progress import Progress
 from sfubench.rundir import read
+
+from tiers import full, tiered
 
 PREFIX, SUBNET = "sfubn", "127.0.8"
 
@@ -82,7 +84,7 @@ def target_stats(run_dir):
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("delay", [20, 90])
+@pytest.mark.parametrize("delay", tiered([20, 90], core=(20,)))
 def test_a_one_way_delay_shows_as_twice_that_round_trip(tmp_path, delay):
     run_dir = run(tmp_path, f"delay_ms = {delay}\n", users_per_room=2, target_samples=4)
     _, st = target_stats(run_dir)
@@ -96,6 +98,7 @@ def test_a_one_way_delay_shows_as_twice_that_round_trip(tmp_path, delay):
 
 
 @pytest.mark.e2e
+@full
 def test_a_rate_cap_on_the_uplink_caps_what_the_senders_report(tmp_path):
     """Two participants share an uplink capped at 600 kbit/s (the lab has one link for all clients):
     what their encoders send together must settle below the cap (their audio shares it) and above
@@ -108,6 +111,7 @@ def test_a_rate_cap_on_the_uplink_caps_what_the_senders_report(tmp_path):
 
 
 @pytest.mark.e2e
+@full
 def test_random_loss_on_the_downlink_shows_as_the_receivers_loss(tmp_path):
     loss = 5
     run_dir = run(tmp_path, f"[down]\nloss_pct = {loss}\n", users_per_room=2, target_samples=8)
@@ -139,6 +143,7 @@ def test_an_sfu_that_drops_one_publishers_video_fails_exactly_those_checks(tmp_p
 
 
 @pytest.mark.e2e
+@full
 def test_synthetic_participants_get_a_network_of_their_own(tmp_path):
     """Browsers on the plain link, synthetic participants behind 40 ms each way (told apart by their
     own address): the synthetic publishers' RTT must show the 80 ms, the browser's not."""
@@ -166,6 +171,7 @@ def test_synthetic_participants_get_a_network_of_their_own(tmp_path):
 
 
 @pytest.mark.e2e
+@full
 def test_synthetic_publishers_resend_what_their_lossy_uplink_lost(tmp_path):
     """Synthetic participants behind an uplink losing 5 %: the in-house SFU asks for what it missed,
     their NACK responder resends it, and every receiver ends the target window with next to nothing
@@ -194,6 +200,7 @@ def test_synthetic_publishers_resend_what_their_lossy_uplink_lost(tmp_path):
 
 
 @pytest.mark.e2e
+@full
 def test_the_degrade_shape_measures_the_same_room_under_each_profile(tmp_path):
     """A room of two, then the same room behind 50 ms each way, then with 5 % loss coming down; the
     target is under the run's own (plain) link again. Each window's figures must show its profile."""

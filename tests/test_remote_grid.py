@@ -20,6 +20,7 @@ from sfubench.config import ROOT, cache_root
 from sfubench.rundir import read
 
 from minigrid import MiniCloud
+from tiers import full
 
 SECRET_BEARING = "livekit"
 NODE_CORES = 1.5
@@ -155,6 +156,7 @@ def test_synthetic_participants_from_a_generator_on_the_grids_host(mini, tmp_pat
     assert clients and all(row["cpu"] > 0.05 for row in clients), clients
 
 
+@full   # LiveKit's build is `make test-sfus`'s
 def test_an_sfu_with_secrets_gets_them_over_ssh_and_nowhere_else(mini, tmp_path):
     """LiveKit on the SFU host, its API key and secret delivered as in the cloud: the runner makes
     a key for the run, the host's OpenSSH lets that key do nothing but run the receiver

@@ -9,10 +9,9 @@ Synthetic participants send the layers too where their driver can, and ask for a
 do: with `--receive-layer tile` every receiver, browser or synthetic, gets the half layer of every
 publisher, browser or synthetic.
 
-`make test` runs janus, inhouse and livekit (the synthetic layers' test the in-house SFU alone) (their builds are cached by the conformance suite);
-`make test-sfus` (SFUBENCH_CONFORMANCE=all) adds mediasoup, and H.264 simulcast through each."""
+`make test` runs VP8 simulcast through Janus and the refusal; `make test-sfus` every other SFU and
+codec, SVC, the narrow downlink and the synthetic participants' layers."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,24 +24,22 @@ from reports.windows import MEASURED
 from sfubench import config
 from sfubench.sfu import Adapter
 
+from tiers import full, tiered
+
 ROOT = Path(__file__).resolve().parent.parent
 # Two browsers: each encodes three layers of a 960x540 camera, which takes a browser about half a core
 # (three took 1.6 of the quota's 1.6 cores)
 USERS = 2
 LAYERED = tuple(name for name in config.available_sfus() if Adapter.load(name).simulcast)
-SFUS = LAYERED if os.environ.get("SFUBENCH_CONFORMANCE") == "all" else ("janus", "inhouse", "livekit")
-# H.264 simulcast, in `make test-sfus` (VP8's is the same path in every page but the codec)
-H264_LAYERED = LAYERED if os.environ.get("SFUBENCH_CONFORMANCE") == "all" else ()
-# SFUs whose page publishes VP9 SVC (--svc): `make test` runs LiveKit's, `make test-sfus` every one
-SVC = tuple(s for s in LAYERED if "vp9" in Adapter.load(s).svc
-            and (os.environ.get("SFUBENCH_CONFORMANCE") == "all" or s == "livekit"))
-# SFUs whose synthetic participants publish the layers too: `make test` runs the in-house SFU's (its
-# simulcast row in the study rests on them), `make test-sfus` every one
-SYNTHETIC_LAYERED = tuple(s for s in LAYERED if Adapter.load(s).synthetic_simulcast
-                          and (os.environ.get("SFUBENCH_CONFORMANCE") == "all" or s == "inhouse"))
+# VP8 and H.264 simulcast (the same path in every page but the codec)
+LAYERS = [(s, codec) for codec in ("vp8", "h264") for s in LAYERED]
+# SFUs whose page publishes VP9 SVC (--svc)
+SVC = tuple(s for s in LAYERED if "vp9" in Adapter.load(s).svc)
+# SFUs whose synthetic participants publish the layers too
+SYNTHETIC_LAYERED = tuple(s for s in LAYERED if Adapter.load(s).synthetic_simulcast)
 # SFUs that choose each receiver's layer by their estimate of its bandwidth (Janus forwards the layer a
 # subscriber asks for, whatever its link: it keeps it)
-ADAPTIVE = tuple(s for s in SFUS if s != "janus")
+ADAPTIVE = tuple(s for s in LAYERED if s != "janus")
 # Seconds a switch may take after the link changes. Down: a bandwidth estimate falls within a few
 # (LiveKit here: 2-6 s). Up, the estimate climbs only as the SFU probes and the browser's REMB follows
 # (LiveKit: 34-67 s to the full layer, in a long tail: 67 s in a CI run where one browser's REMB stayed
@@ -113,7 +110,7 @@ def test_an_adapter_whose_page_publishes_one_layer_says_so_and_is_refused_layers
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("sfu,codec", [(s, "vp8") for s in SFUS] + [(s, "h264") for s in H264_LAYERED])
+@pytest.mark.parametrize("sfu,codec", tiered(LAYERS, core=(("janus", "vp8"),)))
 def test_every_browser_sends_three_layers_and_receives_the_layer_it_asks_for(sfu, codec, tmp_path):
     r = loadtest(sfu, tmp_path, "--receive-layer", "mix", "--codec", codec)
     assert r.returncode == 0, f"{sfu}: loadtest exited {r.returncode}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
@@ -138,6 +135,7 @@ def test_every_browser_sends_three_layers_and_receives_the_layer_it_asks_for(sfu
 
 
 @pytest.mark.e2e
+@full
 @pytest.mark.parametrize("sfu", SVC)
 def test_vp9_svc_is_one_stream_per_browser_and_each_receiver_gets_the_spatial_layer_it_asks_for(sfu, tmp_path):
     """`--svc --codec vp9`: each browser sends one VP9 stream of three spatial layers (L3T3_KEY); the
@@ -158,6 +156,7 @@ def test_vp9_svc_is_one_stream_per_browser_and_each_receiver_gets_the_spatial_la
 
 
 @pytest.mark.e2e
+@full
 @pytest.mark.parametrize("sfu", ADAPTIVE)
 def test_a_narrow_downlink_switches_receivers_down_and_the_link_back_switches_them_up(sfu, tmp_path):
     """The room ramps on the plain link, then its downlink (the SFU to the browsers) narrows to 700
@@ -187,6 +186,7 @@ def test_a_narrow_downlink_switches_receivers_down_and_the_link_back_switches_th
 
 
 @pytest.mark.e2e
+@full
 @pytest.mark.parametrize("sfu", SYNTHETIC_LAYERED)
 def test_synthetic_participants_send_three_layers_and_every_receiver_gets_the_tiles_layer(sfu, tmp_path):
     """The default scenario's first room (one browser, six synthetic participants) with three layers,

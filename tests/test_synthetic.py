@@ -4,11 +4,9 @@ code the clip carries, so its checks, playback and delay work on them); the synt
 count the browser's frames and recognise each other's; and the until-knee shape must stop a ramp
 at an SFU's knee.
 
-`make test` covers the drivers whose SFUs it builds (janus, inhouse, livekit); `make test-sfus`
-(SFUBENCH_CONFORMANCE=all) every local adapter with a driver.
+`make test` covers Janus's driver; `make test-sfus` every other local adapter's.
 """
 import json
-import os
 import sys
 import time
 import urllib.request
@@ -22,11 +20,10 @@ from sfubench.rundir import read
 from sfubench.sfu import Adapter, _jwt, secret_variable
 
 from scenarios import leave_and_rejoin
+from tiers import full, tiered
 
-SUITE = ("janus", "inhouse", "livekit")
 WITH_DRIVER = tuple(n for n in config.available_sfus()
                     if "local" in Adapter.load(n).where and Adapter.load(n).synthetic_driver)
-DRIVERS = WITH_DRIVER if os.environ.get("SFUBENCH_CONFORMANCE") == "all" else SUITE
 PREFIX, SUBNET = "sfubs", "127.0.7"
 
 pytestmark = pytest.mark.e2e
@@ -37,7 +34,7 @@ def settings(sfu, out, **more):
                             "lab_subnet": SUBNET, "results_db": str(out / "results.sqlite"), **more}, env={})
 
 
-@pytest.fixture(scope="module", params=DRIVERS)
+@pytest.fixture(scope="module", params=tiered(WITH_DRIVER, core=("janus",)))
 def mixed(request, tmp_path_factory):
     """One room of three joining a second apart: r1u1 in Chromium, r1u2 and r1u3 synthetic; r1u3
     leaves and rejoins."""
@@ -170,6 +167,7 @@ def livekit_admin(monkeypatch):
     return call
 
 
+@full   # LiveKit's build is `make test-sfus`'s
 def test_a_synthetic_participant_its_sfu_removes_is_failed_with_the_reason(tmp_path, livekit_admin):
     """LiveKit removes r1u2 through its own server API (RoomService.RemoveParticipant) once the room
     plays: the run records the participant failed with what its driver was told, where it had only
@@ -193,6 +191,7 @@ def test_a_synthetic_participant_its_sfu_removes_is_failed_with_the_reason(tmp_p
     assert failed[0]["reason"].startswith("livekit: the session ended: the server asked the participant to leave"), failed
 
 
+@full
 def test_videos_to_and_from_a_participant_that_failed_are_not_waited_for(tmp_path, livekit_admin):
     """LiveKit's room 1 is made for two (RoomService.CreateRoom, max_participants 2), so the last to
     join is refused: the room's validation gives up the videos to and from it as soon as the others
