@@ -18,6 +18,12 @@ class Spans:
         self.participants: dict = {}
         self.published: dict = defaultdict(set)   # window -> sent streams
 
+    def drop(self, window) -> None:
+        for key in [k for k in self.span if k[0] == window]:
+            del self.span[key]
+        self.participants.pop(window, None)
+        self.published.pop(window, None)
+
     def add(self, s: dict) -> None:
         if s.get("phase") not in MEASURED or s.get("direction") not in ("send", "recv"):
             return

@@ -102,7 +102,7 @@ def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientR
     """`samples`: the run's samples.jsonl as folded so far by whoever reads it as it grows (else it is
     read here, to its end)."""
     if samples is None:
-        samples = SampleFold(run.path / "samples.jsonl").read()
+        samples = SampleFold(run.path / "samples.jsonl", run.discarded).read()
     if samples.damaged:
         run.damaged["samples.jsonl"] = samples.damaged
     obs, totals = samples.observations()

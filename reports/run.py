@@ -21,6 +21,9 @@ def _notes(a: Analysis) -> list[str]:
                "quality.jsonl": "quality (BRISQUE, VMAF, PSNR), glass-to-glass delay and frozen frames: not measured.",
                "server.jsonl": "server and browser CPU and memory: not measured (no probe data)."}
     out += [f"{name} missing — {text}" for name, text in explain.items() if name in run.missing]
+    for w in run.discarded.values():
+        out.append(f"A {w.get('phase')} window at {w.get('participants')} participants was left out "
+                   f"({w['discarded']})" + ("." if w.get("phase") == "background" else "; it was measured again."))
     for name, bad in run.damaged.items():
         out.append(f"{name}: {bad} unreadable line{'s' if bad > 1 else ''} skipped (a run cut short leaves a "
                    "partial last line).")

@@ -13,7 +13,9 @@ Keys of meta.json the reports read (all optional):
 `server.jsonl` (optional, from the CPU probes): {t, role ("sfu" | "clients" | "machine" | "engine"),
 cpu_s (cumulative CPU seconds), cores (what the role may use), throttled_s, rss (bytes), phase, window,
 edge, participants}. `windows.jsonl` (optional): one record per closed measurement window with the
-clients' health in it (see reports/clientbound.py).
+clients' health in it (see reports/clientbound.py). A window marked `discarded` (the runner's wall
+clock stepped in it, and it was measured again) is left out of everything read here: its record, its
+probe rows and its samples; `Run.discarded` keeps its record.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ class Run:
     server: list[dict] = field(default_factory=list)
     playback: list[dict] = field(default_factory=list)
     windows: list[dict] = field(default_factory=list)
+    discarded: dict = field(default_factory=dict)      # window id -> its record, for a discarded window
     missing: list[str] = field(default_factory=list)   # file names not present
     damaged: dict[str, int] = field(default_factory=dict)  # file name -> unreadable lines
 
@@ -87,7 +90,7 @@ def iter_video_samples(run: Run) -> Iterator[dict]:
     memory); audio lines, which no report uses, are skipped unparsed."""
     path = run.path / "samples.jsonl"
     if path.exists():
-        yield from _records(path, run.damaged, skip=AUDIO_MARKS)
+        yield from _kept(run, _records(path, run.damaged, skip=AUDIO_MARKS))
 
 
 BACKGROUND_MARKS = (b'"phase":"background"', b'"phase": "background"')
@@ -99,7 +102,12 @@ def iter_measured_samples(run: Run) -> Iterator[dict]:
     iter_video_samples.)"""
     path = run.path / "samples.jsonl"
     if path.exists():
-        yield from _records(path, {}, skip=BACKGROUND_MARKS)
+        yield from _kept(run, _records(path, {}, skip=BACKGROUND_MARKS))
+
+
+def _kept(run: Run, samples: Iterator[dict]) -> Iterator[dict]:
+    """The samples of windows not discarded."""
+    return (s for s in samples if s.get("window") not in run.discarded) if run.discarded else samples
 
 
 def read_meta(run_dir: Path) -> dict | None:
@@ -128,6 +136,10 @@ def load(run_dir: str | Path) -> Run:
             run.missing.append(path.name)
             continue
         setattr(run, name, sorted(_records(path, run.damaged), key=lambda r: r.get("t") or 0))
+    run.discarded = {w.get("window"): w for w in run.windows if w.get("discarded")}
+    if run.discarded:
+        for name in ("windows", "server", "playback", "quality"):
+            setattr(run, name, [r for r in getattr(run, name) if r.get("window") not in run.discarded])
     return run
 
 

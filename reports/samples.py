@@ -5,7 +5,8 @@ every step; read from the start each time, the ramp's last steps spent seconds o
 whole time that grew with the square of its steps. A SampleFold kept across those asks parses each
 line once: read() takes only the whole lines appended since the last, and a measured window, once
 windows.jsonl says it closed (the collector takes no sample for a closed window), becomes its
-observations and lets its samples go."""
+observations and lets its samples go. A window the runner discarded (its wall clock stepped in it)
+gives nothing: its samples are dropped, and a background stream's next rate is not taken across it."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -18,8 +19,9 @@ from .windows import MEASURED, StreamFold, Totals
 
 
 class SampleFold:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, discarded: Iterable = ()):
         self.path = Path(path)
+        self.discarded = set(discarded)   # window ids whose samples count for nothing
         self.offset = 0          # bytes of the file folded in
         self.damaged = 0         # unreadable lines (audio ones aside, which no figure reads)
         self.streams = StreamFold()
@@ -27,10 +29,18 @@ class SampleFold:
         self.closed: list[dict] = []                              # observations of closed measured windows
         self.totals: dict[tuple, Totals] = defaultdict(Totals)    # (phase, window) -> its video figures
 
-    def read(self, windows: Iterable[dict] = (), final: bool = True) -> "SampleFold":
+    def read(self, windows: Iterable[dict] = (), final: bool = True, discarded: Iterable = ()) -> "SampleFold":
         """Folds in what the file gained, then closes the measured windows of `windows` (windows.jsonl's
-        records, read before the samples). While the run goes on (`final` False) a line still being
-        written waits for the next read; at the end the last line counts, whole or damaged."""
+        records, read before the samples) and drops those `discarded` (window ids). While the run
+        goes on (`final` False) a line still being written waits for the next read; at the end the
+        last line counts, whole or damaged. (Background rates folded before a discard is known may
+        span the step: only a fold that knows it from the start, as a report's, leaves them out.)"""
+        for window in set(discarded) - self.discarded:
+            self.discarded.add(window)
+            self.streams.drop(window)
+            self.spans.drop(window)
+            for key in [k for k in self.totals if k[1] == window]:
+                del self.totals[key]
         try:
             f = open(self.path, "rb")
         except FileNotFoundError:
@@ -58,6 +68,9 @@ class SampleFold:
         s = parse_line(line)
         if s is None:
             self.damaged += not audio
+            return
+        if s.get("window") in self.discarded:
+            self.streams.forget_previous()   # the step lies between the stream's last sample and its next
             return
         if not audio and (o := self.streams.add(s)) is not None:
             self.totals[(o["phase"], o["window"])].add(o)

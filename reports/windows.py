@@ -130,6 +130,16 @@ class StreamFold:
         keys = [k for k in self.measured if k[0] == phase and k[1] == window]
         return [_window_observation(k, self.measured.pop(k)) for k in keys]
 
+    def drop(self, window) -> None:
+        """Lets a discarded window's samples go, and every stream's previous background sample."""
+        for k in [k for k in self.measured if k[1] == window]:
+            del self.measured[k]
+        self.forget_previous()
+
+    def forget_previous(self) -> None:
+        """The next background sample of each stream gives only instantaneous values."""
+        self.previous.clear()
+
     def pending(self) -> Iterator[dict]:
         """The observations of the measured windows not closed, from their samples so far."""
         for k, group in self.measured.items():

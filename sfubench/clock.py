@@ -3,8 +3,9 @@ stamp theirs with it, and a window gathers the samples stamped inside it), so a 
 clock mid-run (an NTP step, an operator's `date -s`) would shift every record after it against the
 ones before and leave a window open across it with the wrong samples. NTP's ordinary correction
 slews the clock (at most 0.5 ms a second), which moves it far less than the tolerance between two
-looks; a step beyond it stops the run, saying so, rather than let it report figures made across
-the step."""
+looks; a step beyond it costs the window open across it, which the runner discards and measures
+again (a VM's clock is stepped now and then), rather than let it report figures made across the
+step. A clock that steps in every try of a window stops the run."""
 from __future__ import annotations
 
 import time

@@ -286,11 +286,13 @@ class Collector:
                     w.frames[(page.user, page.user)] = [e for e in own if e[0] >= w.opened - LOOKBACK_S]
             return w
 
-    def close_window(self, w: Window) -> dict:
-        """Closes a window: its playback records and its health record (windows.jsonl)."""
+    def close_window(self, w: Window, discarded: str | None = None) -> dict:
+        """Closes a window: its playback records and its health record (windows.jsonl). A window
+        `discarded` (why) keeps its health record, marked, and gives no playback: the reports leave
+        out whatever it measured."""
         with self.lock:
             w.closed = time.time()
-            if w.phase != "background":
+            if w.phase != "background" and not discarded:
                 self._playback(w)
             took = sorted(w.took)
             missing = sum(max(0, w.n - w.got[u]) for u in w.expected)
@@ -306,6 +308,7 @@ class Collector:
                 "lag_ms_mean": round(sum(w.lag_mean) / len(w.lag_mean), 1) if w.lag_mean else None,
                 "pacing_ms_p99": _quantile_ms(w.pacing, 0.99),
                 "pacing_ms_max": round(max(w.pacing) / 1000, 2) if w.pacing else None,
+                **({"discarded": discarded} if discarded else {}),
             }
             self.windows.pop(w.id, None)
             self.bus.emit("windows", record)

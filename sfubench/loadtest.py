@@ -292,7 +292,8 @@ def _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scen
 
             def knee():
                 run = runfiles.load(run_dir.path)
-                return metrics.analyse(run, samples=samples.read(run.windows, final=False)).knee
+                return metrics.analyse(run, samples=samples.read(run.windows, final=False,
+                                                                 discarded=run.discarded)).knee
 
             runner = Runner(cfg, shapes.from_config(cfg, knee, [o.halt for o in outs]), bus, collector,
                             _browser_opener(cfg, site, media, pages.url(), grid_url, run_dir, meta,

@@ -37,6 +37,7 @@ POLL_S = 0.25
 WATCH_S = 1.0         # how often the SFU and the run folder are checked
 NETWORK_SETTLE_S = 5.0  # after the network changes: congestion control and jitter buffers adapt
 RECOVERY_MAX_S = 30.0   # after a profile is lifted, how long videos have to play again
+MEASURE_TRIES = 3       # a window the wall clock stepped in is measured again, up to this many times
 
 
 class ClientFailure(RuntimeError):
@@ -80,11 +81,13 @@ class Runner:
         self.watches = list(watches)   # callables that raise when the run cannot go on
         self.next_watch = 0.0
         self.clocks_flagged: set[str] = set()   # roles whose hosts' clocks were found astray
+        self.steps: list[ClockStepped] = []     # the wall clock's steps so far: each costs its window
         self.browsers = Browsers(open_browser, self.event, self.say, self.fail)
         self.participants: list[Participant] = []
         self.status = Status()
         self.window = 0
         self.background: Window | None = None
+        self.background_steps = 0
         self.next_background = None
 
     # -- the scenario ----------------------------------------------------------------------------
@@ -263,9 +266,9 @@ class Runner:
             except SfuFailed as e:
                 self.event("sfu_exited", code=e.code, reason=str(e), log=e.log)
                 raise
-            except ClockStepped as e:
+            except ClockStepped as e:   # records either side do not compare: the window open is lost
+                self.steps.append(e)
                 self.event("clock_stepped", seconds=round(e.seconds, 3), reason=str(e))
-                raise
         gone = self.synthetic.failure() if self.synthetic is not None else None
         if gone:
             for p in self.participants:
@@ -341,15 +344,34 @@ class Runner:
                                  "peer": user, "ok": ok, "verdict": verdict, "elapsed": round(elapsed, 2)})
 
     # -- measuring -------------------------------------------------------------------------------
-    def measure(self, phase: str, n: int) -> None:
+    def measure(self, phase: str, n: int) -> dict:
         """A measurement window: every live page takes n samples `sample_interval` apart. The window
         closes when they are all in, or SAMPLE_GRACE_S after the last was due; its health (how long
         it took, samples missing, getStats times, main-thread lag) goes to windows.jsonl. Frames for
-        the after-run scores are captured after the window, so encoding them is not measured."""
+        the after-run scores are captured after the window, so encoding them is not measured. A
+        window the wall clock stepped in is discarded and measured again (MEASURE_TRIES at most:
+        a clock that steps every time stops the run). Returns the health of the window kept."""
         self.end_background()
         give_back()   # what the last window's frames and captures freed: runs go on for hours
         self.browsers.keep()
         self.note_failures()
+        for _ in range(MEASURE_TRIES):
+            steps = len(self.steps)
+            w, health = self._window(phase, n)
+            if len(self.steps) == steps:
+                break
+            self.say(f"{phase}: the wall clock stepped {self.steps[-1].seconds:+.1f} s during the window at "
+                     f"{self.status.participants} participants: it is discarded and measured again")
+        else:
+            raise self.steps[-1]
+        if self.cfg.quality_frames:
+            self.capture(phase, w.id)
+        self.note_failures()
+        return health
+
+    def _window(self, phase: str, n: int) -> tuple[Window, dict]:
+        """One measurement window, opened, waited for and closed (discarded where the clock stepped)."""
+        steps = len(self.steps)
         self.follow(True)   # from now: the window's first frames may show codes captured before it
         w = self.schedule(phase, n)
         # waited for on the monotonic clock: a wall clock stepped back must not hold the run up
@@ -364,14 +386,16 @@ class Runner:
             time.sleep(0.05)
         self.read_probes(phase, w.id, "end")
         time.sleep(FRAME_FLUSH_S)
-        health = self.collector.close_window(w)
+        health = self.collector.close_window(w, self._discarded(steps))
         self.follow(False)
         self.say(f"{phase}: {n} samples at {self.status.participants} participants in "
                  f"{health['duration_s']:.1f} s" + (f" ({health['missing_samples']} samples missing)"
                                                    if health["missing_samples"] else ""))
-        if self.cfg.quality_frames:
-            self.capture(phase, w.id)
-        self.note_failures()
+        return w, health
+
+    def _discarded(self, steps: int) -> str | None:
+        """Why a window opened when `steps` clock steps had been seen is discarded, if it is."""
+        return str(self.steps[-1]) if len(self.steps) > steps else None
 
     def follow(self, on: bool) -> None:
         """Frame codes are read (checks, playback, delay) only while followed: between times the
@@ -430,7 +454,7 @@ class Runner:
         while not w.complete and time.monotonic() < deadline:
             self.check()
             time.sleep(0.05)
-        self.collector.close_window(w)
+        self.collector.close_window(w, self._discarded(self.background_steps))
         self.background = None
 
     def wait(self, seconds: float) -> None:
@@ -441,7 +465,7 @@ class Runner:
             now = time.monotonic()
             if self.next_background is not None and now >= self.next_background:
                 self.end_background()
-                self.background = self.schedule("background", 1)
+                self.background, self.background_steps = self.schedule("background", 1), len(self.steps)
                 self.read_probes("background", self.window, "tick")
                 self.next_background = time.monotonic() + self.cfg.background_interval
                 continue

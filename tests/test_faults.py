@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from reports import metrics, runfiles
 from sfubench import cgroups
 from sfubench.grid import free_port
 from sfubench.rundir import read
@@ -343,12 +344,18 @@ def test_a_generator_that_dies_fails_its_participants_with_the_reason(tmp_path):
     assert_nothing_left(run)
 
 
-def test_a_clock_step_on_the_runner_stops_the_run_with_what_happened(tmp_path):
-    """The machine's wall clock stepped two minutes forward mid-ramp (as an NTP step would; put
-    back as soon as the run has seen it): the run stops, says by how much, and keeps what it had."""
-    run = Run(tmp_path, "--rooms", "3", "--background-interval", "1", *QUOTA)
-    run.until("r2u1 joining")
-    before = samples_so_far(run)
+def test_a_clock_step_costs_the_window_it_touched_not_the_run(tmp_path):
+    """The machine's wall clock stepped two minutes forward inside a measurement window (as an NTP
+    step would; put back as soon as the run has seen it, another step): the window is discarded and
+    measured again, the run completes, and its report leaves the window out and says so."""
+    run = Run(tmp_path, "--rooms", "2", "--users-per-room", "2", "--ramp-samples", "6", "--background-interval", "1",
+              *QUOTA)
+    run.until("r2u2 joining")
+    samples = run.folder / "samples.jsonl"
+    deadline = time.monotonic() + 120
+    while not any('"phase":"ramp"' in line and '"participants":4' in line for line in samples.read_text().splitlines()):
+        assert time.monotonic() < deadline, "room 2 was never measured"
+        time.sleep(0.1)
     wall, mono = time.time(), time.monotonic()
     time.clock_settime(time.CLOCK_REALTIME, wall + 120)
     try:
@@ -359,11 +366,18 @@ def test_a_clock_step_on_the_runner_stops_the_run_with_what_happened(tmp_path):
     finally:
         time.clock_settime(time.CLOCK_REALTIME, wall + time.monotonic() - mono)
     code, out, err = run.finish()
-    assert code == 1, out + err
-    assert "the runner's wall clock stepped +120" in one_line(err)
-    events = kept_and_reported(run, before)
-    (step,) = [e for e in events if e["event"] == "clock_stepped"]
-    assert 119 < step["seconds"] < 121
+    assert code == 0, out + err
+    events = kept_and_reported(run, 1, status="ok")
+    steps = [e["seconds"] for e in events if e["event"] == "clock_stepped"]
+    assert len(steps) == 2 and 119 < steps[0] < 121 and -121 < steps[1] < -119, steps   # forward, then back
+    ramp = [w for w in read(run.folder, "windows") if w["phase"] == "ramp" and w["participants"] == 4]
+    assert [bool(w.get("discarded")) for w in ramp][-1] is False and any(w.get("discarded") for w in ramp), ramp
+    assert "the wall clock stepped +120" in out and "discarded and measured again" in out
+    a = metrics.analyse(runfiles.load(run.folder))
+    kept = {w["window"] for w in ramp if not w.get("discarded")}
+    assert {o["window"] for o in a.obs if o["phase"] == "ramp" and o["participants"] == 4} == kept
+    assert a.knee.participants is None, a.knee   # the step made no knee
+    assert "was left out (the runner's wall clock stepped +120" in (run.folder / "report.html").read_text()
     assert_nothing_left(run)
 
 

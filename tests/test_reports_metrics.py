@@ -418,3 +418,58 @@ def test_a_run_folded_as_it_grows_reads_each_line_once_and_agrees_with_reading_i
     assert live.knee == metrics.analyse(run).knee
     audio_background = sum(1 for line in data.splitlines() if b'"kind": "audio"' in line and b'"phase": "background"' in line)
     assert len(parsed) == data.count(b"\n") - audio_background
+
+
+# ---------------------------------------------------------------- a window the runner discarded
+
+def _without(d, window, into):
+    """A copy of run folder `d` with every line of `window` gone."""
+    into.mkdir(parents=True)
+    for f in d.iterdir():
+        if f.suffix == ".jsonl":
+            keep = [line for line in f.read_text().splitlines(keepends=True) if json.loads(line).get("window") != window]
+            (into / f.name).write_text("".join(keep))
+        else:
+            (into / f.name).write_bytes(f.read_bytes())
+    return into
+
+
+def test_a_discarded_window_counts_for_nothing_read_whole_or_as_the_run_grows(tmp_path):
+    """A ramp window the runner discarded (its wall clock stepped in it: its samples' rates are
+    wrong, here ten times the bytes) gives the analysis of the run without it, whether the run is read
+    whole or folded as it grows, as the engine folds it; the report says it was left out."""
+    d = synthetic.make_run(tmp_path / "runs", rooms=4, knee=21, ramp_samples=4)
+    ramp = [w for w in runfiles.load(d).windows if w["phase"] == "ramp"]
+    step = ramp[1]["window"]
+    reference = metrics.analyse(runfiles.load(_without(d, step, tmp_path / "without")))
+    lines = []
+    for line in (d / "samples.jsonl").read_text().splitlines():
+        s = json.loads(line)
+        if s["window"] == step and s.get("bytes"):
+            s["bytes"] *= 10
+        lines.append(json.dumps(s))
+    (d / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    records = [json.loads(line) for line in (d / "windows.jsonl").read_text().splitlines()]
+    (d / "windows.jsonl").write_text("".join(json.dumps({**w, **({"discarded": "the clock stepped"} if w["window"] == step
+                                                                  else {})}) + "\n" for w in records))
+    run = runfiles.load(d)
+    assert list(run.discarded) == [step] and step not in {w["window"] for w in run.windows}
+    assert not [r for r in run.server if r.get("window") == step]
+    for a in (metrics.analyse(run),
+              metrics.analyse(run, samples=samples.SampleFold(d / "samples.jsonl").read(
+                  [w for w in records if w["window"] != step], final=False, discarded=[step]))):
+        assert near(a.series, reference.series) and near(a.cost, reference.cost) and a.knee == reference.knee
+        assert {o["window"] for o in a.obs} == {o["window"] for o in reference.obs}
+    from reports import run as run_report
+    page = (run_report.build(d)).read_text()
+    assert f"A ramp window at {ramp[1]['participants']} participants was left out (the clock stepped)" in page
+
+
+def test_no_background_rate_is_taken_across_a_discarded_window(tmp_path):
+    lines = [sample(0, 0, phase="background", window=1), sample(1000, 125_000, phase="background", window=2),
+             sample(2000, 250_000, phase="background", window=3), sample(3000, 375_000, phase="background", window=4)]
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in lines))
+    totals = samples.SampleFold(tmp_path / "samples.jsonl", discarded={2}).read().totals
+    assert sorted(w for _, w in totals) == [1, 3, 4]
+    assert totals[("background", 3)].n["send_bps"] == 0            # no rate from across the step
+    assert totals[("background", 4)].sum["send_bps"] == 1_000_000  # then from the next sample on
