@@ -42,6 +42,7 @@ class Knee:
     detail: str = "the SFU coped with every load measured"
     plateau_bps: float | None = None
     stopped_on: int | None = None       # the knee the run stopped on, where its last windows take it back
+    coped: int | None = None            # the most participants measured below the knee: where it lies between
 
     @property
     def judged(self) -> int | None:
@@ -111,6 +112,9 @@ def find_knee(series: list[dict], rule: KneeRule = KneeRule()) -> Knee:
     if bound is not None:
         series = [r for r in series if r["participants"] < bound["participants"]]
     knee = _sfu_knee(series, rule)
+    if knee.participants is not None:
+        knee = replace(knee, coped=max((r["participants"] for r in series if r["participants"] < knee.participants),
+                                       default=None))
     if knee.participants is None and bound is not None:
         below = max((r["participants"] for r in series), default=None)
         return Knee(bound["participants"], "client",

@@ -157,7 +157,8 @@ def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Tabl
     if k.client_bound:
         knee_text = f"<b>Client-bound at {k.participants} participants</b> — {html.escape(k.detail)}."
     elif k.participants is not None:
-        knee_text = (f"<b>Knee at {k.participants} participants{' ' + html.escape(per) if per else ''}</b> — "
+        coped = f" ({k.coped} coped)" if k.coped is not None else ""
+        knee_text = (f"<b>Knee at {k.participants} participants{coped}{' ' + html.escape(per) if per else ''}</b> — "
                      f"{html.escape(k.detail)}.")
     else:
         stopped = next((e["reason"] for e in a.run.events

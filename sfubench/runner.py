@@ -99,17 +99,11 @@ class Runner:
                 self.say(step.reason)
             if step.network != self.network:
                 self.change_network(step.network)
-            new_rooms = []
-            while self.status.participants < step.participants:
-                room = self.status.participants // self.cfg.users_per_room + 1
-                if room not in new_rooms:
-                    new_rooms.append(room)
-                    self.status.rooms = room
-                    self.event("room_started", room=room)
-                self.start_participant(room)
-            for room in new_rooms:
+            changed = self.status.participants != step.participants
+            joined = self.resize(step.participants)
+            for room in joined:
                 self.validate(room)
-            if new_rooms and self.cfg.settle:
+            if changed and self.cfg.settle:
                 self.say(f"settling {self.cfg.settle:g} s before measuring", transient=True)
                 # the window's lead is part of it: its first sample comes `settle` s after the validation
                 self.wait(max(0.0, self.cfg.settle - LEAD_S))
@@ -124,6 +118,35 @@ class Runner:
         self.event("target_reached", reason=self.shape.done)
         self.measure("target", self.cfg.target_samples)
         self.end_background()
+
+    def resize(self, participants: int) -> list[int]:
+        """Brings the run to `participants`: the newest leave, or those who left join again (the
+        first to have joined first), then new ones join, room by room. So the first n started are
+        always the n taking part. Returns the rooms that gained participants, to validate."""
+        joined: list[int] = []
+        leaving = self.status.participants - participants
+        while self.status.participants > participants:
+            newest = next(p for p in reversed(self.participants) if p.failed != "left")
+            self.leave(newest.id, say=False)
+            self.status.participants -= 1
+        if leaving > 0:
+            self.say(f"{leaving} participant{'s' if leaving > 1 else ''} left ({participants} participants)")
+        while self.status.participants < participants:
+            back = next((p for p in self.participants if p.failed == "left"), None)
+            if back is not None:
+                self.rejoin(back.id)
+                self.status.participants += 1
+                room = back.room
+            else:
+                room = self.status.participants // self.cfg.users_per_room + 1
+                if room > self.status.rooms:
+                    self.status.rooms = room
+                    self.event("room_started", room=room)
+                self.start_participant(room)
+            if room not in joined:
+                joined.append(room)
+        self.status.rooms = max((p.room for p in self.participants if p.failed != "left"), default=0)
+        return joined
 
     def change_network(self, name: str | None) -> None:
         """Puts the link under profile `name` (None: the run's own), then lets the clients' congestion
@@ -208,7 +231,7 @@ class Runner:
                                  "sfubenchHost.add(arguments[0], arguments[1])", p.id, url) is None:
             self.fail(p, f"browser {p.browser.index} did not take the participant")
 
-    def leave(self, p_id: str) -> None:
+    def leave(self, p_id: str, say: bool = True) -> None:
         """The participant leaves: its page is closed, as a person closing the tab would."""
         p = next(p for p in self.participants if p.id == p_id)
         if p.browser is None:
@@ -218,7 +241,8 @@ class Runner:
                                   "return sfubenchHost.remove(arguments[0])", p_id)
         p.failed = "left"   # no longer measured or checked
         self.event("participant_left", room=p.room, user=p_id)
-        self.say(f"room {p.room}: {p_id} left")
+        if say:
+            self.say(f"room {p.room}: {p_id} left")
 
     def rejoin(self, p_id: str) -> None:
         """A participant that left joins again with the same user id, in a fresh page."""
@@ -298,7 +322,7 @@ class Runner:
     def validate(self, room: int) -> None:
         """Checks every video of the room (each participant's own camera and every remote) until it
         is verified playing or the per-video timeout passes."""
-        members = [p for p in self.participants if p.room == room]
+        members = [p for p in self.participants if p.room == room and p.failed != "left"]
         users = [p.id for p in members]
         by_id = {p.id: p for p in members}
 
@@ -419,7 +443,7 @@ class Runner:
         for p in self.participants:
             if p.failed or p.browser is None:   # a synthetic participant decodes nothing
                 continue
-            peers = [q.id for q in self.participants if q.room == p.room and q.id != p.id]
+            peers = [q.id for q in self.participants if q.room == p.room and q.id != p.id and not q.failed]
             expected += len(peers) * count
             self.collector.send({"cmd": "capture", "phase": phase, "window": window, "count": count,
                                  "gap_ms": CAPTURE_GAP_S * 1000, "peers": peers,

@@ -3,6 +3,7 @@ import dataclasses
 
 import pytest
 
+from reports.knee import find_knee
 from sfubench import config
 from sfubench.shapes import SHAPES, Status, Step
 from sfubench.shapes.degrade import Degrade
@@ -43,7 +44,7 @@ def ramp_until(shape, knees):
 
 
 def test_until_knee_stops_one_step_past_a_confirmed_knee_measured_twice():
-    shape = UntilKnee(max_rooms=10, users_per_room=5, knee=None)
+    shape = UntilKnee(max_rooms=10, users_per_room=5, knee=None, resolution=5)   # a room: not narrowed
     # the rule fires first on the last count measured (unconfirmed), then keeps it once the next step
     # agrees, and once more when that step is measured again
     loss = Knee(15, detail="loss")
@@ -53,7 +54,7 @@ def test_until_knee_stops_one_step_past_a_confirmed_knee_measured_twice():
 
 
 def test_until_knee_ramps_on_when_the_second_measurement_takes_the_knee_back():
-    shape = UntilKnee(max_rooms=10, users_per_room=5, knee=None)
+    shape = UntilKnee(max_rooms=10, users_per_room=5, knee=None, resolution=5)
     steps = iter([Knee(), Knee(10, detail="freezes"), Knee(10, detail="freezes"), Knee(),
                   Knee(20, detail="rtt"), Knee(20, detail="rtt"), Knee(20, detail="rtt")])
     shape.knee = lambda: next(steps)
@@ -62,6 +63,57 @@ def test_until_knee_ramps_on_when_the_second_measurement_takes_the_knee_back():
     assert wanted[3].reason == "measuring 15 participants again before stopping on the knee at 10"
     assert wanted[2].reason is None
     assert shape.done == "knee at 20 participants: rtt"
+
+
+def freezing_from(threshold: int, measured: list[int]):
+    """The knee rule itself (reports/knee.py) over the counts measured so far, of an SFU whose video
+    freezes from `threshold` participants on."""
+    return lambda: find_knee([{"participants": c, "freezes_per_min": 5.0 if c >= threshold else 0.0}
+                              for c in sorted(set(measured))])
+
+
+@pytest.mark.parametrize("threshold", [8, 50, 52, 53, 55, 56])
+def test_until_knee_narrows_a_confirmed_knee_down_to_two_participants_within_its_room(threshold):
+    measured: list[int] = []
+    shape = UntilKnee(max_rooms=20, users_per_room=7, knee=freezing_from(threshold, measured))
+    status, steps = Status(), []
+    while (step := shape.tick(status)) is not None:
+        steps.append(step)
+        measured.append(step.participants)
+        status.participants, status.rooms = step.participants, -(-step.participants // 7)
+    knee = freezing_from(threshold, measured)()
+    assert knee.participants - knee.coped <= 2 and knee.coped < threshold <= knee.participants, (knee, measured)
+    assert shape.done == f"knee at {knee.participants} participants: {knee.detail}"
+    room = -(-threshold // 7) * 7   # the room's step that first froze, confirmed by the next room's
+    assert measured[:measured.index(room + 7) + 2] == list(range(7, room + 8, 7)) + [room + 7], measured
+    narrowing = steps[measured.index(room + 7) + 2:]
+    assert narrowing and all(room - 7 < s.participants < room for s in narrowing), measured
+    assert narrowing[0].reason.startswith(f"narrowing the knee down: {room - 7} coped, {room} did not"), narrowing
+    assert len(narrowing) <= 3
+
+
+def test_until_knee_narrows_nothing_past_its_ramp_minutes_nor_a_knee_at_the_first_room():
+    now = [0.0]
+
+    def clock():
+        now[0] += 20.0
+        return now[0]
+    measured: list[int] = []
+    shape = UntilKnee(max_rooms=20, users_per_room=7, knee=freezing_from(30, measured), ramp_minutes=2.5,
+                      clock=clock)
+    status = Status()
+    while (step := shape.tick(status)) is not None:
+        measured.append(step.participants)
+        status.participants, status.rooms = step.participants, -(-step.participants // 7)
+    # 7..42 and 42 again (ticks 0-120 s into the ramp), a narrowing step at 140 s; at 160 s its 150 s are up
+    assert measured == [7, 14, 21, 28, 35, 42, 42, 31] and shape.done.startswith("knee at 31"), (measured, shape.done)
+    measured.clear()
+    shape = UntilKnee(max_rooms=20, users_per_room=7, knee=freezing_from(3, measured))
+    status = Status()
+    while (step := shape.tick(status)) is not None:
+        measured.append(step.participants)
+        status.participants, status.rooms = step.participants, -(-step.participants // 7)
+    assert measured == [7, 14, 14] and shape.done.startswith("knee at 7"), measured   # nothing below it coped
 
 
 def test_until_knee_stops_at_once_when_the_clients_are_the_limit():

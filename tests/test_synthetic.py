@@ -15,6 +15,7 @@ import pytest
 
 from reports import metrics, runfiles, traffic
 from sfubench import config, loadtest
+from sfubench.config import LAB_SFU_CORES
 from sfubench.progress import Progress
 from sfubench.rundir import read
 from sfubench.sfu import Adapter, _jwt, secret_variable
@@ -135,7 +136,9 @@ def test_until_knee_stops_one_step_past_the_knee(tmp_path):
     link = tmp_path / "narrow.toml"
     link.write_text("[down]\nrate_kbps = 7000\nqueue_ms = 400\n")
     cfg = settings("inhouse", tmp_path, shape="until-knee", max_rooms=8, users_per_room=3, real_rooms=0,
-                   network=str(link), quality_frames=0, video_timeout=8, target_samples=2)
+                   network=str(link), quality_frames=0, video_timeout=8, target_samples=2,
+                   sfu_cpus=LAB_SFU_CORES,   # the link, not a budget sized here, is the limit
+                   knee_resolution=3)        # a room: the known answer is the room's step
     run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
     assert status == "ok"
     a = metrics.analyse(runfiles.load(run_dir))

@@ -1,15 +1,19 @@
 """One more room per step until the knee rule names the SFU's knee, confirmed by the step after it
-and again by that step measured once more (so the run ends one step past the knee), or the count
-where the clients became the limit (more load would only tell more about them), or a bound:
---max-rooms, or --ramp-minutes of ramping (an SFU that copes with more takes longer to ramp: the
-bound keeps a default run within its 10 minutes).
+and again by that step measured once more, or the count where the clients became the limit (more
+load would only tell more about them), or a bound: --max-rooms, or --ramp-minutes of ramping (an
+SFU that copes with more takes longer to ramp: the bound keeps a default run within its 10 minutes).
+A confirmed knee is then narrowed down within its room: the ramp goes back to the middle of the
+bracket (the last count that coped, the knee), participants leaving or joining again, and measures
+there, until the bracket is --knee-resolution participants wide (so two SFUs a few participants
+apart are not level by construction of a room's step).
 
 Why measure the confirming step twice: at an SFU's edge one window of a step can read bad and the
 next good (a study's Janus run stopped on a knee at 49 participants, frozen video at 49 and 56,
 that the target's windows at 56 took back), and a run that stopped on a knee its last windows then
 take back ends unconfirmed, with nothing measured past it. The second window either holds the knee,
 and the run stops, or takes it back and the ramp goes on. Where a bound ends the ramp anyway, there
-is nothing to go on to, and the knee is not measured again (nor does the run outgrow its minutes)."""
+is nothing to go on to, and the knee is not measured again (nor does the run outgrow its minutes),
+nor narrowed down."""
 from __future__ import annotations
 
 import time
@@ -36,13 +40,20 @@ class UntilKnee(LoadShape):
     knee: Callable[[], object]   # -> reports.knee.Knee over what the run folder holds so far
     ramp_minutes: float = float("inf")
     clock: Callable[[], float] = time.monotonic
+    resolution: int = 2          # participants: a knee's bracket is narrowed down to this width
     started: float | None = field(default=None, init=False)   # the first tick: the ramp's start
     remeasured: int | None = field(default=None, init=False)  # the count measured again on a knee
+    measured: set = field(default_factory=set, init=False)    # the counts of every step so far
+    narrowing: bool = field(default=False, init=False)        # the knee is confirmed: bisecting
     name = "until-knee"
     options = {
         "max_rooms": opt(40, "the most rooms the until-knee shape adds", min=1, max=1000),
         # Not a scenario key: each step is put through the same whatever the bound, which only ends
         # the ramp sooner (and runs made before it existed stay comparable).
+        "knee_resolution": opt(2, "participants the until-knee shape narrows a confirmed knee down to, by "
+                               "measuring again within its room between the last count that coped and the "
+                               "knee (participants leave or join again); at least a room's size: not "
+                               "narrowed", min=1, max=64),
         "ramp_minutes": opt(AUTO, "minutes after which the until-knee shape adds no room (its last step "
                             "and the target window still run); 0: no bound. auto: "
                             f"{LAB_RAMP_MINUTES:g} in the local lab (a default run under 10 minutes), "
@@ -51,7 +62,7 @@ class UntilKnee(LoadShape):
 
     @classmethod
     def from_config(cls, cfg, knee) -> "UntilKnee":
-        return cls(cfg.max_rooms, cfg.users_per_room, knee, cfg.ramp_minutes or float("inf"))
+        return cls(cfg.max_rooms, cfg.users_per_room, knee, cfg.ramp_minutes or float("inf"), resolution=cfg.knee_resolution)
 
     @classmethod
     def rooms_cap(cls, cfg) -> int:
@@ -64,18 +75,45 @@ class UntilKnee(LoadShape):
         bound = self.bound(status, now)
         if status.rooms:
             found = self.knee()
+            if self.narrowing:
+                return self.step(self.narrow(found, bound is not None))
             # The rule also fires on the last count measured, with nothing after it to confirm it.
             if found.participants is not None and (found.client_bound or found.participants < status.participants):
-                if found.client_bound or bound or self.remeasured == status.participants:
-                    self.done = stop_reason(found)
-                    return None
+                if found.client_bound or bound:
+                    return self.stop(found)
+                if self.remeasured == status.participants:
+                    self.narrowing = True
+                    return self.step(self.narrow(found, False))
                 self.remeasured = status.participants
-                return Step(status.participants, reason=f"measuring {status.participants} participants again before "
-                                                        f"stopping on the knee at {found.participants}")
+                return self.step(Step(status.participants, reason=f"measuring {status.participants} participants "
+                                                                 f"again before stopping on the knee at {found.participants}"))
         if bound:
             self.done = bound
             return None
-        return Step((status.rooms + 1) * self.users_per_room)
+        return self.step(Step((status.rooms + 1) * self.users_per_room))
+
+    def step(self, step: Step | None) -> Step | None:
+        if step is not None:
+            self.measured.add(step.participants)
+        return step
+
+    def stop(self, found) -> None:
+        self.done = stop_reason(found)
+        return None
+
+    def narrow(self, found, bounded: bool) -> Step | None:
+        """The next count within the knee's bracket, or None (done) once it is narrow enough, a
+        bound has passed, or the knee is gone or client-bound (said as such)."""
+        if found.participants is None or found.client_bound:
+            self.done = stop_reason(found) if found.client_bound else \
+                "the knee was taken back by the counts measured within its room"
+            return None
+        below = max((c for c in self.measured if c < found.participants), default=None)
+        if below is None or found.participants - below <= self.resolution or bounded:
+            return self.stop(found)
+        middle = (below + found.participants) // 2
+        return Step(middle, reason=f"narrowing the knee down: {below} coped, {found.participants} did not; "
+                                   f"measuring {middle}")
 
     def bound(self, status: Status, now: float) -> str | None:
         """Why the ramp may add no more rooms, if it may not."""
