@@ -102,6 +102,8 @@ def _header(a: Analysis) -> str:
             f'<span class="status {badge}">{html.escape(status or "unfinished")}</span>{when}'
             f" · Chrome {html.escape(str(ident['chrome'] or 'unknown'))}{link}</p>"
             + (f'<p class="sub" id="scenario">Scenario: {html.escape(scenario.describe(config))}</p>' if config else "")
+            + (f'<p class="sub" id="budget">{html.escape(scenario.sized(run.meta.get("budget")))}</p>'
+               if run.meta.get("budget") else "")
             + "</header>")
 
 

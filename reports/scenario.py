@@ -26,6 +26,20 @@ def per_budget(config: dict) -> str:
     return f"per {_cores(cpus)} of SFU" if cpus else ""
 
 
+def sized(budget: dict | None) -> str:
+    """How a calibrated budget was sized (meta.json's and study.json's `budget`), as a sentence, or ""."""
+    if not budget:
+        return ""
+    clients, cheapest = budget.get("clients") or {}, budget.get("cheapest")
+    cost = (budget.get("costs") or {}).get(cheapest) or {}
+    which = ", the cheapest SFU" if len(budget.get("costs") or {}) > 1 else ""
+    return (f"The SFU budget, {budget['cores']:g} core, is sized to this machine: its clients carry "
+            f"{clients.get('participants')} participants beside the browser ({clients.get('streams')} streams "
+            f"received, the generator's pacing p99 {clients.get('pacing_ms_p99', 0):.2f} ms), and {cheapest}"
+            f"{which} ({cost.get('us_per_packet', 0):.1f} µs a forwarded packet at the light load), is expected "
+            f"to give way near {cost.get('expected_knee', 0):.0f} participants ({budget.get('rule')})")
+
+
 def mix(config: dict) -> str:
     """Who the participants were: "rooms of 7: 2 browsers in room 1, the rest synthetic"."""
     per_room, rooms = config.get("users_per_room"), config.get("real_rooms")

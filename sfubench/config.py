@@ -177,10 +177,12 @@ class Settings:
                              "every frame is measured either way)", scenario=False)
     audio_processing: bool = opt(False, "keep the microphone's echo canceller, noise suppressor "
                                  "and gain control on")
-    sfu_cpus: float = opt(AUTO, "CPU budget of the SFU, in cores (a cgroup CFS quota); 0: none. auto: "
-                          f"{LAB_SFU_CORES:g} core in the local lab, sized so that an SFU's knee falls within what "
-                          "one core of synthetic participants can push; none on a remote host (its "
-                          "machine is its budget)", min=0, max=1024, kind="float")
+    sfu_cpus: float = opt(AUTO, "CPU budget of the SFU, in cores (a cgroup CFS quota); 0: none. auto: in "
+                          "the local lab, a ramp to the knee with synthetic participants gets a budget sized to "
+                          "this machine (sfubench/calibrate.py: the cheapest SFU's knee well within what the "
+                          "clients carry, measured once and cached), any other run "
+                          f"{LAB_SFU_CORES:g} core; none on a remote host (its machine is its budget)",
+                          min=0, max=1024, kind="float")
     cpu_period_ms: float = opt(10.0, "CFS period of the CPU quotas, in ms: a group that spends its quota "
                                "early waits out the rest of the period, so a short one (as a tuned "
                                "deployment's) keeps a throttled SFU's stalls short", min=1, max=1000)
@@ -238,7 +240,9 @@ class Settings:
                           metavar="A.B.C", scenario=False)
 
     def __post_init__(self):
-        resolved = resolve_auto(dataclasses.asdict(self), bool(self.sfu_address))
+        values = dataclasses.asdict(self)
+        object.__setattr__(self, "_auto", frozenset(name for name, v in values.items() if v == AUTO))
+        resolved = resolve_auto(values, bool(self.sfu_address))
         for name, value in resolved.items():
             if getattr(self, name) != value:
                 object.__setattr__(self, name, value)
@@ -304,6 +308,12 @@ class Settings:
         if self.network != "none" or self.synthetic_network:
             raise ConfigError("--network emulates the local lab's link; a remote run's network is "
                               "the cloud's own")
+
+    @property
+    def auto(self) -> frozenset:
+        """The settings left at auto, resolved here for the site (a copy made with
+        dataclasses.replace knows only the ones it was itself given as auto)."""
+        return self._auto
 
     @property
     def rooms_cap(self) -> int:

@@ -6,6 +6,7 @@ clients are); the runner, the probes, the collector, quality and reports are the
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -21,7 +22,7 @@ from quality import framecode
 
 from . import grid as grid_mod
 from . import media as media_mod
-from . import encoding, network
+from . import calibrate, encoding, network
 from . import outputs, shapes, sites
 from .agent import machine_facts
 from .clock import ClockWatch
@@ -61,9 +62,14 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     progress = progress or Progress()
     signal.signal(signal.SIGTERM, _on_sigterm)
     settle_allocator()   # before the page server's threads: runs last for hours
-    site = site or sites.for_config(cfg)
     adapter = Adapter.load(cfg.sfu, cfg.sfu_option_map(), cfg.sfu_profile, cfg.sfu_cores())
-    site.check(adapter)
+    (site or sites.for_config(cfg)).check(adapter)
+    _refuse(cfg, adapter)
+    budget = None
+    if site is None and calibrate.needed(cfg):   # before the lab's groups take their quotas from it
+        budget = calibrate.calibrate(cfg, {cfg.sfu: adapter.version}, Path(cfg.out) / "calibration", progress)
+        cfg = dataclasses.replace(cfg, sfu_cpus=budget.cores)
+    site = site or sites.for_config(cfg)
     media, synth, net_plan, installed = _prepare(cfg, adapter, site, progress)
     run_dir = RunDir.create(Path(cfg.out), cfg.sfu)
     bus = Bus()
@@ -76,6 +82,8 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     for o in outs:
         o.start(bus)
     meta = _meta(cfg, adapter, installed, media, synth, net_plan, site)
+    if budget is not None:
+        meta["budget"] = budget.record()
     run_dir.write_meta(meta)
 
     status, error = "failed", None
@@ -116,10 +124,9 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     return run_dir.path, status
 
 
-def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, progress: Progress):
-    """Everything built or cached before the run folder exists: the SFU (or its client library),
-    the media, the synthetic participants' clip and generator, the grid, the link emulator.
-    Returns (media, synth, the link plan, the SFU's installed version)."""
+def _refuse(cfg: Config, adapter: Adapter) -> None:
+    """ConfigError for what the adapter or the synthetic participants cannot do, before anything
+    is built or measured."""
     if cfg.simulcast > 1 and not adapter.simulcast:
         raise ConfigError(f"--simulcast {cfg.simulcast}: {adapter.name}'s page publishes one layer "
                           f"(`sfubench list-sfus` says which publish simulcast)")
@@ -134,13 +141,20 @@ def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, progress: Progress
     if wanted and cfg.codec != CODECS[0]:
         raise ConfigError(f"--codec {cfg.codec}: synthetic participants send and read {CODECS[0].upper()} only; "
                           f"run rooms of browsers (--preset browsers)")
+    if wanted and not adapter.synthetic_driver:
+        raise ConfigError(f"{adapter.name} has no driver for synthetic participants yet: run it with "
+                          f"browsers only (leave --real-per-room and --real-rooms at their defaults)")
+
+
+def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, progress: Progress):
+    """Everything built or cached before the run folder exists: the SFU (or its client library),
+    the media, the synthetic participants' clip and generator, the grid, the link emulator.
+    Returns (media, synth, the link plan, the SFU's installed version)."""
+    wanted = cfg.browser_participants < cfg.participants
     cache = cfg.cache_dir()
     installed = site.install(adapter, cache, progress)
     progress.say(f"media: {cfg.media} profile (built once, then cached)")
     media = media_mod.build(cfg.media, cache)
-    if wanted and not adapter.synthetic_driver:
-        raise ConfigError(f"{adapter.name} has no driver for synthetic participants yet: run it with "
-                          f"browsers only (leave --real-per-room and --real-rooms at their defaults)")
     net_plan = network.plan(cfg, wanted)
     binary = site.prepare(cfg, cache, net_plan, wanted, progress)
     synth = None

@@ -147,7 +147,7 @@ def test_abort_on_fail_stops_the_ramp_at_the_first_failing_step_and_exits_3(tmp_
     room starts, the target is measured at 6, the command exits 3 and JUnit names the step."""
     out = tmp_path / "runs"
     r = subprocess.run([sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "inhouse", "--users-per-room", "3",
-                        "--real-rooms", "0", "--max-rooms", "4", "--ramp-samples", "2", "--target-samples", "2",
+                        "--real-rooms", "0", "--max-rooms", "4", "--sfu-cpus", "0.5", "--ramp-samples", "2", "--target-samples", "2",
                         "--settle", "0", "--quality-frames", "0", "--assert", "participants<5", "--assert",
                         "checks==100%", "--abort-on-fail", "--out", str(out), "--lab-prefix", "sfubab",
                         "--lab-subnet", "127.0.23"], capture_output=True, text=True, cwd=ROOT, timeout=600)

@@ -1,0 +1,69 @@
+"""The SFU budget sized to the machine (sfubench/calibrate.py): the rule on given figures, which runs
+it applies to, the refusal of a budget no fair deployment would use, and the cache per machine,
+adapter version and scenario. (The measurements are runs like any: tests/test_study.py's default
+study sizes its budget for real.)"""
+import dataclasses
+
+import pytest
+
+from sfubench import calibrate, config
+from sfubench.calibrate import Capacity, Cost, choose
+from sfubench.config import ConfigError
+
+
+CURVE = ((7, 0.06), (21, 0.18), (35, 0.27), (49, 0.36), (63, 0.45), (77, 0.54), (91, 0.6))
+
+
+def test_the_budget_is_what_the_cheapest_sfu_would_use_at_its_share_of_what_the_clients_carry():
+    capacity = Capacity(participants=91, streams=546, pacing_ms_p99=0.4, curve=CURVE)
+    reference = Cost("0.1.0", 20.0, 400.0)    # at the light load, dearer a packet than on the curve's top
+    costs = {"janus": Cost("1.1.2", 60.0, 400.0), "inhouse": reference}
+    budget = choose(capacity, costs, reference)
+    target = calibrate.TARGET * 91
+    assert 49 < target < 63   # the in-house SFU's own CPU there, on the line between 49 and 63
+    assert budget.cheapest == "inhouse" and budget.cores == round(0.36 + 0.09 * (target - 49) / 14, 2)
+    assert budget.expected_knee("inhouse") == pytest.approx(target)
+    assert budget.expected_knee("janus") == pytest.approx(target / 3)
+    # an SFU cheaper than the reference at the light load: its share of the reference's CPU
+    cheaper = choose(capacity, {"x": Cost("1", 10.0, 400.0)}, reference)
+    assert cheaper.cheapest == "x" and cheaper.cores == round(capacity.reference_cores(target) / 2, 2)
+    record = budget.record()
+    assert record["cores"] == budget.cores and record["clients"]["participants"] == 91 and "curve" not in record["clients"]
+    assert record["rule"] == calibrate.RULE and record["costs"]["janus"]["expected_knee"] == round(target / 3, 1)
+    # never more than the CPUs the SFU is pinned to
+    assert choose(Capacity(5000, 30000, 0.5, CURVE), costs, reference, sfu_cores=1).cores == 1.0
+    # between the counts measured, along the line between them; past the last, along the last two
+    assert capacity.reference_cores(14) == pytest.approx(0.12) and capacity.reference_cores(105) == pytest.approx(0.66)
+
+
+def test_a_budget_no_fair_deployment_would_use_is_refused_with_the_figures_that_gave_it():
+    target = calibrate.TARGET * 21
+    cores = round(0.06 + 0.12 * (target - 7) / 14, 2)
+    assert cores < calibrate.FLOOR_CORES
+    with pytest.raises(ConfigError, match=rf"is {cores:g} core, under 0\.15.*carry 21 participants.*janus, the "
+                                          rf"cheapest, would use {cores:g} core at {target:.0f}.*--sfu-cpus"):
+        choose(Capacity(21, 126, 0.3, CURVE), {"janus": Cost("1.1.2", 20.0, 400.0)}, Cost("0.1.0", 20.0, 400.0))
+
+
+def test_only_a_default_ramp_to_the_knee_with_synthetic_participants_is_sized():
+    assert calibrate.needed(config.load(cli={}, env={}))
+    assert not calibrate.needed(config.load(cli={"sfu_cpus": "0.5"}, env={}))           # given
+    assert not calibrate.needed(config.load(cli={"preset": "browsers"}, env={}))       # no synthetic ones
+    assert not calibrate.needed(config.load(cli={"shape": "ramp"}, env={}))            # no knee sought
+    cfg = config.load(cli={}, env={})
+    assert not calibrate.needed(dataclasses.replace(cfg, sfu_cpus=0.3))               # sized already
+
+
+def test_figures_are_kept_per_machine_and_scenario(tmp_path):
+    cfg = config.load(cli={"cache": str(tmp_path)}, env={})
+    cache = calibrate.Cache(tmp_path, cfg)
+    assert cache.get("clients") is None
+    cache.put("clients", {"participants": 90, "streams": 540, "pacing_ms_p99": 0.3, "curve": CURVE})
+    assert calibrate.Cache(tmp_path, cfg).get("clients")["participants"] == 90
+    # the budget itself is not the scenario's to key on; rooms of another size are
+    assert calibrate.Cache(tmp_path, dataclasses.replace(cfg, sfu_cpus=0.3)).get("clients")["participants"] == 90
+    assert calibrate.Cache(tmp_path, config.load(cli={"cache": str(tmp_path), "users_per_room": 5}, env={})
+                           ).get("clients") is None
+    other = calibrate.Cache(tmp_path, cfg)
+    other.machine = "another machine"
+    assert other.get("clients") is None
