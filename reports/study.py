@@ -195,9 +195,9 @@ def summary(entries: list[Entry], load: int | None) -> dict:
     return out
 
 
-def build(entries: list[Entry], out_dir: str | Path) -> tuple[Path, dict]:
+def build(entries: list[Entry], out_dir: str | Path, budget: dict | None = None) -> tuple[Path, dict]:
     """report.html (+ images and tables) of the study in `out_dir`; returns its path and study.json's
-    results."""
+    results. `budget`: how the SFU budget was sized to the machine (study.json's), if it was."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     measured = [e for e in entries if e.analyses]
@@ -211,9 +211,9 @@ def build(entries: list[Entry], out_dir: str | Path) -> tuple[Path, dict]:
                           f"CPU per forwarded packet at {load} participants", "lower", higher_is_better=False,
                           digits=1)
     export.write_tables(shown, out, {"results": results, "verdicts": words, "knee_rule": KneeRule().text(),
-                                      "reference": reference.source()})
+                                      "reference": reference.source(), "budget": budget})
     path = out / "report.html"
-    path.write_text(render(entries, figs, {t.id: t for t in shown}, words, out), encoding="utf-8")
+    path.write_text(render(entries, figs, {t.id: t for t in shown}, words, out, budget), encoding="utf-8")
     return path, results
 
 
@@ -223,7 +223,8 @@ def _links(entries: list[Entry], out: Path) -> str:
     return f'<p class="small">Run reports: {" · ".join(links)}</p>' if links else ""
 
 
-def render(entries: list[Entry], figs: dict, shown: dict[str, Table], words: list[str], out: Path) -> str:
+def render(entries: list[Entry], figs: dict, shown: dict[str, Table], words: list[str], out: Path,
+           budget: dict | None = None) -> str:
     first = next((a for e in entries for a in e.analyses), None)
     config = (first.ident["config"] or {}) if first else {}
     machine = (first.ident["machine"] or {}) if first else {}
@@ -239,7 +240,9 @@ def render(entries: list[Entry], figs: dict, shown: dict[str, Table], words: lis
         f'<p class="sub" id="scenario">Scenario: {html.escape(scenario.describe(config))}'
         + (f" · knees {html.escape(per)}" if per else "")
         + (f" · machine: {html.escape(str(machine.get('cpus')))} × {html.escape(str(machine.get('cpu_model')))}"
-           if machine else "") + "</p></header>",
+           if machine else "") + "</p>"
+        + (f'<p class="sub" id="budget">{html.escape(scenario.sized(budget))}</p>' if budget else "")
+        + "</header>",
         html.notes(missing),
         "<h2>Knees</h2>",
         "<ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in words) + "</ul>" if words else

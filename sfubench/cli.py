@@ -42,6 +42,12 @@ def _add_run_commands(sub) -> None:
                     "those that run in the cloud only are rows that say so)")
     st.add_argument("--repeat", type=int, default=2, metavar="R", help="runs of each SFU (default: 2)")
     st.add_argument("--retry-failed", action="store_true", help="run again the runs that failed before")
+    st.add_argument("--retries", type=int, default=1, metavar="N",
+                    help="runs again of a run that could not count for a passing cause: client-bound at its "
+                    "first count, a browser session that would not open, a clock that kept stepping (default: 1)")
+    st.add_argument("--extra-runs", type=int, default=2, metavar="N",
+                    help="runs beyond --repeat of an SFU left with one counted run, so that its noise is "
+                    "measured and it can be ranked (default: 2; none with --repeat 1)")
     config_mod.add_arguments(st)
 
     cl = sub.add_parser("cloud-loadtest", help="the same load test on cloud hosts (Terraform) and a "
@@ -290,12 +296,16 @@ def _study(args) -> int:
         raise UsageError("--sfu: a study runs every SFU of --sfus")
     if not 1 <= args.repeat <= 100:
         raise UsageError(f"--repeat must be 1-100, got {args.repeat}")
+    for flag, value in (("--retries", args.retries), ("--extra-runs", args.extra_runs)):
+        if not 0 <= value <= 10:
+            raise UsageError(f"{flag} must be 0-10, got {value}")
     sfus = study.parse_sfus(args.sfus)
     out = Path(args.out or "runs/study")
     args.out = None
     cfg = _settings(args)
     require("ip", "ffmpeg", "java", "chromium", "chromedriver")
-    return study.Study(cfg, sfus, args.repeat, out, retry_failed=args.retry_failed).run()
+    bounds = study.Bounds(retries=args.retries, extra=args.extra_runs, retry_failed=args.retry_failed)
+    return study.Study(cfg, sfus, args.repeat, out, bounds=bounds).run()
 
 
 def _loadtest(args) -> int:

@@ -2,11 +2,18 @@
 the same cores, each run `repeat` times in interleaved order (A B C … A B C, so that a drift of the
 machine spreads over all), then one comparison (reports/study.py).
 
-The study folder is its own record: `study.json` holds the scenario and every run as it ends, so a
-study cut short (Ctrl-C, a crash) keeps its finished runs, and run again with the same folder goes on
-where it stopped. Each run is a `sfubench loadtest` of its own process, in a session of its own: an
-SFU that fails or a run that crashes is a row that says why, never the end of the study. A Ctrl-C or
-SIGTERM reaches the run once, through this process; a second one stops it at once."""
+What makes its verdict stand: one SFU budget for every run, sized to this machine before the first
+(calibrate.py, unless --sfu-cpus gives it); every run started on a quiet machine (quiet.py); a run
+that could not count for a passing cause (client-bound at its first count, a browser session that
+would not open, a clock that kept stepping) run again, up to --retries, every attempt kept with
+why; and where an SFU has fewer than two counted runs, so that nothing measures its noise and no
+rank can stand, one more run of it, up to --extra-runs.
+
+The study folder is its own record: `study.json` holds the scenario, the budget and every run as it
+ends, so a study cut short (Ctrl-C, a crash) keeps its finished runs, and run again with the same
+folder goes on where it stopped. Each run is a `sfubench loadtest` of its own process, in a session
+of its own: an SFU that fails or a run that crashes is a row that says why, never the end of the
+study. A Ctrl-C or SIGTERM reaches the run once, through this process; a second one stops it at once."""
 from __future__ import annotations
 
 import dataclasses
@@ -21,7 +28,8 @@ from pathlib import Path
 from reports import metrics, runfiles
 from reports import study as study_report
 
-from .config import ROOT, Config, ConfigError, as_toml, available_sfus
+from . import calibrate, quiet
+from .config import ROOT, Config, ConfigError, as_toml, available_sfus, cpu_list
 from .progress import Progress
 from .sfu import Adapter
 
@@ -49,26 +57,54 @@ def parse_sfus(spec: str | None) -> list[str]:
     return list(dict.fromkeys(sfus))
 
 
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """How far the study goes to deliver a verdict: runs again of one that could not count
+    (`retries` per run), and runs beyond --repeat of an SFU short of two counted ones (`extra`)."""
+    retries: int = 1
+    extra: int = 2
+    retry_failed: bool = False   # the runs that failed for good before are run again too
+
+
+def retry_reason(record: dict, a) -> str | None:
+    """Why a finished run is not counted but run again, for a cause that passes, or None. `a`: its
+    analysis (None when its folder gave none)."""
+    events = runfiles.load(record["run_dir"]).events if record.get("run_dir") else []
+    if any(e.get("event") == "browser_error" and e.get("call") == "open" for e in events):
+        return "a browser session would not open"
+    if record["status"] == "failed" and any(e.get("event") == "clock_stepped" for e in events):
+        return "the wall clock stepped in every try of a window"
+    if a is not None and a.knee.client_bound and a.knee.participants == min(
+            (r["participants"] for r in a.series), default=None):
+        return f"client-bound at its first count ({a.knee.participants}): the machine was not the run's"
+    return None
+
+
 class Study:
     def __init__(self, cfg: Config, sfus: list[str], repeat: int, out: Path, progress: Progress | None = None,
-                 retry_failed: bool = False):
+                 bounds: Bounds = Bounds()):
         self.cfg, self.sfus, self.repeat, self.out = cfg, sfus, repeat, Path(out)
         self.progress = progress or Progress()
-        self.retry_failed = retry_failed
+        self.bounds = bounds
         self.local = {s: "local" in Adapter.load(s).where for s in sfus}
         self.state = self._load_state()
         self.child: subprocess.Popen | None = None
+        self.session: int | None = None   # the last run's, whose processes must be gone before the next
         self.signals = 0
 
     # -- the record --------------------------------------------------------------------------
     def _load_state(self) -> dict:
-        scenario = {k: v for k, v in self.cfg.scenario().items() if k not in PER_RUN}
         path = self.out / STATE
+        state = None
         if path.exists():
             try:
                 state = json.loads(path.read_text())
             except ValueError as e:
                 raise ConfigError(f"{path} is not a study's record ({e}): give another --out") from None
+        if state and state.get("budget") and calibrate.needed(self.cfg):   # sized when the study began
+            self.cfg = dataclasses.replace(self.cfg, sfu_cpus=state["budget"]["cores"])
+        scenario = {k: v for k, v in self.cfg.scenario().items() if k not in PER_RUN}
+        if state:
             # a setting its record lacks ran as its default does (a study begun before it existed)
             recorded = {**{k: v for k, v in self.cfg.scenario_defaults().items() if k in scenario},
                         **(state.get("scenario") or {})}
@@ -87,7 +123,8 @@ class Study:
         tmp.replace(self.out / STATE)
 
     def _record(self, sfu: str, repeat: int) -> dict | None:
-        return next((r for r in self.state["runs"] if r["sfu"] == sfu and r["repeat"] == repeat), None)
+        """The latest attempt of that run."""
+        return next((r for r in reversed(self.state["runs"]) if r["sfu"] == sfu and r["repeat"] == repeat), None)
 
     def _done(self, sfu: str, repeat: int) -> bool:
         r = self._record(sfu, repeat)
@@ -99,28 +136,43 @@ class Study:
                 r.update(status=meta["status"], why=meta.get("error"))
             else:
                 return False
-        return r["status"] == "ok" or (r["status"] == "failed" and not self.retry_failed)
+        if r.get("retried"):
+            return r.get("attempt", 1) > self.bounds.retries
+        return r["status"] == "ok" or (r["status"] == "failed" and not self.bounds.retry_failed)
+
+    def counted(self, sfu: str) -> list[dict]:
+        """The runs of `sfu` that count: finished, and not run again."""
+        return [r for r in self.state["runs"] if r["sfu"] == sfu and r["status"] == "ok" and not r.get("retried")]
 
     # -- running -----------------------------------------------------------------------------
     def run(self) -> int:
         """Runs what is left, then builds the comparison; the exit status: 0 when every run of a local
         SFU finished, 1 when one failed, 130 when interrupted."""
+        local = [s for s in self.sfus if self.local[s]]
+        todo = [(s, r) for s, r in plan(local, self.repeat) if not self._done(s, r)]
+        try:
+            if todo and calibrate.needed(self.cfg):
+                self._size_budget(local)
+        except KeyboardInterrupt:   # in this process: the calibration's runs clean up after themselves
+            self.progress.say(f"study: interrupted; run it again with --out {self.out} to go on where it stopped")
+            return 130
         signal.signal(signal.SIGTERM, self._forward)
         signal.signal(signal.SIGINT, self._forward)
         try:
-            todo = [(s, r) for s, r in plan([s for s in self.sfus if self.local[s]], self.repeat)
-                    if not self._done(s, r)]
             self._save()
             self.out.joinpath("scenario.toml").write_text(as_toml(
                 {k: v for k, v in dataclasses.asdict(self.cfg).items() if k not in PER_RUN}))
             if not todo:
                 self.progress.say(f"study: nothing left to do: every run is recorded in {self.out / STATE}")
-            for n, (sfu, repeat) in enumerate(todo):
-                if self.signals:
-                    break
-                self.progress.say(f"study: run {n + 1} of {len(todo)}: {sfu}, repeat {repeat} of {self.repeat}"
-                                  f" ({self._left(len(todo) - n)})")
-                self._one(sfu, repeat)
+            n = 0
+            while todo and not self.signals:
+                sfu, repeat = todo.pop(0)
+                n += 1
+                self.progress.say(f"study: run {n} of {n + len(todo)}: {sfu}, repeat {repeat} of {self.repeat}"
+                                  f" ({self._left(len(todo) + 1)})")
+                self._attempts(sfu, repeat)
+                if not todo:
+                    todo = self._extra(local)
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -149,24 +201,89 @@ class Study:
         elif self.signals > 1:
             raise KeyboardInterrupt
 
-    def _one(self, sfu: str, repeat: int) -> None:
+    def _size_budget(self, sfus: list[str]) -> None:
+        """One budget for every run, sized here before the first (calibrate.py)."""
+        self._quiet(None)
+        budget = calibrate.calibrate(self.cfg, {s: Adapter.load(s).version for s in sfus}, self.out / "calibration",
+                                     self.progress)
+        self.state["budget"] = budget.record()
+        self.cfg = dataclasses.replace(self.cfg, sfu_cpus=budget.cores)
+        self.state["scenario"]["sfu_cpus"] = budget.cores
+
+    def _quiet(self, record: dict | None) -> None:
+        """Waits for the machine to be quiet (quiet.py), saying so, and notes it in `record`."""
+        cpus = cpu_list(self.cfg.sfu_cpuset) + cpu_list(self.cfg.client_cpuset) or list(range(os.cpu_count() or 1))
+        q = quiet.wait(self.cfg.lab_prefix, sorted(set(cpus)), self.session,
+                       lambda message: self.progress.say(f"study: {message}"))
+        if not q.quiet:
+            self.progress.say(f"study: the machine was not quiet after {q.seconds:.0f} s ({q.why}): running anyway")
+        elif q.seconds >= quiet.IDLE_S + 1:
+            self.progress.say(f"study: quiet after {q.seconds:.0f} s")
+        if record is not None:
+            record["quiet"] = q.record()
+
+    def _attempts(self, sfu: str, repeat: int) -> None:
+        """The run, and again while it could not count for a passing cause (up to --retries)."""
+        while True:
+            record = self._one(sfu, repeat)
+            if self.signals or record["status"] not in ("ok", "failed"):
+                return
+            a = None
+            if record["status"] == "ok":
+                try:
+                    a = metrics.analyse(runfiles.load(record["run_dir"]))
+                except (OSError, ValueError):
+                    pass
+            why = retry_reason(record, a)
+            if why is None:
+                return
+            record["retried"] = why
+            self._save()
+            if record.get("attempt", 1) > self.bounds.retries:
+                self.progress.say(f"study: {sfu} #{repeat} {why}; not run again (--retries {self.bounds.retries})")
+                return
+            self.progress.say(f"study: {sfu} #{repeat}: {why}: running it again "
+                              f"(attempt {record.get('attempt', 1) + 1} of {self.bounds.retries + 1})")
+
+    def _extra(self, sfus: list[str]) -> list[tuple[str, int]]:
+        """One more run of each SFU with one counted run, where --repeat asked for two or more (with
+        one, nothing measures its noise and no rank can stand), up to --extra-runs each. (An SFU with
+        none counted failed or never had headroom: more of the same would not rank it.)"""
+        if self.repeat < 2:
+            return []
+        out = []
+        for sfu in sfus:
+            extra = max((r["repeat"] for r in self.state["runs"] if r["sfu"] == sfu), default=0) - self.repeat
+            if len(self.counted(sfu)) == 1 and extra < self.bounds.extra:
+                out.append((sfu, self.repeat + extra + 1))
+        if out:
+            self.progress.say("study: one counted run of " + ", ".join(s for s, _ in out)
+                              + f": one more run each (at most {self.bounds.extra} beyond --repeat)")
+        return out
+
+    def _one(self, sfu: str, repeat: int) -> dict:
         runs = self.out / "runs"
         logs = self.out / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        record = self._record(sfu, repeat)
-        if record is None:
-            record = {"sfu": sfu, "repeat": repeat}
+        last = self._record(sfu, repeat)
+        if last is None or last.get("retried"):
+            record = {"sfu": sfu, "repeat": repeat, "attempt": (last or {}).get("attempt", 0) + 1}
             self.state["runs"].append(record)
+        else:
+            record = last
+        self._quiet(record)
         record.update(status="running", run_dir=None, why=None, started=time.time(), seconds=None)
         self._save()
         argv = [sys.executable, "-m", "sfubench.cli", "loadtest", "--config", str(self.out / "scenario.toml"),
                 "--sfu", sfu, "--out", str(runs)]
         tail: list[str] = []
         started = time.monotonic()
-        with open(logs / f"{sfu}-{repeat}.log", "w") as log:
+        attempt = "" if record.get("attempt", 1) == 1 else f"-{record['attempt']}"
+        with open(logs / f"{sfu}-{repeat}{attempt}.log", "w") as log:
             self.child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                           cwd=ROOT, start_new_session=True, bufsize=1,
                                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            self.session = self.child.pid
             for line in self.child.stdout:
                 log.write(line)
                 line = line.rstrip("\n")
@@ -186,18 +303,25 @@ class Study:
         record.update(status=status, why=why, seconds=round(time.monotonic() - started, 1),
                       status_code=code, run_status=(meta or {}).get("status"))
         self._save()
+        return record
 
     # -- the comparison ----------------------------------------------------------------------
     def entries(self) -> list[study_report.Entry]:
         out = []
         for sfu in self.sfus:
-            entry = study_report.Entry(sfu, asked=self.repeat if self.local[sfu] else 0)
+            runs = sorted((r for r in self.state["runs"] if r["sfu"] == sfu),
+                          key=lambda r: (r["repeat"], r.get("attempt", 1)))
+            asked = max([self.repeat] + [r["repeat"] for r in runs]) if self.local[sfu] else 0
+            entry = study_report.Entry(sfu, asked=asked)
             if not self.local[sfu]:
                 data = Adapter.load(sfu).data
                 entry.why.append(f"runs in the cloud only ({data.get('why_cloud', 'not installable here')}): "
                                  f"make cloud-loadtest SFU={sfu}")
-            for r in sorted((r for r in self.state["runs"] if r["sfu"] == sfu and r["repeat"] <= self.repeat),
-                            key=lambda r: r["repeat"]):
+            for r in runs:
+                if r.get("retried"):
+                    entry.why.append(f"repeat {r['repeat']}, attempt {r.get('attempt', 1)}: {r['retried']}"
+                                     + ("; run again" if r.get("attempt", 1) <= self.bounds.retries else ""))
+                    continue
                 if r["status"] == "ok" and r.get("run_dir"):
                     try:
                         entry.analyses.append(metrics.analyse(runfiles.load(r["run_dir"])))
@@ -210,7 +334,7 @@ class Study:
         return out
 
     def report(self) -> Path:
-        path, results = study_report.build(self.entries(), self.out)
+        path, results = study_report.build(self.entries(), self.out, self.state.get("budget"))
         self.state["results"] = results
         self._save()
         return path

@@ -1,0 +1,64 @@
+"""The study's bookkeeping (sfubench/study.py) on its record and on generated run folders: which runs
+are run again and why, when an attempt is the last, which SFUs get a run beyond --repeat. (The runs
+themselves, real ones, are tests/test_study.py's.)"""
+import json
+
+from reports import metrics, runfiles, synthetic
+from sfubench import config, study
+
+
+def a_study(tmp_path, runs: list[dict], repeat: int = 2, bounds: study.Bounds = study.Bounds()) -> study.Study:
+    s = study.Study(config.load(cli={"sfu_cpus": "0.4"}, env={}), ["janus", "inhouse"], repeat, tmp_path,
+                    bounds=bounds)
+    s.state["runs"] = runs
+    return s
+
+
+def test_a_run_is_run_again_for_a_passing_cause_only(tmp_path):
+    starved = synthetic.make_run(tmp_path / "a", client_bound_after=0, knee=None)
+    a = metrics.analyse(runfiles.load(starved))
+    assert a.knee.client_bound and a.knee.participants == 7
+    assert study.retry_reason({"status": "ok", "run_dir": str(starved)}, a).startswith(
+        "client-bound at its first count (7)")
+    later = synthetic.make_run(tmp_path / "b", rooms=4, client_bound_after=14, knee=None)
+    a = metrics.analyse(runfiles.load(later))
+    assert a.knee.client_bound and a.knee.participants > 7 and study.retry_reason({"status": "ok", "run_dir": str(later)},
+                                                                                  a) is None
+    fine = synthetic.make_run(tmp_path / "c", knee=14)
+    events = fine / "events.jsonl"
+    assert study.retry_reason({"status": "ok", "run_dir": str(fine)}, metrics.analyse(runfiles.load(fine))) is None
+    with open(events, "a") as f:
+        f.write(json.dumps({"t": 1, "event": "browser_error", "browser": 1, "call": "open", "reason": "x"}) + "\n")
+    assert study.retry_reason({"status": "ok", "run_dir": str(fine)}, None) == "a browser session would not open"
+    failed = synthetic.make_run(tmp_path / "d", knee=14)
+    with open(failed / "events.jsonl", "a") as f:
+        f.write(json.dumps({"t": 1, "event": "clock_stepped", "seconds": 0.8}) + "\n")
+    assert "stepped" in study.retry_reason({"status": "failed", "run_dir": str(failed)}, None)
+    assert study.retry_reason({"status": "failed", "run_dir": None}, None) is None   # the SFU's, not the machine's
+
+
+def test_an_attempt_past_the_retries_is_the_last(tmp_path):
+    runs = [{"sfu": "janus", "repeat": 1, "attempt": 1, "status": "ok", "retried": "client-bound"}]
+    s = a_study(tmp_path, runs)
+    assert not s._done("janus", 1)              # one retry left
+    runs.append({"sfu": "janus", "repeat": 1, "attempt": 2, "status": "ok", "retried": "client-bound"})
+    assert s._done("janus", 1)                  # none left: it stands, not counted
+    assert s.counted("janus") == []
+    assert a_study(tmp_path, runs[:1], bounds=study.Bounds(retries=0))._done("janus", 1)
+
+
+def test_an_sfu_left_with_one_counted_run_runs_again_up_to_the_bound(tmp_path):
+    ok = {"status": "ok", "attempt": 1}
+    runs = [{"sfu": "janus", "repeat": 1, **ok}, {"sfu": "janus", "repeat": 2, **ok, "retried": "client-bound"},
+            {"sfu": "janus", "repeat": 2, **ok, "attempt": 2, "retried": "client-bound"},
+            {"sfu": "inhouse", "repeat": 1, **ok}, {"sfu": "inhouse", "repeat": 2, **ok}]
+    s = a_study(tmp_path, runs)
+    assert s._extra(["janus", "inhouse"]) == [("janus", 3)]
+    runs.append({"sfu": "janus", "repeat": 3, **ok, "retried": "client-bound"})
+    runs.append({"sfu": "janus", "repeat": 3, **ok, "attempt": 2, "retried": "client-bound"})
+    assert s._extra(["janus", "inhouse"]) == [("janus", 4)]
+    runs.append({"sfu": "janus", "repeat": 4, **ok, "status": "failed"})
+    assert s._extra(["janus", "inhouse"]) == []           # two beyond --repeat: the bound
+    assert a_study(tmp_path, runs[:1], repeat=1)._extra(["janus"]) == []   # one asked for: one is the answer
+    none = [{"sfu": "janus", "repeat": 1, "status": "failed"}, {"sfu": "janus", "repeat": 2, "status": "failed"}]
+    assert a_study(tmp_path, none)._extra(["janus"]) == []   # a failing SFU is not run again and again
