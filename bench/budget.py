@@ -14,7 +14,8 @@ participants' figures as it reads the browsers'.
                                      [--json FILE]
 
 An SFU named `ADAPTER-PROFILE` (`janus-tuned`) runs that adapter with that profile; `--budget` is
-the smaller of the two budgets (default: the study's). A knee moves from run to run (the in-house
+the smaller of the two budgets (default: the one a study of these SFUs sizes on this machine,
+sfubench/calibrate.py, measured first where it has not been). A knee moves from run to run (the in-house
 SFU's came at 70-98 participants at 0.5 core here), so `--repeat R` runs every SFU at both budgets
 R times, in rounds (A B, A B: drift in the machine falls on all). Each round gives a ratio; the
 verdict goes by their median, printed with every round's ratio and their spread ((max - min) /
@@ -42,7 +43,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reports import metrics, runfiles  # noqa: E402
-from sfubench import config, loadtest  # noqa: E402
+from sfubench import calibrate, config, loadtest  # noqa: E402
+from sfubench.sfu import Adapter  # noqa: E402
 from sfubench.progress import Progress  # noqa: E402
 
 EXPECTED = (1.6, 2.4)
@@ -155,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sfus", default="janus,inhouse", help="adapters, in order")
     p.add_argument("--lab-prefix", default="sfubb", help="lab names, so a loadtest can run beside")
     p.add_argument("--lab-subnet", default="127.0.11", help="the lab's /24 inside 127.0.0.0/8")
-    p.add_argument("--budget", type=float, help="the smaller budget, in cores (default: the study's)")
+    p.add_argument("--budget", type=float, help="the smaller budget, in cores (default: the one a study of "
+                   "these SFUs sizes here)")
     p.add_argument("--repeat", type=int, default=1, help="rounds: every SFU at both budgets this many times")
     p.add_argument("--json", type=Path, help="also write the results to this file")
     a = p.parse_args(argv)
@@ -163,13 +166,14 @@ def main(argv: list[str] | None = None) -> int:
     if not sfus or (os.cpu_count() or 1) < 2 or a.repeat < 1:
         print("budget: --sfus must name adapters, --repeat >= 1, and the machine needs 2 cores", file=sys.stderr)
         return 2
-    defaults = config.load(env={})
-    base = a.budget or defaults.sfu_cpus
-    # the engine off the SFU's core (its children take their own cpusets): a whole core is the SFU's
-    os.sched_setaffinity(0, config.cpu_list(defaults.client_cpuset))
+    defaults = config.load(cli={"lab_prefix": a.lab_prefix, "lab_subnet": a.lab_subnet}, env={})
     out = Path(tempfile.mkdtemp(prefix="sfubench-bench-budget-"))
     rounds: list[dict] = []
     try:
+        base = a.budget or calibrate.calibrate(defaults, {s.partition("-")[0]: Adapter.load(s.partition("-")[0]).version
+                                                          for s in sfus}, out / "calibration", Progress()).cores
+        # the engine off the SFU's core (its children take their own cpusets): a whole core is the SFU's
+        os.sched_setaffinity(0, config.cpu_list(defaults.client_cpuset))
         for _ in range(a.repeat):
             rounds.append({})
             for sfu in sfus:
