@@ -49,6 +49,10 @@ RULE = (f"one budget for every SFU: what the cheapest SFU would use at {TARGET:.
         f"{FLOOR_CORES:g} core")
 
 
+class CalibrationFailed(RuntimeError):
+    """A calibration run could not measure what it is for (the reason and its run folder)."""
+
+
 @dataclass(frozen=True)
 class Capacity:
     participants: int       # the most participants the clients carried with headroom
@@ -151,7 +155,7 @@ def _run(cfg, sfu: str, out: Path, stop_rooms: int | None, progress: Progress):
                                   quality_frames=0, background_interval=0, output="", out=str(out))
     run_dir, status = loadtest.run(run_cfg, progress, _scenario(stop_rooms))
     if status != "ok":
-        raise RuntimeError(f"calibrating on {sfu}: the run ended {status}; see {run_dir}")
+        raise CalibrationFailed(f"calibrating on {sfu}: the run ended {status}; see {run_dir}")
     return run_dir, metrics.analyse(runfiles.load(run_dir))
 
 
@@ -164,7 +168,7 @@ def measure_capacity(cfg, out: Path, progress: Progress) -> Capacity:
     fine = {p for p, ms in pacing.items() if ms is not None and ms < PACING_MS and p not in bound and p in cost}
     below = [p for p in fine if all(q in fine for q in pacing if q < p)]   # nothing worse under it
     if len(below) < 2:
-        raise RuntimeError(f"calibrating: the clients carried under two steps with headroom (see {run_dir})")
+        raise CalibrationFailed(f"calibrating: the clients carried under two steps with headroom (see {run_dir})")
     top = max(below)
     return Capacity(top, cost[top]["fwd_streams"], pacing[top],
                     tuple((p, cost[p]["sfu_cores_fwd"]) for p in sorted(below)))
@@ -176,7 +180,7 @@ def measure_cost(cfg, sfu: str, version: str, out: Path, progress: Progress) -> 
     light = LIGHT_ROOMS * cfg.users_per_room
     row = next((r for r in a.cost if r["participants"] == light), None)
     if row is None or not row.get("sfu_us_per_packet"):
-        raise RuntimeError(f"calibrating on {sfu}: no cost measured at {light} participants (see {run_dir})")
+        raise CalibrationFailed(f"calibrating on {sfu}: no cost measured at {light} participants (see {run_dir})")
     return Cost(version, row["sfu_us_per_packet"], row["fwd_pps"] / light)
 
 
@@ -233,15 +237,32 @@ def calibrate(cfg, sfus: dict[str, str], out: Path, progress: Progress) -> Budge
         found = cache.get(f"cost:{sfu}@{version}")
         if not isinstance(found, dict) or not {"version", "us_per_packet", "pps_per_participant"} <= set(found):
             progress.say(f"calibrating: what {sfu} {version} spends at {LIGHT_ROOMS} rooms")
-            found = dataclasses.asdict(measure_cost(cfg, sfu, version, out, progress))
+            try:
+                found = dataclasses.asdict(measure_cost(cfg, sfu, version, out, progress))
+            except _run_errors() as e:
+                if sfu == REFERENCE:
+                    raise
+                # its own runs will say the same, each a row of the study: the budget goes by the others
+                progress.say(f"calibrating: {sfu} left out of the budget: {str(e).strip().splitlines()[0]}")
+                continue
             cache.put(f"cost:{sfu}@{version}", found)
         costs[sfu] = Cost(found["version"], found["us_per_packet"], found["pps_per_participant"])
-    budget = choose(capacity, {s: costs[s] for s in sfus}, costs[REFERENCE],
+    if not set(sfus) & set(costs):
+        raise CalibrationFailed(f"calibrating: no SFU of {', '.join(sfus)} could be measured")
+    budget = choose(capacity, {s: costs[s] for s in sfus if s in costs}, costs[REFERENCE],
                     len(cpu_list(cfg.sfu_cpuset)) or (os.cpu_count() or 1))
     progress.say(f"calibrated: the clients carry {capacity.participants} participants ({capacity.streams} streams, "
                  f"pacing p99 {capacity.pacing_ms_p99:.2f} ms); a budget of {budget.cores:g} core puts "
                  f"{budget.cheapest}'s knee near {budget.expected_knee(budget.cheapest):.0f}")
     return budget
+
+
+def _run_errors() -> tuple:
+    from .grid import GridError
+    from .lab import LabError
+    from .runner import ClientFailure
+    from .sfuserver import AdapterError
+    return (AdapterError, CalibrationFailed, ClientFailure, ConfigError, GridError, LabError)
 
 
 def _version(sfu: str) -> str:

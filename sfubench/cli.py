@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sfubench: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as e:  # the engine's own errors carry their context in one line
+        from .calibrate import CalibrationFailed
         from .cgroups import CgroupError
         from .clock import ClockStepped
         from .grid import GridError
@@ -149,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, CgroupError):
             print(f"sfubench: error: {e}", file=sys.stderr)
             return EXIT_USAGE
-        if isinstance(e, (GridError, LabError, MediaError, AdapterError, RunDirError, ClientFailure, ClockStepped)):
+        if isinstance(e, (GridError, LabError, MediaError, AdapterError, RunDirError, ClientFailure, ClockStepped,
+                          CalibrationFailed)):
             print(f"sfubench: error: {one_line(e)}", file=sys.stderr)
             return EXIT_FAILED
         raise

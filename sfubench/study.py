@@ -181,7 +181,7 @@ class Study:
         if self.signals:
             self.progress.say(f"study: interrupted; run it again with --out {self.out} to go on where it stopped")
             return 130
-        failed = [r for r in self.state["runs"] if r["status"] == "failed"]
+        failed = [r for r in self.state["runs"] if r["status"] == "failed" and not r.get("retried")]
         if failed:
             self.progress.say(f"study: {len(failed)} run(s) failed: "
                               + "; ".join(f"{r['sfu']} #{r['repeat']}: {r.get('why')}" for r in failed))
