@@ -384,8 +384,9 @@ class Runner:
             w, health = self._window(phase, n)
             if len(self.steps) == steps:
                 break
-            self.say(f"{phase}: the wall clock stepped {self.steps[-1].seconds:+.1f} s during the window at "
-                     f"{self.status.participants} participants: it is discarded and measured again")
+            moved = ", then ".join(f"{e.seconds:+.1f} s" for e in self.steps[steps:])
+            self.say(f"{phase}: the wall clock stepped {moved} during the window at {self.status.participants} "
+                     "participants: it is discarded and measured again")
         else:
             raise self.steps[-1]
         if self.cfg.quality_frames:
