@@ -116,7 +116,7 @@ def soak(a) -> tuple[Path, list[tuple[float, float]], int]:
     return run, growth, proc.returncode
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sfu", default="janus")
     p.add_argument("--rooms", type=int, default=3, help="rooms of 7 held (default 3: 21 participants)")
@@ -125,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lab-prefix", default="sfubsk", help="lab names, so tests can run beside")
     p.add_argument("--lab-subnet", default="127.0.30")
     p.add_argument("--json", type=Path, help="also write the figures to this file")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     if a.rooms < 1 or not 1 <= a.minutes <= 24 * 60:
         print("soak: --rooms must be at least 1 and --minutes within 1-1440", file=sys.stderr)
         return 2

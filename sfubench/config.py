@@ -42,12 +42,11 @@ def available_sfus() -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "sfu.toml").is_file())
 
 
-# What the "auto" settings stand for in the local lab (resolve_auto), in one place. Measured on a
-# 2-core AMD EPYC with a 10-ms CFS period: at 0.5 core Janus's knee (its tuned profile) is near 49
-# participants and the in-house SFU's at 70-98 (126-175 on a 2-core Xeon since the performance work),
-# near what one core of clients pushes beside a browser (README, "Why 0.5 core"); a browser
-# participant in a room of 7 at 320x180@15 costs 0.35-0.45 core with Chrome's own processes, and
-# browsers get half the clients' cores, the generator and the grid the rest.
+# What the "auto" settings stand for in the local lab (resolve_auto), in one place. The budget of a
+# ramp to the knee with synthetic participants is sized to the machine (calibrate.py); any other
+# local run's is LAB_SFU_CORES. A browser participant in a room of 7 at 320x180@15 costs 0.35-0.45
+# core with Chrome's own processes, and browsers get half the clients' cores, the generator and the
+# grid the rest.
 LAB_SFU_CORES = 0.5
 BROWSER_CORES = 0.4
 BROWSER_SHARE = 0.5
