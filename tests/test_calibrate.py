@@ -67,3 +67,22 @@ def test_figures_are_kept_per_machine_and_scenario(tmp_path):
     other = calibrate.Cache(tmp_path, cfg)
     other.machine = "another machine"
     assert other.get("clients") is None
+
+
+def ramp(*counts_and_pacing, bound=()):
+    """A capacity ramp's windows, health and cost rows: (participants, pacing p99 ms) per window."""
+    windows = [{"phase": "ramp", "participants": p, "pacing_ms_p99": ms} for p, ms in counts_and_pacing]
+    health = [{"phase": "ramp", "participants": p, "client_bound": p in bound} for p, _ in counts_and_pacing]
+    cost = [{"participants": p, "fwd_streams": 6 * p, "sfu_cores_fwd": p / 300} for p, _ in counts_and_pacing]
+    return windows, health, cost
+
+
+def test_what_the_clients_carry_is_the_last_count_of_a_run_of_headroom():
+    found = calibrate.capacity(*ramp((7, 0.2), (21, 0.3), (35, 0.3), (49, 1.4), (49, 1.6)))
+    assert (found.participants, found.streams, found.pacing_ms_p99) == (35, 210, 0.3)
+    assert found.curve == ((7, 7 / 300), (21, 21 / 300), (35, 35 / 300))
+    # one window past the pacing, then its count measured again within it: a passing hiccup
+    assert calibrate.capacity(*ramp((7, 0.2), (21, 6.4), (21, 0.3), (35, 0.3), (49, 2.0), (49, 2.0))).participants == 35
+    # a client-bound window ends it as the pacing does; under two counts of headroom, nothing
+    assert calibrate.capacity(*ramp((7, 0.2), (21, 0.2), (35, 0.2), bound={35})).participants == 21
+    assert calibrate.capacity(*ramp((7, 0.2), (21, 3.0), (21, 3.0))) is None
