@@ -44,7 +44,7 @@ cloud-loadtest: deps
 report: deps
 	@$(PY) -m sfubench.cli report $(RUN)
 
-# The suite's tiers (docs/testing.md, tests/tiers.py): `make test` is what every change passes (CI
+# The suite's tiers (docs/testing.md, tests/support/tiers.py): `make test` is what every change passes (CI
 # runs it); `make test-all` adds the rest, in parts. pytest exits 5 when it collected no test: that
 # must fail, not pass quietly.
 TIER_TEST := not full

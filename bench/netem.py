@@ -123,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         with LocalLab(a.lab_prefix, a.lab_subnet, emulated=True) as lab, tempfile.TemporaryDirectory() as tmp:
-            emu = network.Emulator(binary, lab.link[0].netns, lab.link[0].interface, lab.link[1].interface, link,
-                                   Path(tmp) / "netem.json", Path(tmp) / "netem.log")
+            emu = network.Emulator(binary, lab.link, link, Path(tmp))
             emu.start()
             echo = subprocess.Popen(lab.sfu.command([sys.executable, "-c", script(ECHO, a=lab.sfu.address)]))
             time.sleep(1.0)

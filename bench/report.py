@@ -2,7 +2,7 @@
 
     python bench/report.py [--rooms 72] [--keep DIR]
 
-Generates a synthetic run (ramp, target and background samples, checks, quality, server probe), then
+Generates a fake run (ramp, target and background samples, checks, quality, server probe), then
 times the end-of-run summary and the run report. Exits 1 when the report takes longer than the target.
 """
 from __future__ import annotations
@@ -15,10 +15,13 @@ import tempfile
 import time
 from pathlib import Path
 
-# runnable as a plain script from a checkout, without installing the package
+# runnable as a plain script from a checkout, without installing the package; the fake run folders
+# are the test suite's
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from reports import metrics, run, synthetic  # noqa: E402
+from reports import metrics, run  # noqa: E402
+from support import fakerun  # noqa: E402
 
 TARGET_S = 10.0
 
@@ -37,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     parent = args.keep or Path(tempfile.mkdtemp(prefix="sfubench-bench-"))
-    run_dir, wall, _ = timed(synthetic.make_run, parent, rooms=args.rooms, knee=args.rooms * 7 * 3 // 4,
+    run_dir, wall, _ = timed(fakerun.make_run, parent, rooms=args.rooms, knee=args.rooms * 7 * 3 // 4,
                              background_interval_s=args.background)
     size = sum(f.stat().st_size for f in run_dir.iterdir() if f.suffix == ".jsonl")
     with open(run_dir / "samples.jsonl") as f:

@@ -1,6 +1,6 @@
 """Render a report in headless Chromium and list what is broken.
 
-Used by the tests on synthetic runs and meant for tests on real runs too:
+Used by the tests on fake runs (tests/support/fakerun) and real ones:
 
     problems = check_rendered(run_dir / "report.html", expect=run.FIGURES, screenshot=run_dir / "report.png")
     assert not problems, problems

@@ -119,9 +119,11 @@ def _add_host_commands(sub) -> None:
     hostcli.add_commands(sub)
 
 
-def _settings(args, remote: bool | None = None) -> config_mod.Config:
+def _settings(args, site=None) -> config_mod.Config:
+    """The settings the command's flags and --config give, resolved for `site` (a kind of
+    sites.Site; else the one they name)."""
     cli = {name: getattr(args, name) for name in config_mod.FIELDS}
-    return config_mod.load(cli=cli, file=args.config, remote=remote)
+    return config_mod.load(cli=cli, file=args.config, site=site)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except (UsageError, config_mod.ConfigError) as e:
         print(f"sfubench: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as e:   # a Python without the venv `make deps` makes
+        print(f"sfubench: error: missing Python module {e.name}: run `make deps` (scripts/deps.sh) first",
+              file=sys.stderr)
         return EXIT_USAGE
     except Exception as e:  # the engine's own errors carry their context in one line
         from .calibrate import CalibrationFailed
@@ -193,7 +199,8 @@ def _cloud_loadtest(args) -> int:
     from .cloud.kube import KubeError
     from .cloud.terraform import TerraformError
     from .cloud.tools import ToolError
-    cfg = _settings(args, remote=True)   # its hosts are the SFU's budget, its grid the browsers' room
+    from .sites import RemoteSite
+    cfg = _settings(args, site=RemoteSite)   # its hosts are the SFU's budget, its grid the browsers' room
     owner = cloud_run.valid_owner(args.owner or os.environ.get("USER") or "unknown")
     if args.hours <= 0:
         raise UsageError(f"--hours must be positive, got {args.hours:g}")

@@ -274,12 +274,12 @@ class Collector:
         return check.classify(frames, time.time() if now is None else now)
 
     # -- measurement windows ------------------------------------------------------------------
-    def open_window(self, phase: str, window: int, n: int, interval: float, participants: int, users,
-                    at: float) -> Window:
-        """A window of n samples `interval` s apart, the first due at `at` (epoch s)."""
+    def open_window(self, w: Window) -> Window:
+        """Takes samples for `w` (its n samples `interval` s apart, the first due at `opened`) from
+        the pages it expects."""
         with self.lock:
-            w = self.windows[window] = Window(phase, window, n, interval, participants, at, frozenset(users))
-            if phase != "background":
+            self.windows[w.id] = w
+            if w.phase != "background":
                 # Captures already received that frames to come may show.
                 for page in self.pages.values():
                     own = page.frames.get(page.user, ())

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from . import outputs, shapes
 from .settings import AUTO, SEPARATOR, ConfigError, opt, public
-from .shapes.until_knee import LAB_RAMP_MINUTES
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_PREFIX = "SFUBENCH_"
@@ -42,7 +41,7 @@ def available_sfus() -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "sfu.toml").is_file())
 
 
-# What the "auto" settings stand for in the local lab (resolve_auto), in one place. The budget of a
+# What the "auto" settings stand for in the local lab (sites.LocalSite.defaults). The budget of a
 # ramp to the knee with synthetic participants is sized to the machine (calibrate.py); any other
 # local run's is LAB_SFU_CORES. A browser participant in a room of 7 at 320x180@15 costs 0.35-0.45
 # core with Chrome's own processes, and browsers get half the clients' cores, the generator and the
@@ -52,37 +51,13 @@ BROWSER_CORES = 0.4
 BROWSER_SHARE = 0.5
 
 
-def resolve_auto(values: dict, remote: bool) -> dict:
-    """`values` (every setting) with each "auto" replaced by what it stands for on this site: the
-    local lab (SFU and generator on cores of their own, the SFU on a budget, a few browsers measuring
-    the first room) or a remote one (the hosts are the budget; browsers throughout)."""
+def derived(values: dict) -> dict:
+    """`values` with the "auto" of settings that follow from other settings, wherever the run goes:
+    the camera's profile (960 px wide where three simulcast layers need it)."""
     out = dict(values)
-    cpus = os.cpu_count() or 1
-    split = not remote and cpus >= 2
-    chosen = {"sfu_cpus": 0.0 if remote else LAB_SFU_CORES,
-              "sfu_cpuset": "0" if split else "",
-              "client_cpuset": (f"1-{cpus - 1}" if cpus > 2 else "1") if split else "",
-              "real_rooms": 1000 if remote else 1,
-              "ramp_minutes": 0.0 if remote else LAB_RAMP_MINUTES}
     if out.get("media") == AUTO:
         layered = isinstance(out.get("simulcast"), int) and out["simulcast"] > 1
         out["media"] = "hd" if layered else "local"
-    for name, value in chosen.items():
-        if out.get(name) == AUTO:
-            out[name] = value
-    if out.get("real_per_room") == AUTO:
-        if remote:
-            out["real_per_room"] = 64
-        else:
-            try:
-                reach = len(cpu_list(out.get("client_cpuset") or "")) or cpus
-            except ValueError:
-                reach = cpus   # a malformed list: its own check says so
-            quota = out.get("client_cpus")
-            # a quota above the CPUs the clients may use buys nothing (nor does one out of bounds)
-            cores = min(quota, reach) if isinstance(quota, (int, float)) and quota > 0 else reach
-            room = out.get("users_per_room") if isinstance(out.get("users_per_room"), int) else 64
-            out["real_per_room"] = max(1, min(room, int(cores * BROWSER_SHARE / BROWSER_CORES)))
     return out
 
 
@@ -239,12 +214,7 @@ class Settings:
                           metavar="A.B.C", scenario=False)
 
     def __post_init__(self):
-        values = dataclasses.asdict(self)
-        object.__setattr__(self, "_auto", frozenset(name for name, v in values.items() if v == AUTO))
-        resolved = resolve_auto(values, bool(self.sfu_address))
-        for name, value in resolved.items():
-            if getattr(self, name) != value:
-                object.__setattr__(self, name, value)
+        """Checks the settings as given: each site's "auto" were resolved before (load())."""
         for f in dataclasses.fields(self):
             value, meta = getattr(self, f.name), f.metadata
             flag = flag_of(f.name)
@@ -283,36 +253,12 @@ class Settings:
                                   f"{getattr(self, name)!r}")
         self.sfu_option_map()  # validates the syntax early
         outputs.check(self)
-        if self.sfu_address and not self.grid_url:
-            raise ConfigError("--sfu-address needs --grid-url: with a remote SFU the browsers run on a "
-                              "remote grid too")
-        if self.sfu_address:
-            self.check_remote()
-        if self.client_probes and not self.sfu_address:
-            raise ConfigError("--client-probes reads a remote grid's nodes (with --sfu-address); the "
-                              "local lab probes its clients itself")
-        if self.sfu_address and self.browser_participants < self.participants and not self.synthetic_generators:
-            raise ConfigError("synthetic participants in a remote run need generators on the grid's hosts: "
-                              "give --synthetic-generators (the cloud provisioner starts them), or leave "
-                              "--real-per-room and --real-rooms at their defaults")
-        if self.synthetic_generators and not self.sfu_address:
-            raise ConfigError("--synthetic-generators drives generators of a remote run (with --sfu-address); "
-                              "the local lab starts its own")
-
-    def check_remote(self) -> None:
-        """Refuses what only the local lab can honour, for a run on hosts elsewhere."""
-        if self.sfu_cpus or self.client_cpus or self.sfu_cpuset or self.client_cpuset:
-            raise ConfigError("CPU quotas and pinning confine the local lab's processes; a remote run's "
-                              "hosts are sized by Terraform and the grid's manifests")
-        if self.network != "none" or self.synthetic_network:
-            raise ConfigError("--network emulates the local lab's link; a remote run's network is "
-                              "the cloud's own")
 
     @property
     def auto(self) -> frozenset:
-        """The settings left at auto, resolved here for the site (a copy made with
-        dataclasses.replace knows only the ones it was itself given as auto)."""
-        return self._auto
+        """The settings that were left at auto, resolved by load() for the site (a copy made with
+        dataclasses.replace knows none)."""
+        return getattr(self, "_auto", frozenset())
 
     @property
     def rooms_cap(self) -> int:
@@ -502,10 +448,11 @@ def preset_settings(spec: str) -> dict:
 
 
 def load(cli: dict | None = None, env: dict | None = None, file: str | Path | None = None,
-         remote: bool | None = None) -> Config:
-    """Builds the Config from its sources. `cli` holds only the flags the user gave. `remote`: resolve
-    the "auto" settings for a remote site even though no --sfu-address is given yet (a cloud run,
-    whose provisioner gives it)."""
+         site=None) -> Config:
+    """Builds the Config from its sources. `cli` holds only the flags the user gave. The "auto"
+    settings are the site's to resolve, and the settings it cannot honour its to refuse: `site`, a
+    kind of sites.Site (a cloud run's is remote before its provisioner gives the SFU's address),
+    else the one the settings name (sites.kind_for)."""
     env = os.environ if env is None else env
     layers = []   # lowest first: (raw settings, how to name their source)
     from_file = _settings_file(Path(file), "config file") if file else {}
@@ -521,10 +468,13 @@ def load(cli: dict | None = None, env: dict | None = None, file: str | Path | No
     for raw_values, source in layers:
         for name, raw in raw_values.items():
             values[name] = _coerce(name, raw, source(name))
-    if remote:
-        full = resolve_auto({name: values.get(name, f.default) for name, f in FIELDS.items()}, True)
-        values.update({name: full[name] for name, f in FIELDS.items() if values.get(name, f.default) == AUTO})
-    return Config(**values)
+    from . import sites   # the sites know what "auto" stands for where they are
+    full = {name: values.get(name, f.default) for name, f in FIELDS.items()}
+    kind = site or sites.kind_for(full)
+    cfg = Config(**kind.defaults(derived(full)))
+    object.__setattr__(cfg, "_auto", frozenset(name for name, value in full.items() if value == AUTO))
+    kind.refuse(cfg)
+    return cfg
 
 
 def add_arguments(parser) -> None:

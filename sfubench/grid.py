@@ -94,33 +94,22 @@ def _tail(path: Path, lines: int = 15) -> str:
 class LocalGrid:
     """Selenium Grid standalone on one loopback port, driving Debian's Chromium.
 
-    Runs in whatever network namespace the calling process is in; it binds `host` only.
-    `session_request_timeout` (how long the grid queues a new-session request) stays below
+    Runs in whatever network namespace the calling process is in; it binds 127.0.0.1 only.
+    SESSION_REQUEST_TIMEOUT (how long the grid queues a new-session request) stays below
     `open_session`'s default timeout so a queued request is never served after its client gave up.
     `session_timeout` is the idle time after which the node kills a browser.
     """
+    host = "127.0.0.1"
+    SESSION_REQUEST_TIMEOUT = 100
+    START_TIMEOUT_S = 60.0
 
-    def __init__(
-        self,
-        cache_dir: Path,
-        work_dir: Path,
-        port: int,
-        max_sessions: int,
-        *,
-        host: str = "127.0.0.1",
-        session_timeout: int = 3600,
-        session_request_timeout: int = 100,
-        start_timeout: float = 60,
-        wrap=lambda argv: argv,
-    ):
+    def __init__(self, cache_dir: Path, work_dir: Path, port: int, max_sessions: int, *,
+                 session_timeout: int = 3600, wrap=lambda argv: argv):
         self.lib = Path(cache_dir) / "lib"
         self.work_dir = Path(work_dir)
-        self.host = host
         self.port = port
         self.max_sessions = max_sessions
         self.session_timeout = session_timeout
-        self.session_request_timeout = session_request_timeout
-        self.start_timeout = start_timeout
         self.wrap = wrap   # argv -> argv that first joins the clients' cgroup
         self.config = self.work_dir / "grid.toml"
         self.log = self.work_dir / "grid.log"
@@ -149,7 +138,7 @@ class LocalGrid:
                 port=self.port,
                 max_sessions=self.max_sessions,
                 session_timeout=self.session_timeout,
-                session_request_timeout=self.session_request_timeout,
+                session_request_timeout=self.SESSION_REQUEST_TIMEOUT,
                 chromedriver=CHROMEDRIVER,
                 chromium=CHROMIUM,
             )
@@ -167,7 +156,7 @@ class LocalGrid:
                 env={**os.environ, "SE_OFFLINE": "true", "TMPDIR": self._tmp}, start_new_session=True,
             )
 
-        deadline = time.monotonic() + self.start_timeout
+        deadline = time.monotonic() + self.START_TIMEOUT_S
         while True:
             code = self._proc.poll()
             if code is not None:
@@ -181,7 +170,7 @@ class LocalGrid:
             if time.monotonic() > deadline:
                 self.stop()
                 raise GridError(
-                    f"grid not ready at {self.url} after {self.start_timeout:.0f} s; {self.log}:\n{_tail(self.log)}"
+                    f"grid not ready at {self.url} after {self.START_TIMEOUT_S:.0f} s; {self.log}:\n{_tail(self.log)}"
                 )
             time.sleep(0.1)
 

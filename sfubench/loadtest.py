@@ -28,13 +28,14 @@ from .agent import machine_facts
 from .clock import ClockWatch
 from .collector import Collector
 from .config import CODECS, ROOT, Config, ConfigError
+from .context import RunContext
 from .events import Bus
 from .memory import settle_allocator
 from .pages import PageServer
 from .probes import EngineProbe, MachineProbe
 from .progress import Progress
 from .rundir import STREAMS, RunDir, read
-from .runner import Runner
+from .runner import Clients, Runner, Watches
 from .scoring import score_frames
 from .sfu import Adapter, AdapterError
 
@@ -62,46 +63,14 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     progress = progress or Progress()
     signal.signal(signal.SIGTERM, _on_sigterm)
     settle_allocator()   # before the page server's threads: runs last for hours
-    adapter = Adapter.load(cfg.sfu, cfg.sfu_option_map(), cfg.sfu_profile, cfg.sfu_cores())
-    (site or sites.for_config(cfg)).check(adapter)
-    _refuse(cfg, adapter)
-    budget = None
-    if site is None and calibrate.needed(cfg):   # before the lab's groups take their quotas from it
-        budget = calibrate.calibrate(cfg, {cfg.sfu: adapter.version}, Path(cfg.out) / "calibration", progress)
-        cfg = dataclasses.replace(cfg, sfu_cpus=budget.cores)
-    site = site or sites.for_config(cfg)
-    media, synth, net_plan, installed = _prepare(cfg, adapter, site, progress)
-    run_dir = RunDir.create(Path(cfg.out), cfg.sfu)
-    bus = Bus()
-    bus.subscribe(run_dir.append, STREAMS)
-    bus.subscribe(lambda _, r: progress.say(r["message"], r.get("transient", False)), ["progress"])
-    for handler, streams in site.listeners():
-        bus.subscribe(handler, streams)
-    progress.say(f"run folder: {run_dir.path}")
-    outs = outputs.for_run(cfg, run_dir.path, progress.say)
-    for o in outs:
-        o.start(bus)
-    meta = _meta(cfg, adapter, installed, media, synth, net_plan, site)
-    if budget is not None:
-        meta["budget"] = budget.record()
-    run_dir.write_meta(meta)
-
+    ctx = _open(cfg, progress, site)
     status, error = "failed", None
-    bus.event("run_started", 0)
-    server = None
+    ctx.bus.event("run_started", 0)
     try:
-        site.up(run_dir.path, progress)
-        with site.clients():
-            try:
-                server = site.start_sfu(adapter, run_dir.path, cfg.cache_dir(), progress)
-            except AdapterError as e:   # never healthy, or exited before it was
-                bus.event("sfu_not_started", 0, reason=str(e).strip().splitlines()[0])
-                raise
-            try:
-                _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scenario, synth, outs)
-                status = "ok"
-            finally:
-                server.stop()
+        ctx.site.up(ctx.path, progress)
+        with ctx.site.clients():
+            _serve(ctx, scenario)
+            status = "ok"
     except KeyboardInterrupt:
         status = "interrupted"
         for sig in (signal.SIGINT, signal.SIGTERM):   # until _Cleanup takes over, below
@@ -111,17 +80,59 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
         error = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise
     finally:
-        with _Cleanup(status == "interrupted", lambda: _leftovers(site, server)) as cleanup:
+        with _Cleanup(status == "interrupted", lambda: _leftovers(ctx)) as cleanup:
             if status == "interrupted":
                 progress.say("interrupted: cleaning up (Ctrl-C again stops at once)")
-            emulated = site.down()   # the link emulator's counters, when there was one
+            emulated = ctx.site.down()   # the link emulator's counters, when there was one
             if emulated:
-                meta["network"].update(emulated)
-            status = _finish(run_dir, bus, meta, status, error, progress, outs, media, cleanup)
+                ctx.meta["network"].update(emulated)
+            status = _finish(ctx, status, error, cleanup)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if cleanup.count and not sys.exc_info()[0]:
             raise KeyboardInterrupt
-    return run_dir.path, status
+    return ctx.path, status
+
+
+def _open(cfg: Config, progress: Progress, site: sites.Site | None) -> RunContext:
+    """The run before it starts: its refusals, its budget, its site, what it builds, its folder,
+    bus, outputs and metadata."""
+    adapter = Adapter.load(cfg.sfu, cfg.sfu_option_map(), cfg.sfu_profile, cfg.sfu_cores())
+    (site or sites.for_config(cfg)).check(adapter)
+    _refuse(cfg, adapter)
+    budget = None
+    if site is None and calibrate.needed(cfg):   # before the lab's groups take their quotas from it
+        budget = calibrate.calibrate(cfg, {cfg.sfu: adapter.version}, Path(cfg.out) / "calibration", progress)
+        cfg = dataclasses.replace(cfg, sfu_cpus=budget.cores)
+    ctx = RunContext(cfg, site or sites.for_config(cfg), adapter, progress)
+    ctx.media, ctx.synth, ctx.net_plan, ctx.installed = _prepare(cfg, adapter, ctx.site, progress)
+    ctx.run_dir = RunDir.create(Path(cfg.out), cfg.sfu)
+    ctx.bus = Bus()
+    ctx.bus.subscribe(ctx.run_dir.append, STREAMS)
+    ctx.bus.subscribe(lambda _, r: progress.say(r["message"], r.get("transient", False)), ["progress"])
+    for handler, streams in ctx.site.listeners():
+        ctx.bus.subscribe(handler, streams)
+    progress.say(f"run folder: {ctx.path}")
+    ctx.outputs = outputs.for_run(cfg, ctx.path, progress.say)
+    for o in ctx.outputs:
+        o.start(ctx.bus)
+    ctx.meta = _meta(ctx)
+    if budget is not None:
+        ctx.meta["budget"] = budget.record()
+    ctx.run_dir.write_meta(ctx.meta)
+    return ctx
+
+
+def _serve(ctx: RunContext, scenario) -> None:
+    """Starts the SFU, drives the run through it, stops it."""
+    try:
+        ctx.server = ctx.site.start_sfu(ctx.adapter, ctx.path, ctx.cfg.cache_dir(), ctx.progress)
+    except AdapterError as e:   # never healthy, or exited before it was
+        ctx.bus.event("sfu_not_started", 0, reason=str(e).strip().splitlines()[0])
+        raise
+    try:
+        _drive(ctx, scenario)
+    finally:
+        ctx.server.stop()
 
 
 def _refuse(cfg: Config, adapter: Adapter) -> None:
@@ -163,19 +174,19 @@ def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, progress: Progress
         # generators on other hosts (no binary here) were started with the full picture alone
         layers = cfg.simulcast if adapter.synthetic_simulcast and binary is not None else 1
         synth = {"binary": binary, "encoded": encoding.encoded(media, layers), "driver": adapter.synthetic_driver,
-                 "own_address": net_plan.synthetic is not None}
+                 "fps": media.fps, "own_address": net_plan.synthetic is not None}
     return media, synth, net_plan, installed
 
 
-def _meta(cfg: Config, adapter: Adapter, installed: str | None, media, synth: dict | None, net_plan,
-          site: sites.Site) -> dict:
+def _meta(ctx: RunContext) -> dict:
     """meta.json as the run starts (docs/contracts.md)."""
+    cfg, adapter, site, media, synth = ctx.cfg, ctx.adapter, ctx.site, ctx.media, ctx.synth
     return {
         "config": cfg.as_dict(),
         "scenario": cfg.scenario(),
         "scenario_defaults": cfg.scenario_defaults(),
         "site": site.describe(),
-        "sfu": {"name": adapter.name, "version": adapter.version, "installed": installed,
+        "sfu": {"name": adapter.name, "version": adapter.version, "installed": ctx.installed,
                 "profile": adapter.profile, "address": site.sfu_address,
                 "options": adapter.options},
         "media": {"profile": media.profile, "width": media.width, "height": media.height,
@@ -190,7 +201,7 @@ def _meta(cfg: Config, adapter: Adapter, installed: str | None, media, synth: di
                         "keyframe_every_frames": synth["encoded"].keyframe_every,
                         "note": "a pre-encoded clip at a fixed bitrate: no congestion control, no "
                                 "encoder; receivers send NACKs, receiver reports and TWCC feedback"}},
-        "network": net_plan.describe(),
+        "network": ctx.net_plan.describe(),
         "cgroups": {role: g.describe() for role, g in site.groups.items()},
         "git_sha": _git_sha(),
         "machine": machine_facts(),
@@ -239,20 +250,20 @@ class _Cleanup:
             signal.signal(sig, handler)
 
 
-def _leftovers(site: sites.Site, server) -> list[str]:
+def _leftovers(ctx: RunContext) -> list[str]:
     """What a run stopped mid-teardown leaves, and how to remove it."""
-    out = site.leftovers()
-    if server is not None and server.pids():
-        out.append(f"SFU process {server.proc.pid}")
+    out = ctx.site.leftovers()
+    if ctx.server is not None and ctx.server.pids():
+        out.append(f"SFU process {ctx.server.proc.pid}")
     return out
 
 
-def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | None, progress: Progress,
-            outs: list[outputs.Output], media, cleanup: _Cleanup) -> str:
+def _finish(ctx: RunContext, status: str, error: str | None, cleanup: _Cleanup) -> str:
     """Closes the run folder the same way whatever happened, scores the captured frames and hands
     the folder to the outputs (the report, the results database...); returns the final status.
     Each step runs whatever the previous one did: a full disk or a report bug must not cost the
     others."""
+    run_dir, bus, meta, progress = ctx.run_dir, ctx.bus, ctx.meta, ctx.progress
     def attempt(what: str, fn, *args, **kwargs):
         try:
             return fn(*args, **kwargs)
@@ -270,7 +281,7 @@ def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | Non
     run_dir.close()
     try:
         with cleanup.interruptible():
-            score_frames(run_dir.path, media, progress)
+            score_frames(run_dir.path, ctx.media, progress)
     except KeyboardInterrupt:
         progress.say("quality: scoring interrupted; `sfubench report` scores the frames later")
         status = "interrupted"
@@ -278,7 +289,7 @@ def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | Non
         progress.say(f"quality: scoring failed ({type(e).__name__}: {e})")
     meta.update(status=status)
     attempt("run folder", run_dir.write_meta, meta)
-    for o in outs:
+    for o in ctx.outputs:
         added = attempt(o.label, o.stop)
         if added:
             meta.update(added)
@@ -286,21 +297,22 @@ def _finish(run_dir: RunDir, bus: Bus, meta: dict, status: str, error: str | Non
     return status
 
 
-def _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scenario, synth, outs):
+def _drive(ctx: RunContext, scenario) -> None:
     """Serves the pages, starts the grid and the generator, and hands the runner to `scenario`."""
-    collector = Collector(bus, media, run_dir.path / "frames")
+    cfg, adapter, server, site, run_dir = ctx.cfg, ctx.adapter, ctx.server, ctx.site, ctx.run_dir
+    collector = Collector(ctx.bus, ctx.media, run_dir.path / "frames")
     assets = adapter.assets(cfg.cache_dir())
     with PageServer(site.token, host=site.page_host, collector=collector,
                     mounts={f"/sfu/{adapter.name}/assets/": assets} if assets else None) as pages:
         generator = None
-        if synth is not None:
+        if ctx.synth is not None:
             def failed(user, reason):   # as if its page had said so: the one path failures take
                 collector.collect({"type": "state", "user": user, "state": "failed", "reason": reason})
-            generator = site.generator(synth, pages.url() + "/collect", failed, media.fps, run_dir.path)
+            generator = site.generator(ctx.synth, pages.url() + "/collect", failed, run_dir.path)
         sessions = -(-cfg.browser_participants // cfg.participants_per_browser)
-        grid, grid_url = site.grid(sessions, run_dir.path, cfg.cache_dir(), progress)
+        grid, grid_url = site.grid(sessions, run_dir.path, cfg.cache_dir(), ctx.progress)
         try:
-            probes = [*site.probes(server, grid, generator, progress), MachineProbe(), EngineProbe()]
+            probes = [*site.probes(server, grid, generator, ctx.progress), MachineProbe(), EngineProbe()]
 
             samples = SampleFold(run_dir.path / "samples.jsonl")   # kept: each step's knee reads only what is new
 
@@ -309,13 +321,11 @@ def _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scen
                 return metrics.analyse(run, samples=samples.read(run.windows, final=False,
                                                                  discarded=run.discarded)).knee
 
-            runner = Runner(cfg, shapes.from_config(cfg, knee, [o.halt for o in outs]), bus, collector,
-                            _browser_opener(cfg, site, media, pages.url(), grid_url, run_dir, meta,
-                                            adapter.browser_flags()),
-                            _client_url(cfg, adapter, server, media, pages.url(), site.token),
-                            probes=probes, watches=[server.check, run_dir.check, ClockWatch()], synthetic=generator,
-                            client_params=lambda room, user: adapter.client_params(room, user, server.values),
-                            set_network=site.set_network())
+            clients = Clients(_browser_opener(ctx, pages.url(), grid_url), _client_url(ctx, pages.url()), generator,
+                              lambda room, user: adapter.client_params(room, user, server.values))
+            watches = Watches(tuple(probes), (server.check, run_dir.check, ClockWatch()), site.set_network())
+            runner = Runner(cfg, shapes.from_config(cfg, knee, [o.halt for o in ctx.outputs]), ctx.bus, collector,
+                            clients, watches)
             try:
                 scenario(runner)
             finally:
@@ -327,12 +337,11 @@ def _drive(cfg, adapter, server, media, site, bus, run_dir, meta, progress, scen
                 grid.stop()
 
 
-def _browser_opener(cfg, site: sites.Site, media, page_url: str, grid_url: str, run_dir: RunDir, meta: dict,
-                    flags: list[str]):
+def _browser_opener(ctx: RunContext, page_url: str, grid_url: str):
     """A function opening one Chromium session of the grid on the participants' host page, with
-    the SFU's own `flags` beside the site's."""
-    video, audio, options_kw = site.browser_media(media, page_url, cfg.cache_dir())
-    options_kw = {**options_kw, "extra": [*options_kw.get("extra", ()), *flags]}
+    the SFU's own flags beside the site's."""
+    video, audio, options_kw = ctx.site.browser_media(ctx.media, page_url, ctx.cfg.cache_dir())
+    options_kw = {**options_kw, "extra": [*options_kw.get("extra", ()), *ctx.adapter.browser_flags()]}
 
     def open_browser():
         options = grid_mod.chrome_options(video, audio, **options_kw)
@@ -344,23 +353,24 @@ def _browser_opener(cfg, site: sites.Site, media, page_url: str, grid_url: str, 
         driver.set_script_timeout(30)
         driver.get(page_url + "/host.html")
         # What the grid's node runs, which need not be this machine's Chromium.
-        if "chrome" not in meta:
-            meta["chrome"] = {"version": driver.capabilities.get("browserVersion")}
-            run_dir.write_meta(meta)
+        if "chrome" not in ctx.meta:
+            ctx.meta["chrome"] = {"version": driver.capabilities.get("browserVersion")}
+            ctx.run_dir.write_meta(ctx.meta)
         return driver
     return open_browser
 
 
-def _client_url(cfg, adapter: Adapter, server, media, page_url: str, token: str):
+def _client_url(ctx: RunContext, page_url: str):
     """A function giving the page URL of one participant: the adapter's page with the probe's
     settings, the run's token among them (the URL goes to the grid, never to the run folder)."""
-    lay = media.layout
+    cfg, adapter, server = ctx.cfg, ctx.adapter, ctx.server
+    lay = ctx.media.layout
     settings = {"code": {"width": lay.width, "height": lay.height, "cell": lay.cell,
                          "cells": framecode.CELLS, "rows": framecode.ROWS},
                 "play_audio": cfg.play_audio, "render": cfg.render_video,
                 "audio_processing": cfg.audio_processing, "simulcast": cfg.simulcast, "codec": cfg.codec,
                 "svc": f"L{cfg.simulcast}T3_KEY" if cfg.svc else None,
-                "token": token}
+                "token": ctx.site.token}
 
     def url(room, user):
         probe = json.dumps({**settings, "receive_layer": cfg.receive_layer_of(user)}, separators=(",", ":"))

@@ -165,10 +165,14 @@ class Emulator:
     """The sfubench-netem process of a run, bridging `a` (the clients' side) and `b` (the SFU's) in
     the namespace `netns`; its counters land in `stats` once a second."""
 
-    def __init__(self, binary: Path, netns: str, a: str, b: str, network: Network, stats: Path, log: Path,
+    def __init__(self, binary: Path, link: tuple, network: Network, folder: Path,
                  group: tuple[str, Network] | None = None):
-        """`group`: (a client address, the network its frames take instead)."""
-        self.argv = ["ip", "netns", "exec", netns, str(binary), "-a", a, "-b", b,
+        """`link`: the lab's two ends in the emulator's namespace (lab.py's Hosts: the clients' side,
+        then the SFU's); its counters and log go to `folder` (netem.json, netem.log); `group`: (a
+        client address, the network its frames take instead)."""
+        stats, log = folder / "netem.json", folder / "netem.log"
+        self.argv = ["ip", "netns", "exec", link[0].netns, str(binary), "-a", link[0].interface, "-b",
+                     link[1].interface,
                      "-up", json.dumps(dataclasses.asdict(network.up)),
                      "-down", json.dumps(dataclasses.asdict(network.down)), "-stats", str(stats)]
         if group is not None:

@@ -16,6 +16,7 @@ split further, that state would be passed between them at every step.)
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .browsers import Browser, Browsers
@@ -58,31 +59,49 @@ class Participant:
         return "synthetic" if self.browser is None else "browser"
 
 
-class Runner:
-    """Runs one scenario. `open_browser()` returns a WebDriver already showing the host page;
-    `client_url(room, user)` gives a participant's page; `synthetic` (sfubench.synthetic.Generator)
-    carries the participants the settings make synthetic, which join with `client_params(room,
-    user)`; `probes` are read at both edges of every measurement and at every background tick;
-    `watches` (the SFU's health, the run folder's) are called about once a second and raise when the
-    run cannot go on."""
+@dataclass(frozen=True)
+class Clients:
+    """How the runner reaches its participants: `open_browser()` returns a WebDriver already showing
+    the host page, `client_url(room, user)` gives a participant's page; `generator`
+    (sfubench.synthetic.Generator) carries the participants the settings make synthetic, which join
+    with `client_params(room, user)`."""
+    open_browser: Callable
+    client_url: Callable
+    generator: object = None
+    client_params: Callable | None = None
 
-    def __init__(self, cfg, shape: LoadShape, bus: Bus, collector: Collector, open_browser, client_url,
-                 probes=(), watches=(), synthetic=None, client_params=None, set_network=None):
+
+@dataclass(frozen=True)
+class Watches:
+    """What the runner reads and keeps an eye on: `probes`, read at both edges of every measurement
+    and at every background tick; `checks` (the SFU's health, the run folder's, the clock), called
+    about once a second, which raise when the run cannot go on; `set_network(profile or None)`, which
+    puts the lab's link under a profile (None: the run's own; no emulator: None)."""
+    probes: tuple = ()
+    checks: tuple = ()
+    set_network: Callable | None = None
+
+
+class Runner:
+    """Runs one scenario over the participants `clients` reach, measuring with `watches`."""
+
+    def __init__(self, cfg, shape: LoadShape, bus: Bus, collector: Collector, clients: Clients,
+                 watches: Watches = Watches()):
         self.cfg = cfg
         self.shape = shape
         self.bus = bus
         self.collector = collector
-        self.client_url = client_url
-        self.synthetic = synthetic
-        self.client_params = client_params
-        self.set_network = set_network   # (profile name or None: the run's own) -> applies it to the link
+        self.client_url = clients.client_url
+        self.synthetic = clients.generator
+        self.client_params = clients.client_params
+        self.set_network = watches.set_network
         self.network = None
-        self.probes = list(probes)
-        self.watches = list(watches)   # callables that raise when the run cannot go on
+        self.probes = list(watches.probes)
+        self.watches = list(watches.checks)
         self.next_watch = 0.0
         self.clocks_flagged: set[str] = set()   # roles whose hosts' clocks were found astray
         self.steps: list[ClockStepped] = []     # the wall clock's steps so far: each costs its window
-        self.browsers = Browsers(open_browser, self.event, self.say, self.fail)
+        self.browsers = Browsers(clients.open_browser, self.event, self.say, self.fail)
         self.participants: list[Participant] = []
         self.status = Status()
         self.window = 0
@@ -431,8 +450,8 @@ class Runner:
         """Opens a window that every live page starts sampling at LEAD_S from now."""
         self.window += 1
         users = self.live()
-        w = self.collector.open_window(phase, self.window, n, self.cfg.sample_interval,
-                                       self.status.participants, users, time.time() + LEAD_S)
+        w = self.collector.open_window(Window(phase, self.window, n, self.cfg.sample_interval,
+                                              self.status.participants, time.time() + LEAD_S, frozenset(users)))
         self.collector.send({"cmd": "measure", "phase": phase, "window": w.id, "n": n,
                              "interval": self.cfg.sample_interval, "at": round(w.opened * 1000)}, users)
         return w

@@ -16,7 +16,7 @@ def opt(default, help, *, min=None, max=None, choices=None, metavar=None, scenar
     """A setting. `scenario`: whether it shapes what the SFU is put through, so that runs differing in
     it are not comparable (compare refuses them, trends keep them apart); where results go, how the
     lab is named and what the clients may spend are not. A default of "auto" is resolved for the
-    site the run uses (`resolve_auto`); `kind` is then the setting's type. `flag`: its public name
+    site the run uses (its `defaults`, sites.py); `kind` is then the setting's type. `flag`: its public name
     (flag, environment variable, file key) where that cannot be the Python name (a keyword).
     `repeat`: the flag may be given several times and a file may give a list; the values are kept
     joined by SEPARATOR."""

@@ -9,6 +9,8 @@ import contextlib
 import os
 import secrets
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import cgroups
@@ -18,7 +20,9 @@ from . import synthetic
 from . import traffic
 from .agent import PROBE_PORT, TOKEN_ENV, TOKEN_HEADER
 from .cgroups import CpuGroup
-from .config import Config, ConfigError
+from .config import BROWSER_CORES, BROWSER_SHARE, LAB_SFU_CORES, Config, ConfigError, cpu_list
+from .settings import AUTO
+from .shapes.until_knee import LAB_RAMP_MINUTES
 from .gobuild import GoBuildError
 from .lab import Host, LocalLab, Resident
 from .probes import GroupProbe, RemoteProbe, TreeProbe
@@ -40,6 +44,16 @@ class Site:
         self.grid_url = grid_url
         self.page_host = page_address or "127.0.0.1"
         self.token = token or os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
+
+    @classmethod
+    def defaults(cls, values: dict) -> dict:
+        """`values` (every setting) with each "auto" that depends on where the run goes replaced by
+        what it stands for on this kind of site."""
+        raise NotImplementedError
+
+    @classmethod
+    def refuse(cls, cfg: Config) -> None:
+        """ConfigError for the settings this kind of site cannot honour."""
 
     def check(self, adapter) -> None:
         """Refuses an SFU this site cannot run (ConfigError)."""
@@ -79,7 +93,7 @@ class Site:
         """(a grid this run started or None, the grid's URL)."""
         return None, self.grid_url
 
-    def generator(self, synth: dict, collect_url: str, failed, fps: int, run_path: Path):
+    def generator(self, synth: dict, collect_url: str, failed, run_path: Path):
         raise NotImplementedError
 
     def browser_media(self, media, page_url: str, cache: Path) -> tuple[Path, Path, dict]:
@@ -110,6 +124,39 @@ class LocalSite(Site):
     """This machine: the SFU and the clients in two network namespaces joined by a veth link
     (lab.py), each role in a cgroup of its own, the link optionally emulated (network.py)."""
     kind = "local"
+
+    @classmethod
+    def defaults(cls, values: dict) -> dict:
+        """This machine's lab: on two cores or more the SFU on CPU 0 and the clients on the rest, so
+        neither takes the other's; a budget of LAB_SFU_CORES (a ramp to the knee with synthetic
+        participants has its own sized: calibrate.py); browsers measuring the first room, as many as
+        the clients' cores carry with headroom; a ramp bounded to keep a default run under 10 min."""
+        cpus = os.cpu_count() or 1
+        split = cpus >= 2
+        chosen = {"sfu_cpus": LAB_SFU_CORES, "sfu_cpuset": "0" if split else "",
+                  "client_cpuset": (f"1-{cpus - 1}" if cpus > 2 else "1") if split else "",
+                  "real_rooms": 1, "ramp_minutes": LAB_RAMP_MINUTES}
+        out = {**values, **{name: v for name, v in chosen.items() if values.get(name) == AUTO}}
+        if out.get("real_per_room") == AUTO:
+            try:
+                reach = len(cpu_list(out.get("client_cpuset") or "")) or cpus
+            except ValueError:
+                reach = cpus   # a malformed list: its own check says so
+            quota = out.get("client_cpus")
+            # a quota above the CPUs the clients may use buys nothing (nor does one out of bounds)
+            cores = min(quota, reach) if isinstance(quota, (int, float)) and quota > 0 else reach
+            room = out.get("users_per_room") if isinstance(out.get("users_per_room"), int) else 64
+            out["real_per_room"] = max(1, min(room, int(cores * BROWSER_SHARE / BROWSER_CORES)))
+        return out
+
+    @classmethod
+    def refuse(cls, cfg: Config) -> None:
+        if cfg.client_probes:
+            raise ConfigError("--client-probes reads a remote grid's nodes (with --sfu-address); the "
+                              "local lab probes its clients itself")
+        if cfg.synthetic_generators:
+            raise ConfigError("--synthetic-generators drives generators of a remote run (with --sfu-address); "
+                              "the local lab starts its own")
 
     def __init__(self, cfg: Config):
         super().__init__(cfg.grid_url, cfg.page_address)
@@ -158,10 +205,8 @@ class LocalSite(Site):
         self.held = True
         plan = self.net_plan
         if plan.own is not None:
-            link = self.lab.link
             self.emulator = network.Emulator(
-                self.emulator_binary, link[0].netns, link[0].interface, link[1].interface, plan.own,
-                run_path / "netem.json", run_path / "netem.log",
+                self.emulator_binary, self.lab.link, plan.own, run_path,
                 None if plan.synthetic is None else (self.lab.group_address, plan.synthetic))
             self.emulator.start()
         for g in self._groups.values():
@@ -188,10 +233,10 @@ class LocalSite(Site):
         grid.start()
         return grid, grid.url
 
-    def generator(self, synth: dict, collect_url: str, failed, fps: int, run_path: Path):
+    def generator(self, synth: dict, collect_url: str, failed, run_path: Path):
         address = self.lab.group_address if synth["own_address"] else self.lab.clients.address
-        return synthetic.Generator(synth["binary"], synth["driver"], collect_url, synth["encoded"], fps, address,
-                                   run_path / "synth.log", self.token, **self._wrap("clients"))
+        return synthetic.Generator(synth, collect_url, address, run_path / "synth.log", self.token,
+                                   **self._wrap("clients"))
 
     def probes(self, server, grid, generator, progress) -> list:
         lab, groups = self.lab, self._groups
@@ -256,34 +301,74 @@ class LocalSite(Site):
         return {"wrap": self._groups[role].wrap} if role in self._groups else {}
 
 
+@dataclass(frozen=True)
+class Provisioned:
+    """What a remote site has beyond its SFU's and its grid's addresses, from the settings or a
+    provisioner (cloud/run.py): the probe its grid's nodes answer (`client_probes`), where
+    generators already running take commands (`generators_url`) and their addresses
+    (`generators()`), the provisioner's own probes and listeners (its nodes' CPU, its grid scaling
+    with the rooms), what the grid must be before the run (`grid_check`: a provisioner's, which
+    scales its nodes as rooms start, needs its hub to answer only), what the provisioner leaves if
+    the run is stopped mid-teardown (`leftovers()`), and the run's `token`, which the hosts were
+    given."""
+    client_probes: str = ""
+    generators_url: str = ""
+    generators: Callable | None = None
+    probes: tuple = ()
+    listeners: tuple = ()
+    grid_check: Callable | None = None
+    leftovers: Callable | None = None
+    token: str = ""
+
+
 class RemoteSite(Site):
     """An SFU host running `sfubench serve` and a Selenium Grid elsewhere: nothing of the run's is
     on this machine but the engine, which serves the pages on `page_address` (one the grid's nodes
-    reach). `generators_url` drives synthetic generators already running there; `generators()`
-    names their addresses; `extra_probes` and `extra_listeners` are the provisioner's (its nodes'
-    CPU, its grid scaling with the rooms)."""
+    reach); the nodes read the media from `node_cache`."""
     kind = "remote"
 
     def __init__(self, sfu_address: str, grid_url: str, page_address: str, node_cache: str,
-                 client_probes: str = "", generators_url: str = "", generators=None,
-                 extra_probes=(), extra_listeners=(), token: str = "", grid_check=None, leftovers=None):
-        """`grid_check`: what the grid must be before the run, when not ready at once (a
-        provisioner's, which scales its nodes as the rooms start, needs the hub to answer only);
-        `leftovers()`: what the provisioner leaves if the run is stopped mid-teardown."""
-        super().__init__(grid_url, page_address, token)
+                 provisioned: Provisioned = Provisioned()):
+        super().__init__(grid_url, page_address, provisioned.token)
         self.run_path: Path | None = None
-        if grid_check is not None:
-            self.grid_check = grid_check
-        if leftovers is not None:
-            self.leftovers = leftovers
-        self.sfu_address, self.node_cache, self.client_probes = sfu_address, node_cache, client_probes
-        self.generators_url, self.generator_addresses = generators_url, generators
-        self.extra_probes, self.extra_listeners = list(extra_probes), list(extra_listeners)
+        if provisioned.grid_check is not None:
+            self.grid_check = provisioned.grid_check
+        if provisioned.leftovers is not None:
+            self.leftovers = provisioned.leftovers
+        self.sfu_address, self.node_cache, self.client_probes = sfu_address, node_cache, provisioned.client_probes
+        self.generators_url, self.generator_addresses = provisioned.generators_url, provisioned.generators
+        self.extra_probes, self.extra_listeners = list(provisioned.probes), list(provisioned.listeners)
+
+    @classmethod
+    def defaults(cls, values: dict) -> dict:
+        """Hosts elsewhere: their machines are the budget, every participant a browser, the ramp
+        as long as the hosts carry."""
+        chosen = {"sfu_cpus": 0.0, "sfu_cpuset": "", "client_cpuset": "", "real_rooms": 1000,
+                  "real_per_room": 64, "ramp_minutes": 0.0}
+        return {**values, **{name: v for name, v in chosen.items() if values.get(name) == AUTO}}
+
+    @classmethod
+    def refuse(cls, cfg: Config) -> None:
+        """What only the local lab can honour; and an SFU given by its address needs a grid, and
+        generators for synthetic participants (a cloud run's provisioner gives both)."""
+        if cfg.sfu_cpus or cfg.client_cpus or cfg.sfu_cpuset or cfg.client_cpuset:
+            raise ConfigError("CPU quotas and pinning confine the local lab's processes; a remote run's "
+                              "hosts are sized by Terraform and the grid's manifests")
+        if cfg.network != "none" or cfg.synthetic_network:
+            raise ConfigError("--network emulates the local lab's link; a remote run's network is "
+                              "the cloud's own")
+        if cfg.sfu_address and not cfg.grid_url:
+            raise ConfigError("--sfu-address needs --grid-url: with a remote SFU the browsers run on a "
+                              "remote grid too")
+        if cfg.sfu_address and cfg.browser_participants < cfg.participants and not cfg.synthetic_generators:
+            raise ConfigError("synthetic participants in a remote run need generators on the grid's hosts: "
+                              "give --synthetic-generators (the cloud provisioner starts them), or leave "
+                              "--real-per-room and --real-rooms at their defaults")
 
     @classmethod
     def from_config(cls, cfg: Config) -> "RemoteSite":
         return cls(cfg.sfu_address, cfg.grid_url, cfg.page_address, cfg.node_cache or cfg.cache,
-                   cfg.client_probes, cfg.synthetic_generators)
+                   Provisioned(cfg.client_probes, cfg.synthetic_generators))
 
     def describe(self) -> dict:
         return {**super().describe(), "sfu_address": self.sfu_address, "node_cache": self.node_cache,
@@ -326,7 +411,7 @@ class RemoteSite(Site):
         except OSError as e:
             say(f"sfu: its host's {what} could not be read ({e})")
 
-    def generator(self, synth: dict, collect_url: str, failed, fps: int, run_path: Path):
+    def generator(self, synth: dict, collect_url: str, failed, run_path: Path):
         return synthetic.RemoteGenerators(self.generators_url, collect_url, failed, self.token,
                                           addresses=self.generator_addresses)
 
@@ -354,9 +439,14 @@ class RemoteSite(Site):
         return self.extra_listeners
 
 
+def kind_for(values: dict) -> type[Site]:
+    """The kind of site the settings name: an SFU address makes the run remote."""
+    return RemoteSite if values.get("sfu_address") else LocalSite
+
+
 def for_config(cfg: Config) -> Site:
-    """The site the settings name: an SFU address makes the run remote."""
-    return RemoteSite.from_config(cfg) if cfg.sfu_address else LocalSite(cfg)
+    """The site the settings name."""
+    return RemoteSite.from_config(cfg) if kind_for(cfg.as_dict()) is RemoteSite else LocalSite(cfg)
 
 
 def _groups(cfg: Config) -> dict[str, CpuGroup]:

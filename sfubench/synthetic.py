@@ -39,14 +39,17 @@ def build(cache: Path) -> Path:
 
 
 class Generator:
-    """The sfubench-synth process of a run. `wrap` makes its argv join the clients' cgroup; it
-    inherits the engine's network namespace (the clients'); `token`, the run's, goes to it in its
-    environment."""
+    """The sfubench-synth process of a run: `synth` is what the engine prepared for it (its
+    `binary`, `driver`, the clip `encoded` per layer and its `fps`). `wrap` makes its argv join the
+    clients' cgroup; it inherits the engine's network namespace (the clients'); `token`, the run's,
+    goes to it in its environment."""
 
-    def __init__(self, binary: Path, driver: str, collect_url: str, encoded, fps: int, client_ip: str,
-                 log: Path, token: str, wrap=lambda argv: argv):
-        self.argv = wrap([str(binary), "-driver", driver, "-collect", collect_url, "-video", ",".join(map(str, encoded.video)),
-                          "-audio", str(encoded.ogg), "-fps", str(fps), "-client-ip", client_ip])
+    def __init__(self, synth: dict, collect_url: str, client_ip: str, log: Path, token: str,
+                 wrap=lambda argv: argv):
+        encoded = synth["encoded"]
+        self.argv = wrap([str(synth["binary"]), "-driver", synth["driver"], "-collect", collect_url,
+                          "-video", ",".join(map(str, encoded.video)), "-audio", str(encoded.ogg),
+                          "-fps", str(synth["fps"]), "-client-ip", client_ip])
         self.log_path = log
         self.env = {**os.environ, TOKEN_ENV: token}
         self.proc: subprocess.Popen | None = None

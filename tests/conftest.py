@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiers import PARTS
+from support.tiers import PARTS
 
 
 def pytest_collection_modifyitems(items):

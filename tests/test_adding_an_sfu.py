@@ -15,7 +15,7 @@ from sfubench import cgroups, config, loadtest
 from sfubench.progress import Progress
 from sfubench.rundir import read
 
-from tiers import full
+from support.tiers import full
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "adding-an-sfu.md"

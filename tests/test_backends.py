@@ -11,9 +11,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from reports import history, resultsdb, synthetic
+from reports import history, resultsdb
 
-import backends
+from support import backends, fakerun
 
 ROOT = Path(__file__).resolve().parent.parent
 DAY = 86_400_000
@@ -38,7 +38,7 @@ def test_postgres_takes_a_database_made_before_versions_were_kept_and_upgrades_i
             conn.execute(statement)
         conn.execute("INSERT INTO runs (run, sfu, started, scenario, status) VALUES ('old-janus', 'janus', 1, 's', 'ok')")
         conn.execute("INSERT INTO metrics (run, name, value) VALUES ('old-janus', 'recv_bps', 1e6)")
-    run = synthetic.make_run(tmp_path, rooms=2, seed=1)
+    run = fakerun.make_run(tmp_path, rooms=2, seed=1)
     history.record(run, url)
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchall() == [(resultsdb.VERSION,)]
@@ -53,9 +53,10 @@ def test_postgres_loses_nothing_when_runners_record_at_once(postgres_server, tmp
     """Two processes open a new database at once (both find it unmigrated) and record six runs
     each: every run and every figure is there."""
     url = new_database(postgres_server, "fleet")
-    script = ("import sys; from pathlib import Path; from reports import history, synthetic\n"
+    script = ("import sys; from pathlib import Path; from reports import history; sys.path.insert(0, 'tests')\n"
+              "from support import fakerun\n"
               "out = Path(sys.argv[1]); out.mkdir()\n"
-              "runs = [synthetic.make_run(out, rooms=2, seed=s, start_ms=1_760_000_000_000 + s * 86_400_000,"
+              "runs = [fakerun.make_run(out, rooms=2, seed=s, start_ms=1_760_000_000_000 + s * 86_400_000,"
               " name=f'{out.name}-{s}-janus') for s in range(6)]\n"
               "sys.stdin.readline()\n"   # all made: record at the same moment as the other
               "for r in runs: history.record(r, sys.argv[2])\n")

@@ -1,4 +1,4 @@
-"""The cloud grid's provisioner against a real control plane (tests/controlplane.py): the manifests
+"""The cloud grid's provisioner against a real control plane (tests/support/controlplane.py): the manifests
 of k8s/ applied, the Chrome nodes scaled with the rooms, the runner's Role confined to its
 namespace, and the teardown. Every assertion reads the API server's own state."""
 from __future__ import annotations
@@ -17,9 +17,10 @@ from kubernetes.client.exceptions import ApiException
 from sfubench import config
 from sfubench import grid as grid_mod
 from sfubench.cloud import kube
+from sfubench.sites import RemoteSite
 
-from controlplane import NODE_LEASE_S, ControlPlane
-from tiers import full
+from support.controlplane import NODE_LEASE_S, ControlPlane
+from support.tiers import full
 
 OVERLAYS = ["base"] + sorted(p.name for p in (kube.MANIFESTS / "overlays").iterdir())
 
@@ -104,22 +105,22 @@ def _ready_pods(core, namespace: str, name: str) -> int:
 def _cfg(**kw):
     """A cloud run's settings, the "auto" ones resolved as cloud-loadtest resolves them."""
     return config.load(cli={"sfu": "janus", "users_per_room": 5, "participants_per_browser": 1, **kw}, env={},
-                       remote=True)
+                       site=RemoteSite)
 
 
 def test_node_count_follows_rooms_sessions_and_participants_per_browser():
-    grid = kube.KubeGrid(None, "x", objects=kube.render("small"))
+    grid = kube.KubeGrid(None, "x", kube.GridSpec(objects=kube.render("small")))
     assert grid.sessions_per_node == 2
     assert [grid.nodes_for(_cfg(), rooms) for rooms in (1, 2, 3)] == [3, 5, 8]   # 5, 10, 15 sessions
     # 0.65 core a node carries 2 participants: sessions alone would put 15 participants in 3 tabs on 2
     assert grid.participants_per_node == 2
     assert grid.nodes_for(_cfg(participants_per_browser=5), 3) == 8
-    assert grid.nodes_for(config.load(cli={"sfu": "janus"}, env={}, remote=True), 3) == 11  # 21 in 3 tabs
+    assert grid.nodes_for(config.load(cli={"sfu": "janus"}, env={}, site=RemoteSite), 3) == 11  # 21 in 3 tabs
     assert grid.nodes_for(_cfg(real_per_room=2, real_rooms=1), 4) == 1          # 2 browsers at most
 
 
 def test_generator_count_follows_the_streams_the_synthetic_participants_receive():
-    grid = kube.KubeGrid(None, "x", objects=kube.render("base"), sfu="livekit")
+    grid = kube.KubeGrid(None, "x", kube.GridSpec(objects=kube.render("base"), sfu="livekit"))
     assert grid.streams_per_generator == 240
     assert grid.generators_for(_cfg(), 5) == 0                                   # browsers only
     # rooms of 5 with 1 browser: 4 synthetic participants a room, each receiving 4 streams
@@ -133,7 +134,7 @@ def test_generator_count_follows_the_streams_the_synthetic_participants_receive(
 def test_pods_run_the_runners_commit_and_check_its_media():
     """The sfubench image by the runner's commit (a tag that never moves), every other image as
     pinned; each node's init container told the run's media profile and the runner's digest."""
-    grid = kube.KubeGrid(None, "x", objects=kube.render("aws"), commit="b940d9a", media=("paper", "d1g35t"))
+    grid = kube.KubeGrid(None, "x", kube.GridSpec(objects=kube.render("aws"), commit="b940d9a", media=("paper", "d1g35t")))
     images = {c["name"]: (c["image"], c.get("imagePullPolicy")) for c in grid._containers()}
     assert images["media"] == images["synth"] == ("ghcr.io/sfubench/sfubench:b940d9a", "IfNotPresent")
     assert images["chrome"][0] == "selenium/node-chrome:4.47.0"
@@ -147,7 +148,7 @@ def test_generators_scale_with_a_rooms_synthetic_participants(cluster):
     the room's participants join, and the generator reachable at its pod's address."""
     api = cluster.api()
     core = k8s.CoreV1Api(api)
-    grid = kube.KubeGrid(api, "sfubench-t3", overlay="small", sfu="inhouse")
+    grid = kube.KubeGrid(api, "sfubench-t3", kube.GridSpec(overlay="small", sfu="inhouse"))
     try:
         grid.deploy(timeout=120)
         handler, _ = grid.listener(_cfg(real_per_room=1), timeout=120)
@@ -163,7 +164,7 @@ def test_generators_scale_with_a_rooms_synthetic_participants(cluster):
 
 def test_deploy_scale_with_rooms_and_teardown(cluster):
     api = cluster.api()
-    grid = kube.KubeGrid(api, "sfubench-t1", overlay="small", token=RUN_TOKEN, runner_cidr="10.20.0.5/32")
+    grid = kube.KubeGrid(api, "sfubench-t1", kube.GridSpec(overlay="small", token=RUN_TOKEN, runner_cidr="10.20.0.5/32"))
     apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
     try:
         grid.deploy(timeout=120)
@@ -229,7 +230,7 @@ def test_private_images_are_pulled_with_the_registrys_credentials(cluster, tmp_p
     docker_config = json.dumps({"auths": {"registry.example": {"auth": base64.b64encode(b"ci:x").decode()}}})
     api = cluster.api()
     core = k8s.CoreV1Api(api)
-    grid = kube.KubeGrid(api, "sfubench-t4", overlay="small", token=RUN_TOKEN, pull_secret=docker_config)
+    grid = kube.KubeGrid(api, "sfubench-t4", kube.GridSpec(overlay="small", token=RUN_TOKEN, pull_secret=docker_config))
     try:
         grid.deploy(timeout=120)
         secret = core.read_namespaced_secret(kube.PULL_SECRET, "sfubench-t4")
@@ -243,7 +244,7 @@ def test_private_images_are_pulled_with_the_registrys_credentials(cluster, tmp_p
     finally:
         grid.teardown(timeout=120)
     assert not any(o["kind"] == "Secret" and o["metadata"]["name"] == kube.PULL_SECRET
-                   for o in kube.KubeGrid(api, "sfubench-t5", overlay="small").objects)
+                   for o in kube.KubeGrid(api, "sfubench-t5", kube.GridSpec(overlay="small")).objects)
 
     bad = tmp_path / "config.json"
     bad.write_text("{}")
@@ -256,13 +257,13 @@ def test_runner_role_is_confined_to_its_namespace(cluster):
     """With the token of the runner's ServiceAccount (the Role of k8s/base) the grid can be scaled,
     and nothing outside its namespace can be read or changed."""
     admin = cluster.api()
-    grid = kube.KubeGrid(admin, "sfubench-t2", overlay="small")
+    grid = kube.KubeGrid(admin, "sfubench-t2", kube.GridSpec(overlay="small"))
     try:
         grid.deploy(timeout=120)
         token = k8s.CoreV1Api(admin).create_namespaced_service_account_token(
             "sfubench-runner", "sfubench-t2",
             k8s.AuthenticationV1TokenRequest(spec=k8s.V1TokenRequestSpec(audiences=["sfubench"]))).status.token
-        runner = kube.KubeGrid(cluster.api(token), "sfubench-t2", overlay="small")
+        runner = kube.KubeGrid(cluster.api(token), "sfubench-t2", kube.GridSpec(overlay="small"))
         runner.scale(1, timeout=120)
         assert k8s.AppsV1Api(admin).read_namespaced_deployment("chrome-node", "sfubench-t2").spec.replicas == 1
         core = k8s.CoreV1Api(cluster.api(token))
@@ -288,7 +289,7 @@ def test_deploy_refuses_what_the_api_server_refuses(cluster):
     objects = kube.render("small")
     hub = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "selenium-hub")
     hub["spec"]["replicas"] = -1
-    grid = kube.KubeGrid(cluster.api(), "sfubench-t3", objects=objects)
+    grid = kube.KubeGrid(cluster.api(), "sfubench-t3", kube.GridSpec(objects=objects))
     try:
         with pytest.raises(kube.KubeError, match="applying Deployment selenium-hub: .*replicas"):
             grid.deploy(timeout=30)
@@ -301,7 +302,7 @@ def test_cleanup_deletes_the_grid_a_killed_run_left(cluster, tmp_path, monkeypat
     """`sfubench cloud-cleanup` (the nightly's always-run step) finds the run folder a killed
     runner left and deletes that run's namespace, through the kubeconfig as a user has it."""
     from sfubench.cloud import run as cloud_run
-    kube.KubeGrid(cluster.api(), "sfubench-r20261123000000", overlay="small").deploy(timeout=120)
+    kube.KubeGrid(cluster.api(), "sfubench-r20261123000000", kube.GridSpec(overlay="small")).deploy(timeout=120)
     (tmp_path / "r20261123000000-cloud-aws").mkdir()
     monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
     assert cloud_run.cleanup(tmp_path) == []
@@ -375,7 +376,7 @@ def test_nodes_that_join_late_and_a_node_lost_mid_run(cluster):
     for the nodes the rooms need again, or says in one line why they did not come."""
     api = cluster.api()
     core = k8s.CoreV1Api(api)
-    grid = kube.KubeGrid(api, "sfubench-t3", overlay="small", token=RUN_TOKEN)
+    grid = kube.KubeGrid(api, "sfubench-t3", kube.GridSpec(overlay="small", token=RUN_TOKEN))
     handler, _ = grid.listener(_cfg(), timeout=150)
 
     def room(n, on=handler):

@@ -1,4 +1,4 @@
-"""The cloud path rehearsed on a bare host (tests/barehost.py): the user_data Terraform renders for
+"""The cloud path rehearsed on a bare host (tests/support/barehost.py): the user_data Terraform renders for
 a run, fed to a minimal Debian 12 booted with systemd, must bring the SFU up healthy where the
 runner reaches it, with nothing on the host beforehand but what a cloud image has.
 
@@ -26,10 +26,10 @@ from sfubench.config import ROOT, cache_root
 from sfubench.lab import Host
 from sfubench.sfu import Adapter
 
-from awsapi import moto_server
-from barehost import BareHost, debian_root
-from controlplane import ControlPlane
-from tiers import full
+from support.awsapi import moto_server
+from support.barehost import BareHost, debian_root
+from support.controlplane import ControlPlane
+from support.tiers import full
 
 LOCAL = tuple(name for name in config.available_sfus() if "local" in Adapter.load(name).where)
 HOST_REPO = "/srv/sfubench.git"
@@ -157,7 +157,7 @@ def test_rehearsal_the_nightlys_cleanup_passes_after_a_clean_run(image, repo, tm
     (tmp_path / "user-data").write_text(user_data("janus", host, commit, None))
     (tmp_path / "environment").mkdir()
     (tmp_path / "environment" / "main.tf").write_text(HOST_ENVIRONMENT)
-    script = Path(__file__).with_name("barehost.py")
+    script = Path(__file__).parent / "support" / "barehost.py"
     binds = " ".join(f"{src}={dst}" for src, dst in {bare: HOST_REPO, **caches()}.items())
     hosts = terraform.Hosts(tmp_path / "environment", {
         "run_id": run_id, "address": host.address,

@@ -11,7 +11,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from awsapi import moto_server
+from support.awsapi import moto_server
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -24,6 +24,7 @@ from sfubench.cloud import terraform
 from sfubench.cloud.courier import Courier
 from sfubench.cloud.tools import tool
 from sfubench.sfu import Adapter
+from sfubench.sites import RemoteSite
 
 TF = terraform.TERRAFORM
 MODULES = [TF / "modules" / "sfu-plan", TF / "modules" / "aws-sfu-host", TF / "environments" / "aws"]
@@ -242,7 +243,7 @@ def test_the_hosts_go_into_the_clusters_subnet_and_admit_its_vpc_and_its_pages(m
     from SFUBENCH_VPC_CIDR, the cluster's VPC, not from a new VPC's range, and `sfubench serve`
     learns where the pages come from."""
     from sfubench.cloud import run as cloud_run
-    cfg = config.load(cli={"sfu": "inhouse", "page_address": "172.31.4.5"}, env={}, remote=True)
+    cfg = config.load(cli={"sfu": "inhouse", "page_address": "172.31.4.5"}, env={}, site=RemoteSite)
     monkeypatch.delenv("SFUBENCH_SUBNET_ID", raising=False)
     monkeypatch.delenv("SFUBENCH_VPC_CIDR", raising=False)
     assert "subnet_id" not in cloud_run.variables(cfg, "r1", "ci", 1.0)   # a VPC of the run's own

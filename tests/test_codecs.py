@@ -17,7 +17,7 @@ import pytest
 from sfubench import config
 from sfubench.sfu import Adapter
 
-from tiers import tiered
+from support.tiers import tiered
 
 ROOT = Path(__file__).resolve().parent.parent
 USERS = 3

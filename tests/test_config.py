@@ -8,6 +8,7 @@ import pytest
 from sfubench import config
 from sfubench.config import ConfigError, load, tile_layer
 from sfubench.sfu import Adapter
+from sfubench.sites import RemoteSite
 from sfubench.shapes.until_knee import LAB_RAMP_MINUTES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,14 +93,17 @@ def test_each_participant_asks_for_the_layer_the_setting_gives_it_browser_or_syn
 
 def test_auto_settings_resolve_for_a_remote_site():
     """A remote SFU's host is its own budget and the remote grid carries browsers throughout."""
-    for c in (load(env={}, remote=True),
+    for c in (load(env={}, site=RemoteSite),
               load(cli={"sfu_address": "10.42.0.9", "grid_url": "http://h:4444"}, env={})):
         assert (c.sfu_cpus, c.sfu_cpuset, c.client_cpuset) == (0, "", "")
         assert c.browser_participants == c.participants
         assert c.ramp_minutes == 0   # its hosts ramp as far as they carry: no time bound
-    assert load(env={}, remote=True, cli={"sfu_cpus": "0.5"}).sfu_cpus == 0.5
+    # a setting given wins over the site's auto; one the site cannot honour is refused
+    assert load(env={}, site=RemoteSite, cli={"real_per_room": "2"}).real_per_room == 2
+    with pytest.raises(ConfigError, match="CPU quotas and pinning confine the local lab's processes"):
+        load(env={}, site=RemoteSite, cli={"sfu_cpus": "0.5"})
     assert load(env={}).ramp_minutes == LAB_RAMP_MINUTES
-    assert load(env={}, remote=True, cli={"ramp_minutes": "30"}).ramp_minutes == 30
+    assert load(env={}, site=RemoteSite, cli={"ramp_minutes": "30"}).ramp_minutes == 30
 
 
 def test_precedence_default_file_env_flag(tmp_path):

@@ -23,8 +23,8 @@ from sfubench.progress import Progress
 from sfubench.rundir import read
 from sfubench.sfu import Adapter, secret_variable
 
-from scenarios import leave_and_rejoin
-from tiers import tiered
+from support.scenarios import leave_and_rejoin
+from support.tiers import tiered
 
 LOCAL = tuple(name for name in config.available_sfus() if "local" in Adapter.load(name).where)
 USERS = 7

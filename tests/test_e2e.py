@@ -19,8 +19,8 @@ import pytest
 from reports import metrics, runfiles, windows
 from sfubench.rundir import read
 
-from interrupt import as_a_terminal_starts_it
-from tiers import full
+from support.interrupt import as_a_terminal_starts_it
+from support.tiers import full
 
 ROOT = Path(__file__).resolve().parent.parent
 USERS = 4

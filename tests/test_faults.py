@@ -24,8 +24,8 @@ from sfubench import cgroups
 from sfubench.grid import free_port
 from sfubench.rundir import read
 
-from interrupt import as_a_terminal_starts_it
-from tiers import full
+from support.interrupt import as_a_terminal_starts_it
+from support.tiers import full
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX, SUBNET = "sfubf", "127.0.4"

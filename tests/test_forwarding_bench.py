@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import cpushare  # noqa: E402
 import forwarding  # noqa: E402
 
-from tiers import full  # noqa: E402
+from support.tiers import full  # noqa: E402
 
 
 @full

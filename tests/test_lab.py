@@ -94,8 +94,7 @@ def test_an_emulated_link_delays_udp_by_its_profile_and_is_torn_down(media_cache
     net = network.Network("t", network.Direction(delay_ms=30), network.Direction(delay_ms=30))
     lab = LocalLab("sfubt", "127.0.9", emulated=True)
     with lab:
-        emu = network.Emulator(network.binary(media_cache), lab.link[0].netns, lab.link[0].interface,
-                               lab.link[1].interface, net, tmp_path / "netem.json", tmp_path / "netem.log")
+        emu = network.Emulator(network.binary(media_cache), lab.link, net, tmp_path)
         emu.start()
         echo = subprocess.Popen(lab.sfu.command([sys.executable, "-c", ECHO.format(a=lab.sfu.address)]))
         import time

@@ -14,7 +14,7 @@ from sfubench.config import ConfigError
 from sfubench.progress import Progress
 from sfubench.rundir import read
 
-from tiers import full, tiered
+from support.tiers import full, tiered
 
 PREFIX, SUBNET = "sfubn", "127.0.8"
 

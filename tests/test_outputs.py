@@ -4,9 +4,10 @@ import sqlite3
 
 import pytest
 
-from reports import synthetic
 from sfubench import config, outputs
 from sfubench.events import Bus
+
+from support import fakerun
 
 
 def test_outputs_are_found_by_name_and_chosen_in_order():
@@ -29,7 +30,7 @@ def test_a_wrong_output_is_a_one_line_error():
 
 
 def test_report_and_history_write_the_run_folders_results(tmp_path):
-    run = synthetic.make_run(tmp_path, rooms=2, knee=None, seed=5)
+    run = fakerun.make_run(tmp_path, rooms=2, knee=None, seed=5)
     cfg = config.load(cli={"out": str(tmp_path), "output": "report,history"}, env={})
     said = []
     added = {}
@@ -44,7 +45,7 @@ def test_report_and_history_write_the_run_folders_results(tmp_path):
 
 
 def test_thresholds_write_their_verdicts_before_the_report_shows_them(tmp_path):
-    run = synthetic.make_run(tmp_path, rooms=2, knee=None, seed=5)
+    run = fakerun.make_run(tmp_path, rooms=2, knee=None, seed=5)
     cfg = config.load(cli={"out": str(tmp_path), "output": "report", "assertions": ["fps.p50>=1", "fps>=1000"]},
                       env={})
     said, meta = [], {}

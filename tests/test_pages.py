@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from sfubench.agent import TOKEN_HEADER
-from sfubench.collector import Collector
+from sfubench.collector import Collector, Window
 from sfubench.events import Bus
 from sfubench.pages import PageServer
 
@@ -83,7 +83,7 @@ def test_bad_posts_are_refused_and_strangers_ignored(server):
 def test_late_samples_count_as_missing(server):
     url, collector, records = server
     collector.add_page("r1u1", 1, 1)
-    w = collector.open_window("target", 3, 2, 1.0, 1, ["r1u1"], 0.0)
+    w = collector.open_window(Window("target", 3, 2, 1.0, 1, 0.0, frozenset(["r1u1"])))
     sample = {"type": "samples", "user": "r1u1", "phase": "target", "window": 3, "i": 0, "took_ms": 12.0,
               "samples": [{"t": 1, "direction": "send", "kind": "video", "bytes": 10}]}
     request(url + "/collect", json.dumps(sample).encode())
@@ -114,13 +114,13 @@ def test_a_generator_batch_reaches_each_participant_and_gets_their_commands(serv
 def test_the_generators_pacing_error_lands_in_the_windows_open_at_the_time(server):
     url, collector, _ = server
     collector.add_page("r1u1", 1, None, kind="synthetic")
-    w = collector.open_window("target", 1, 1, 1.0, 1, ["r1u1"], 0.0)
+    w = collector.open_window(Window("target", 1, 1, 1.0, 1, 0.0, frozenset(["r1u1"])))
     # µs late -> how many sends: 98 on time, one 3 ms late, one 40 ms late
     pacing = {"type": "generator", "pacing_us": [[0, 98], [3000, 1], [40000, 1], [-5, 1], ["x", 1]]}
     request(url + "/collect", json.dumps(pacing).encode())
     health = collector.close_window(w)
     assert health["pacing_ms_p99"] == 3.0 and health["pacing_ms_max"] == 40.0
-    after = collector.close_window(collector.open_window("target", 2, 1, 1.0, 1, ["r1u1"], 0.0))
+    after = collector.close_window(collector.open_window(Window("target", 2, 1, 1.0, 1, 0.0, frozenset(["r1u1"]))))
     assert after["pacing_ms_p99"] is None and after["pacing_ms_max"] is None
 
 

@@ -10,7 +10,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
 from sfubench import grid
-from sfubench.collector import Collector
+from sfubench.collector import Collector, Window
 from sfubench.events import Bus
 from sfubench.lab import LocalLab
 from sfubench.pages import PageServer
@@ -92,7 +92,7 @@ def test_a_measurement_is_one_command_and_every_page_answers_on_time(session):
     collector, records, _ = session
     assert wait_for(lambda: all(collector.verdict(u, PEER[u]) == "playing" for u in USERS))
     at = time.time() + LEAD_S
-    w = collector.open_window("target", 7, 3, 1.0, 2, USERS, at)
+    w = collector.open_window(Window("target", 7, 3, 1.0, 2, at, frozenset(USERS)))
     collector.send({"cmd": "measure", "phase": "target", "window": 7, "n": 3, "interval": 1.0,
                     "at": round(at * 1000)})
     assert wait_for(lambda: w.complete, timeout=10)

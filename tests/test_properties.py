@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from reports import series, stats, windows
 from sfubench import config
-from sfubench.collector import Collector
+from sfubench.collector import Collector, Window
 from sfubench.events import Bus
 
 FIELDS = sorted(config.FIELDS)
@@ -107,7 +107,7 @@ def test_the_collector_takes_any_post_without_breaking(local_media, tmp_path_fac
     bus.subscribe(lambda s, r: records.append((s, r)))
     c = Collector(bus, local_media, tmp_path_factory.mktemp("f"))
     c.add_page("p1", 1, 1)
-    w = c.open_window("target", 1, 2, 1.0, 1, ["p1"], 0.0)
+    w = c.open_window(Window("target", 1, 2, 1.0, 1, 0.0, frozenset(["p1"])))
     assert isinstance(c.collect(msg), list)
     assert c.verdict("p1", "p1") in ("playing", "frozen", "blank", "missing")
     c.close_window(w)

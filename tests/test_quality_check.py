@@ -5,7 +5,7 @@ import subprocess
 import cv2
 import numpy as np
 
-from pagesampler import levels
+from support.pagesampler import levels
 from quality import check, framecode
 from sfubench import media as media_mod
 

@@ -89,9 +89,9 @@ def test_encode_refuses_frames_it_cannot_code(paper_media):
 
 @pytest.mark.parametrize("profile", ["local", "paper"])
 def test_levels_the_page_sampler_reads_decode_after_vp8(request, vp8, profile):
-    """The page sends the mean Y of each cell's centre (sampler.js, mirrored by tests/pagesampler.py);
+    """The page sends the mean Y of each cell's centre (sampler.js, mirrored by tests/support/pagesampler.py);
     decode_levels must read those as decode() reads RGB, after a real VP8 round trip."""
-    from pagesampler import levels
+    from support.pagesampler import levels
 
     media = request.getfixturevalue(f"{profile}_media")
     frames = vp8(media, 300, frames=40)

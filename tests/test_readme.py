@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sfubench import cli, study
+from sfubench.sites import RemoteSite
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -56,6 +57,6 @@ def test_every_command_line_of_the_readme_is_accepted_as_written(line):
         argv = [*AS_CLI[target], *[a for k, v in assigned.items() for a in (VARIABLES[k], v)], *positional, *args]
     parsed = cli._parser().parse_args(argv)   # unknown options and malformed values exit 2 here
     if parsed.command in ("loadtest", "study", "cloud-loadtest"):
-        cli._settings(parsed, remote=parsed.command == "cloud-loadtest" or None)
+        cli._settings(parsed, site=RemoteSite if parsed.command == "cloud-loadtest" else None)
     if parsed.command == "study":
         study.parse_sfus(parsed.sfus)

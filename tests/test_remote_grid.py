@@ -1,5 +1,5 @@
 """A load test through a remote grid: the distributed path of the cloud, in miniature
-(tests/minigrid.py). The engine builds no lab and starts neither the SFU nor the grid; it is given
+(tests/support/minigrid.py). The engine builds no lab and starts neither the SFU nor the grid; it is given
 their addresses, as Terraform's outputs and the Kubernetes provisioner give them, and the node's
 browsers load the pages from the runner's address and send media to the SFU's, over the bridge."""
 from __future__ import annotations
@@ -19,8 +19,8 @@ from sfubench.cgroups import CpuGroup
 from sfubench.config import ROOT, cache_root
 from sfubench.rundir import read
 
-from minigrid import MiniCloud
-from tiers import full
+from support.minigrid import MiniCloud
+from support.tiers import full
 
 SECRET_BEARING = "livekit"
 NODE_CORES = 1.5
@@ -171,7 +171,7 @@ def test_an_sfu_with_secrets_gets_them_over_ssh_and_nowhere_else(mini, tmp_path)
                 "quality_frames": 0, "background_interval": 0, "out": str(out),
                 "results_db": str(tmp_path / "results.sqlite")}
     mini.serve_sfu(SECRET_BEARING, cache_root(), secrets=received)
-    runner = subprocess.Popen(mini.exec("run", [sys.executable, str(ROOT / "tests" / "remote_runner.py"),
+    runner = subprocess.Popen(mini.exec("run", [sys.executable, str(ROOT / "tests" / "support" / "remote_runner.py"),
                                                 json.dumps(settings), str(public_key), mini.address("sfu"), mini.url]),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
                               env=mini.env(PYTHONPATH=str(ROOT)))

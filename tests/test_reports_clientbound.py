@@ -1,12 +1,14 @@
 """Client-bound windows: the rule on hand-made window records, and what it does to the knee, the
-comparison's ranking and the trend on synthetic runs whose clients starve; failed streams count."""
+comparison's ranking and the trend on fake runs whose clients starve; failed streams count."""
 import json
 import sqlite3
 
 import pytest
 
-from reports import clientbound, compare, history, metrics, runfiles, series, synthetic
+from reports import clientbound, compare, history, metrics, runfiles, series
 from reports.clientbound import ClientRule
+
+from support import fakerun
 
 HEALTHY = {"phase": "target", "window": 3, "participants": 7, "samples": 8, "expected": 7,
            "missing_samples": 0, "duration_s": 7.1, "stats_ms_p50": 25.0, "lag_ms_max": 80.0,
@@ -168,8 +170,8 @@ def starved(tmp_path_factory):
     """A run whose clients starve past 14 participants, though the SFU model would only degrade at 35,
     and a healthy run of another SFU."""
     parent = tmp_path_factory.mktemp("runs")
-    return (synthetic.make_run(parent, sfu="janus", rooms=6, knee=35, client_bound_after=14, seed=1),
-            synthetic.make_run(parent, sfu="mediasoup", rooms=6, seed=2, start_ms=1_760_000_100_000))
+    return (fakerun.make_run(parent, sfu="janus", rooms=6, knee=35, client_bound_after=14, seed=1),
+            fakerun.make_run(parent, sfu="mediasoup", rooms=6, seed=2, start_ms=1_760_000_100_000))
 
 
 def test_the_knee_is_client_bound_not_the_sfus(starved):
@@ -200,7 +202,7 @@ def test_trend_never_records_client_bound_figures_as_the_sfus(starved, tmp_path)
 
 
 def test_a_failed_participants_streams_count_as_failed(tmp_path):
-    d = synthetic.make_run(tmp_path, rooms=2, seed=3)
+    d = fakerun.make_run(tmp_path, rooms=2, seed=3)
     lines = (d / "samples.jsonl").read_text().splitlines()
     gone = [line for line in lines if '"r2u3"' in line and '"phase": "target"' in line]
     assert gone
@@ -210,5 +212,5 @@ def test_a_failed_participants_streams_count_as_failed(tmp_path):
     # r2u3 sends 1 and receives 6; the other 6 of room 2 each miss its stream.
     assert sum(1 for o in target if o.get("missing")) == 1 + 6 + 6
     assert a.headline["stream_failure_rate"] == pytest.approx(13 / (14 + 14 * 6))
-    healthy = metrics.analyse(runfiles.load(synthetic.make_run(tmp_path / "b", rooms=2, seed=3)))
+    healthy = metrics.analyse(runfiles.load(fakerun.make_run(tmp_path / "b", rooms=2, seed=3)))
     assert a.headline["recv_bps"] == pytest.approx(healthy.headline["recv_bps"] * (84 - 12) / 84, rel=0.02)

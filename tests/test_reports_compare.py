@@ -3,8 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from reports import compare, metrics, runfiles, synthetic, verify
+from reports import compare, metrics, runfiles, verify
 from reports.knee import Knee
+
+from support import fakerun
 
 HOUR = 3_600_000
 
@@ -14,7 +16,7 @@ def runs(tmp_path_factory):
     parent = tmp_path_factory.mktemp("runs")
 
     def make(sfu, i, **kw):
-        return synthetic.make_run(parent, sfu=sfu, seed=i, rooms=6, start_ms=1_760_000_000_000 + i * HOUR, **kw)
+        return fakerun.make_run(parent, sfu=sfu, seed=i, rooms=6, start_ms=1_760_000_000_000 + i * HOUR, **kw)
 
     return {
         "janus": make("janus", 0, knee=28),
@@ -114,7 +116,7 @@ def test_the_engine_records_only_scenario_settings_as_the_scenario():
 
 
 def test_same_sfu_twice_gets_distinct_labels(runs, tmp_path):
-    again = synthetic.make_run(tmp_path, rooms=6, start_ms=1_770_000_000_000)
+    again = fakerun.make_run(tmp_path, rooms=6, start_ms=1_770_000_000_000)
     path = compare.build([runs["janus"], again, again], tmp_path / "cmp")
     doc = json.loads((tmp_path / "cmp" / "tables.json").read_text())
     assert list(doc["runs"]) == [f"janus 1.1.2 ({runs['janus'].name})", f"janus 1.1.2 ({again.name}) #1",
@@ -138,7 +140,7 @@ def test_sfus_run_more_than_once_differ_only_beyond_their_noise(tmp_path):
     """Two SFUs with two runs each: one whose knees part from the other's is ahead, with the interval
     that says so; one whose knees mix with the other's is level."""
     def make(sfu, i, knee):
-        return synthetic.make_run(tmp_path, sfu=sfu, seed=i, rooms=8, knee=knee, start_ms=1_760_000_000_000 + i * HOUR)
+        return fakerun.make_run(tmp_path, sfu=sfu, seed=i, rooms=8, knee=knee, start_ms=1_760_000_000_000 + i * HOUR)
     high = [make("inhouse", 0, 42), make("inhouse", 1, 49)]
     low = [make("janus", 2, 28), make("janus", 3, 35)]
     mixed = [make("mediasoup", 4, 28), make("mediasoup", 5, 35)]

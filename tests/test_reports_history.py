@@ -5,7 +5,9 @@ import sys
 
 import pytest
 
-from reports import history, metrics, resultsdb, runfiles, synthetic, verify
+from reports import history, metrics, resultsdb, runfiles, verify
+
+from support import fakerun
 
 DAY = 86_400_000
 
@@ -16,10 +18,10 @@ def nights(tmp_path_factory):
     scenario."""
     parent = tmp_path_factory.mktemp("runs")
     db = parent / "results.sqlite"
-    runs = [synthetic.make_run(parent, rooms=4, seed=i, knee=21 if i == 6 else None,
+    runs = [fakerun.make_run(parent, rooms=4, seed=i, knee=21 if i == 6 else None,
                                start_ms=1_760_000_000_000 + i * DAY) for i in range(7)]
-    runs.append(synthetic.make_run(parent, sfu="mediasoup", rooms=4, start_ms=1_760_000_000_000 + 3 * DAY))
-    runs.append(synthetic.make_run(parent, rooms=3, config={"rooms": 3}, start_ms=1_760_000_000_000 + 5 * DAY + 1,
+    runs.append(fakerun.make_run(parent, sfu="mediasoup", rooms=4, start_ms=1_760_000_000_000 + 3 * DAY))
+    runs.append(fakerun.make_run(parent, rooms=3, config={"rooms": 3}, start_ms=1_760_000_000_000 + 5 * DAY + 1,
                                    name="other-scenario-janus"))
     for d in runs:
         history.record(d, db)
@@ -84,7 +86,7 @@ def test_band_uses_median_and_mad_with_a_floor():
 def test_window_limits_the_history(tmp_path):
     db = tmp_path / "w.sqlite"
     for i in range(6):
-        d = synthetic.make_run(tmp_path, rooms=2, seed=i, start_ms=1_760_000_000_000 + i * DAY)
+        d = fakerun.make_run(tmp_path, rooms=2, seed=i, start_ms=1_760_000_000_000 + i * DAY)
         history.record(d, db)
     pts = history.trend("janus", db, "recv_bps", window=3, min_history=3)["recv_bps"]
     assert [p["low"] is None for p in pts] == [True, True, True, False, False, False]
@@ -122,7 +124,7 @@ def test_a_run_from_before_a_setting_existed_stays_in_its_scenarios_series(tmp_p
     db = tmp_path / "results.sqlite"
     for i in range(5):
         extra = {} if i < 4 else {"network": "none"}
-        run = synthetic.make_run(tmp_path, rooms=4, seed=i, start_ms=1_760_000_000_000 + i * DAY, config=extra)
+        run = fakerun.make_run(tmp_path, rooms=4, seed=i, start_ms=1_760_000_000_000 + i * DAY, config=extra)
         if i == 4:   # what the engine records now: the scenario's defaults beside it
             meta = json.loads((run / "meta.json").read_text())
             meta["scenario_defaults"] = {"network": "none"}

@@ -2,7 +2,10 @@ import json
 
 import pytest
 
-from reports import cost, metrics, runfiles, samples, series, stats, synthetic, tables, windows
+from reports import cost, metrics, runfiles, samples, series, stats, tables, windows
+
+from support import fakerun
+from support.fakerun.model import SEND_CAP_BPS
 
 
 def sample(t, bytes_, *, phase="ramp", window="w1", user="1-1", peer=None, direction="send", kind="video",
@@ -256,13 +259,13 @@ def test_window_series():
 
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory):
-    return synthetic.make_run(tmp_path_factory.mktemp("runs"), rooms=4, background_interval_s=15)
+    return fakerun.make_run(tmp_path_factory.mktemp("runs"), rooms=4, background_interval_s=15)
 
 
 def test_analysis_of_a_healthy_run_matches_the_model(healthy):
     a = metrics.analyse(runfiles.load(healthy))
     h = a.headline
-    cap = synthetic.SEND_CAP_BPS
+    cap = SEND_CAP_BPS
     assert h["participants"] == h["target_participants"] == 28
     assert h["send_bps"] == pytest.approx(0.9 * cap, rel=0.03)
     assert h["recv_bps"] == pytest.approx(0.9 * 0.97 * cap, rel=0.03)
@@ -286,7 +289,7 @@ def test_analysis_of_a_healthy_run_matches_the_model(healthy):
 def test_summary_is_per_participant_at_target(healthy):
     s = metrics.summary(healthy)
     json.dumps(s)
-    cap = synthetic.SEND_CAP_BPS
+    cap = SEND_CAP_BPS
     assert s["status"] == "ok" and s["participants"] == 28
     assert s["target"]["participants"] == 28
     assert s["target"]["send_video_bps"]["n"] == 28
@@ -298,7 +301,7 @@ def test_summary_is_per_participant_at_target(healthy):
 
 
 def test_summary_of_a_crashed_run(tmp_path):
-    d = synthetic.make_run(tmp_path, rooms=4, crash_after_room=2)
+    d = fakerun.make_run(tmp_path, rooms=4, crash_after_room=2)
     s = metrics.summary(d)
     assert s["status"] is None and s["target"] is None and s["participants"] == 14
     assert s["checks"]["total"] == 2 * 49
@@ -310,7 +313,7 @@ def test_summary_of_an_empty_folder(tmp_path):
 
 
 def test_load_tolerates_damage(tmp_path):
-    d = synthetic.make_run(tmp_path, rooms=3, crash_after_room=2)
+    d = fakerun.make_run(tmp_path, rooms=3, crash_after_room=2)
     run = runfiles.load(d)
     assert run.damaged == {}
     assert sum(1 for _ in runfiles.iter_video_samples(run)) > 0
@@ -382,7 +385,7 @@ def test_a_run_folded_as_it_grows_reads_each_line_once_and_agrees_with_reading_i
     samples.jsonl is parsed once, a line still being written waits for the next read, a window's
     samples are let go once windows.jsonl says it closed, and at every read the analysis is the one
     of the file as it then stands, read whole."""
-    d = synthetic.make_run(tmp_path / "runs", rooms=5, knee=21, ramp_samples=4)
+    d = fakerun.make_run(tmp_path / "runs", rooms=5, knee=21, ramp_samples=4)
     data = (d / "samples.jsonl").read_bytes()
     run = runfiles.load(d)
     ends, at = {}, 0   # (phase, window) -> where its last sample's line ends
@@ -438,7 +441,7 @@ def test_a_discarded_window_counts_for_nothing_read_whole_or_as_the_run_grows(tm
     """A ramp window the runner discarded (its wall clock stepped in it: its samples' rates are
     wrong, here ten times the bytes) gives the analysis of the run without it, whether the run is read
     whole or folded as it grows, as the engine folds it; the report says it was left out."""
-    d = synthetic.make_run(tmp_path / "runs", rooms=4, knee=21, ramp_samples=4)
+    d = fakerun.make_run(tmp_path / "runs", rooms=4, knee=21, ramp_samples=4)
     ramp = [w for w in runfiles.load(d).windows if w["phase"] == "ramp"]
     step = ramp[1]["window"]
     reference = metrics.analyse(runfiles.load(_without(d, step, tmp_path / "without")))

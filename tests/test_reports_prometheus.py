@@ -69,7 +69,7 @@ def test_push_url_grouping():
 def test_publish_pushes_to_a_real_pushgateway_only_when_configured(tmp_path):
     import urllib.request
 
-    import backends
+    from support import backends
     with backends.pushgateway(tmp_path) as url:
         text = prometheus.publish([stream(1, 5)], sfu="janus", run="r1", participants=7)
         assert 'sfu="janus"' in text

@@ -5,7 +5,9 @@ from unittest.mock import ANY
 
 import pytest
 
-from reports import run, synthetic, verify
+from reports import run, verify
+
+from support import fakerun
 
 
 @pytest.fixture(scope="module")
@@ -18,9 +20,9 @@ def browser():
 def runs(tmp_path_factory):
     parent = tmp_path_factory.mktemp("runs")
     return {
-        "full": synthetic.make_run(parent, rooms=8, knee=35, background_interval_s=20, name="full-janus"),
-        "crashed": synthetic.make_run(parent, rooms=8, crash_after_room=3, name="crashed-janus"),
-        "no-reference": synthetic.make_run(parent, rooms=3, reference=False, server=False, name="noref-pion",
+        "full": fakerun.make_run(parent, rooms=8, knee=35, background_interval_s=20, name="full-janus"),
+        "crashed": fakerun.make_run(parent, rooms=8, crash_after_room=3, name="crashed-janus"),
+        "no-reference": fakerun.make_run(parent, rooms=3, reference=False, server=False, name="noref-pion",
                                            sfu="pion"),
     }
 

@@ -5,10 +5,12 @@ import json
 
 import pytest
 
-from reports import metrics, reference, runfiles, synthetic, verify
+from reports import metrics, reference, runfiles, verify
 from reports import study as study_report
 from reports.confidence import Span
 from reports.study import Entry
+
+from support import fakerun
 
 HOUR = 3_600_000
 
@@ -20,7 +22,7 @@ def entries(tmp_path_factory):
 
     def run(sfu, **kw):
         i = next(seed)
-        return metrics.analyse(runfiles.load(synthetic.make_run(
+        return metrics.analyse(runfiles.load(fakerun.make_run(
             parent, sfu=sfu, seed=i, rooms=8, start_ms=1_760_000_000_000 + i * HOUR, **kw)))
 
     return [Entry("inhouse", [run("inhouse", knee=42), run("inhouse", knee=42)], 2),
@@ -117,7 +119,7 @@ def test_the_page_renders_with_its_curves_and_tables(built):
 def test_a_run_that_coped_with_no_count_leaves_the_others_costs(entries, tmp_path):
     """A run that coped with no count (its knee at its first, or its clients the limit from the
     first room) has no cost, and the other SFUs' costs still compare at the load they all coped with."""
-    at_once = metrics.analyse(runfiles.load(synthetic.make_run(
+    at_once = metrics.analyse(runfiles.load(fakerun.make_run(
         tmp_path, sfu="livekit", seed=99, rooms=4, client_bound_after=0, start_ms=1_760_000_000_000)))
     assert at_once.cost and not study_report.coped(at_once)
     measured = [e for e in entries if e.analyses] + [Entry("weak", [at_once], 1)]

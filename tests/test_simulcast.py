@@ -24,7 +24,7 @@ from reports.windows import MEASURED
 from sfubench import config
 from sfubench.sfu import Adapter
 
-from tiers import full, tiered
+from support.tiers import full, tiered
 
 ROOT = Path(__file__).resolve().parent.parent
 # Two browsers: each encodes three layers of a 960x540 camera, which takes a browser about half a core

@@ -21,7 +21,7 @@ from reports import study as study_report
 from sfubench import calibrate
 from sfubench.shapes.until_knee import RAMP_BOUND
 
-from tiers import full, tiered
+from support.tiers import full, tiered
 
 ROOT = Path(__file__).resolve().parent.parent
 SFUS = tiered(("janus", "inhouse"), core=("janus",))

@@ -3,8 +3,10 @@ are run again and why, when an attempt is the last, which SFUs get a run beyond 
 themselves, real ones, are tests/test_study.py's.)"""
 import json
 
-from reports import metrics, runfiles, synthetic
+from reports import metrics, runfiles
 from sfubench import config, study
+
+from support import fakerun
 
 
 def a_study(tmp_path, runs: list[dict], repeat: int = 2, bounds: study.Bounds = study.Bounds()) -> study.Study:
@@ -15,22 +17,22 @@ def a_study(tmp_path, runs: list[dict], repeat: int = 2, bounds: study.Bounds = 
 
 
 def test_a_run_is_run_again_for_a_passing_cause_only(tmp_path):
-    starved = synthetic.make_run(tmp_path / "a", client_bound_after=0, knee=None)
+    starved = fakerun.make_run(tmp_path / "a", client_bound_after=0, knee=None)
     a = metrics.analyse(runfiles.load(starved))
     assert a.knee.client_bound and a.knee.participants == 7
     assert study.retry_reason({"status": "ok", "run_dir": str(starved)}, a).startswith(
         "client-bound at its first count (7)")
-    later = synthetic.make_run(tmp_path / "b", rooms=4, client_bound_after=14, knee=None)
+    later = fakerun.make_run(tmp_path / "b", rooms=4, client_bound_after=14, knee=None)
     a = metrics.analyse(runfiles.load(later))
     assert a.knee.client_bound and a.knee.participants > 7 and study.retry_reason({"status": "ok", "run_dir": str(later)},
                                                                                   a) is None
-    fine = synthetic.make_run(tmp_path / "c", knee=14)
+    fine = fakerun.make_run(tmp_path / "c", knee=14)
     events = fine / "events.jsonl"
     assert study.retry_reason({"status": "ok", "run_dir": str(fine)}, metrics.analyse(runfiles.load(fine))) is None
     with open(events, "a") as f:
         f.write(json.dumps({"t": 1, "event": "browser_error", "browser": 1, "call": "open", "reason": "x"}) + "\n")
     assert study.retry_reason({"status": "ok", "run_dir": str(fine)}, None) == "a browser session would not open"
-    failed = synthetic.make_run(tmp_path / "d", knee=14)
+    failed = fakerun.make_run(tmp_path / "d", knee=14)
     with open(failed / "events.jsonl", "a") as f:
         f.write(json.dumps({"t": 1, "event": "clock_stepped", "seconds": 0.8}) + "\n")
     assert "stepped" in study.retry_reason({"status": "failed", "run_dir": str(failed)}, None)

@@ -20,8 +20,8 @@ from sfubench.progress import Progress
 from sfubench.rundir import read
 from sfubench.sfu import Adapter, _jwt, secret_variable
 
-from scenarios import leave_and_rejoin
-from tiers import full, tiered
+from support.scenarios import leave_and_rejoin
+from support.tiers import full, tiered
 
 WITH_DRIVER = tuple(n for n in config.available_sfus()
                     if "local" in Adapter.load(n).where and Adapter.load(n).synthetic_driver)

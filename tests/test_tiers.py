@@ -1,4 +1,4 @@
-"""The suite's tiers (tests/tiers.py, the Makefile, docs/testing.md): every test runs in some target
+"""The suite's tiers (tests/support/tiers.py, the Makefile, docs/testing.md): every test runs in some target
 the README names, and in one only: `make test`'s marker expression and those of `make test-all`'s
 parts, each collected as the Makefile collects it, cover the whole suite without overlapping."""
 import re

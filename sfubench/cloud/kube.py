@@ -8,6 +8,7 @@ import json
 import math
 import subprocess
 import time
+from dataclasses import dataclass
 
 import yaml
 from kubernetes import client as k8s
@@ -95,23 +96,36 @@ def _positive(objects: list[dict], deployment: str, name: str) -> int:
     return int(e["value"])
 
 
+@dataclass(frozen=True)
+class GridSpec:
+    """A run's grid: the manifests (`objects`, else the kustomize `overlay` rendered), the SFU
+    whose signalling the generators speak (`sfu`: the run's), the run's `token`, into the Secret the
+    pods read, `runner_cidr`: the runner's address, the only one outside the namespace the
+    NetworkPolicy admits; `commit`: the runner's, whose image the pods run (the nightly builds one
+    per commit: a tag that never moves); `media`: (profile, digest) of the runner's fake media,
+    which each node's init container must reproduce; `pull_secret`: a registry's credentials (a
+    Docker config.json's text) where the images are private, applied with the grid as Secret
+    `sfubench-pull` that every pod pulls with."""
+    overlay: str = "base"
+    objects: list | None = None
+    sfu: str | None = None
+    token: str = ""
+    runner_cidr: str = ""
+    commit: str = ""
+    media: tuple[str, str] | None = None
+    pull_secret: str = ""
+
+
 class KubeGrid:
     """`api` is a kubernetes.client.ApiClient (from a kubeconfig, or the tests' control plane).
     Deploy, scale and tear down use it; `scale` needs only the rights of the Role in k8s/base."""
 
-    def __init__(self, api: k8s.ApiClient, namespace: str, overlay: str = "base", objects: list[dict] | None = None,
-                 sfu: str | None = None, token: str = "", runner_cidr: str = "", commit: str = "",
-                 media: tuple[str, str] | None = None, pull_secret: str = ""):
-        """`sfu`: the SFU whose signalling the generators speak (the run's); `token`: the run's,
-        into the Secret the pods read; `runner_cidr`: the runner's address, the only one outside
-        the namespace the NetworkPolicy admits; `commit`: the runner's, whose image the pods run
-        (the nightly builds one per commit: a tag that never moves); `media`: (profile, digest)
-        of the runner's fake media, which each node's init container must reproduce;
-        `pull_secret`: a registry's credentials (a Docker config.json's text) where the images are
-        private, applied with the grid as Secret `sfubench-pull` that every pod pulls with."""
+    def __init__(self, api: k8s.ApiClient, namespace: str, spec: GridSpec = GridSpec()):
+        sfu, token, runner_cidr, commit, media, pull_secret = (spec.sfu, spec.token, spec.runner_cidr, spec.commit,
+                                                               spec.media, spec.pull_secret)
         self.api = api
         self.namespace = namespace
-        self.objects = in_namespace(objects if objects is not None else render(overlay), namespace)
+        self.objects = in_namespace(spec.objects if spec.objects is not None else render(spec.overlay), namespace)
         self.sessions_per_node = _positive(self.objects, NODES, "SE_NODE_MAX_SESSIONS")
         node = _named(self.objects, "Deployment", NODES)["spec"]["template"]["spec"]["containers"][0]
         self.participants_per_node = max(1, int(_cores(node["resources"]["limits"]["cpu"]) / CORES_PER_PARTICIPANT))

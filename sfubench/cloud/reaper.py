@@ -73,9 +73,9 @@ def reap(env: Path, work: Path, namespace: str | None) -> int:
                 failed = 1
     if namespace:
         try:
-            from .kube import KubeGrid, render
+            from .kube import GridSpec, KubeGrid, render
             from .run import _kube_api
-            KubeGrid(_kube_api(), namespace, objects=render("base")).teardown()
+            KubeGrid(_kube_api(), namespace, GridSpec(objects=render("base"))).teardown()
             print(f"reaper: namespace {namespace} deleted", flush=True)
         except Exception as e:
             print(f"reaper: namespace {namespace} NOT deleted: {e}", flush=True)

@@ -24,10 +24,10 @@ from ..grid import check_answering
 from ..progress import Progress
 from ..synthetic import GENERATOR_PORT
 from ..sfu import Adapter
-from ..sites import RemoteSite
+from ..sites import Provisioned, RemoteSite
 from . import terraform
 from .courier import Courier
-from .kube import SYNTH, KubeGrid, render
+from .kube import SYNTH, GridSpec, KubeGrid, render
 from .reaper import Reaper
 
 
@@ -195,7 +195,7 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
                    progress: Progress | None = None) -> tuple[Path | None, str]:
     progress = progress or Progress()
     c = cloud(cloud_name)
-    cfg.check_remote()
+    RemoteSite.refuse(cfg)
     if cfg.browser_participants < cfg.participants and not Adapter.load(cfg.sfu).synthetic_driver:
         raise ConfigError(f"{cfg.sfu} has no driver for synthetic participants: run it with browsers only")
     needs = missing(c, cfg)
@@ -211,7 +211,7 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
     try:
         tfvars = variables(cfg, run_id, owner, hours, courier)
         plan = terraform.plan_offline(tfvars, c.name)
-        grid = KubeGrid(None, f"sfubench-{run_id}", objects=render(c.overlay))
+        grid = KubeGrid(None, f"sfubench-{run_id}", GridSpec(objects=render(c.overlay)))
         progress.say(describe_plan(c, cfg, plan, grid, needs, tfvars))
         if dry_run:
             return None, "dry-run"
@@ -222,23 +222,20 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
 
 
 def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, progress: Progress,
-           listeners=(), probes=(), generators=None, token: str = "", leftovers=None,
-           grid_check=None) -> tuple[Path, str]:
+           provisioned: Provisioned = Provisioned()) -> tuple[Path, str]:
     """The engine's own run against an SFU host that `sfubench serve` runs, the adapter's secrets
-    handed to the host first; from the runner's host, inside the VPC. `listeners` and `probes` are
-    the grid's (it scales with the rooms; its nodes' CPU); `generators()`: the addresses of the
-    synthetic participants' generators (`sfubench generate`) the provisioner runs; `token`: the
-    run's, which they were given; `leftovers()`: what the provisioner leaves if stopped mid-teardown;
-    `grid_check`: what the grid must be before the first room (sites.RemoteSite's)."""
+    handed to the host first; from the runner's host, inside the VPC. `provisioned`: what the
+    provisioner gives the run beyond the addresses (sites.Provisioned); the generators it runs
+    (`sfubench generate`) take commands at their Service's port unless --synthetic-generators
+    says where."""
     from .. import loadtest
     if courier:
         courier.deliver(address, say=progress.say)
         progress.say(f"secrets: {cfg.sfu}'s delivered to {address}")
+    generators_url = cfg.synthetic_generators or (
+        f"http://{SYNTH}:{GENERATOR_PORT}/command" if provisioned.generators else "")
     site = RemoteSite(address, grid_url, cfg.page_address, cfg.node_cache or "/media",
-                      generators_url=cfg.synthetic_generators or (
-                          f"http://{SYNTH}:{GENERATOR_PORT}/command" if generators else ""),
-                      generators=generators, extra_probes=probes, extra_listeners=listeners, token=token,
-                      grid_check=grid_check, leftovers=leftovers)
+                      dataclasses.replace(provisioned, generators_url=generators_url))
     with secrets_in_environment(courier):
         return loadtest.run(cfg, progress, site=site)
 
@@ -250,9 +247,10 @@ def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: P
     hosts = terraform.Hosts(env, tfvars, work)
     token = secrets.token_urlsafe(24)   # the run's: in the grid's Secret and the engine's memory only
     media = media_mod.build(cfg.media, cfg.cache_dir())   # the runner's copy, which the nodes must match
-    grid = KubeGrid(_kube_api(), f"sfubench-{run_id}", overlay=c.overlay, sfu=cfg.sfu, token=token,
-                    runner_cidr=os.environ.get("SFUBENCH_RUNNER_CIDR") or tfvars["vpc_cidr"],
-                    commit=tfvars["git_ref"], media=(cfg.media, media.digest()), pull_secret=_pull_secret())
+    grid = KubeGrid(_kube_api(), f"sfubench-{run_id}", GridSpec(
+        overlay=c.overlay, sfu=cfg.sfu, token=token,
+        runner_cidr=os.environ.get("SFUBENCH_RUNNER_CIDR") or tfvars["vpc_cidr"],
+        commit=tfvars["git_ref"], media=(cfg.media, media.digest()), pull_secret=_pull_secret()))
     reaper = Reaper(env, work, grid.namespace)   # before anything exists: it outlives this process
     try:
         progress.say(f"terraform: creating the {cfg.sfu} host (state in {work})")
@@ -260,12 +258,13 @@ def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: P
         address = hosts.outputs()["sfus"][cfg.sfu]["address"]
         progress.say(f"kubernetes: deploying the grid into namespace {grid.namespace}")
         grid.deploy()
-        return run_on(cfg, address, grid.url(), courier, progress, listeners=[grid.listener(cfg)],
-                      probes=[grid.probe()], generators=lambda: grid.addresses(SYNTH), token=token,
-                      leftovers=lambda: [f"run {run_id}'s cloud hosts and grid: the reaper (pid {reaper.pid}) "
-                                         f"destroys them once this process ends; see {work / 'reaper.log'}"],
-                      # its grid starts without nodes, which come as the rooms start: a hub that answers will do
-                      grid_check=check_answering)
+        return run_on(cfg, address, grid.url(), courier, progress, Provisioned(
+            listeners=(grid.listener(cfg),), probes=(grid.probe(),), generators=lambda: grid.addresses(SYNTH),
+            token=token,
+            leftovers=lambda: [f"run {run_id}'s cloud hosts and grid: the reaper (pid {reaper.pid}) "
+                               f"destroys them once this process ends; see {work / 'reaper.log'}"],
+            # its grid starts without nodes, which come as the rooms start: a hub that answers will do
+            grid_check=check_answering))
     finally:
         started, failed = time.monotonic(), False
         for what, stop in (("grid", grid.teardown), ("terraform", hosts.destroy)):
@@ -308,7 +307,7 @@ def cleanup(out: Path, progress: Progress | None = None) -> list[str]:
     for work in sorted(Path(out).glob("r*-cloud-*")):
         run_id, cloud_name = work.name.split("-cloud-")
         tfvars = work / "terraform.tfvars.json"
-        steps = [("grid", lambda: KubeGrid(_kube_api(), f"sfubench-{run_id}", objects=render("base")).teardown())]
+        steps = [("grid", lambda: KubeGrid(_kube_api(), f"sfubench-{run_id}", GridSpec(objects=render("base"))).teardown())]
         if tfvars.exists():
             hosts = terraform.Hosts(terraform.environment(cloud_name), json.loads(tfvars.read_text()), work)
             if not hosts.lock():

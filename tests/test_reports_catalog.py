@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from reports import catalog, history, metrics, prometheus, runfiles, synthetic, tables
+from reports import catalog, history, metrics, prometheus, runfiles, tables
+
+from support import fakerun
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def analysis(tmp_path_factory):
-    run = synthetic.make_run(tmp_path_factory.mktemp("runs"), rooms=4, knee=21, seed=3)
+    run = fakerun.make_run(tmp_path_factory.mktemp("runs"), rooms=4, knee=21, seed=3)
     return metrics.analyse(runfiles.load(run))
 
 

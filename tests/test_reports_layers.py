@@ -2,7 +2,9 @@
 received pictures of the heights the test sets."""
 import json
 
-from reports import layers, run as run_report, synthetic, windows
+from reports import layers, run as run_report, windows
+
+from support import fakerun
 
 
 def _received(run_dir, fields_of):
@@ -24,7 +26,7 @@ def test_layer_of_names_the_nearest_layer():
 
 
 def test_a_simulcast_run_reports_each_receivers_layers_and_switches(tmp_path):
-    d = synthetic.make_run(tmp_path, rooms=2, seed=4, config={"simulcast": 3})
+    d = fakerun.make_run(tmp_path, rooms=2, seed=4, config={"simulcast": 3})
     t_switch = {}
 
     def fields(s):
@@ -59,7 +61,7 @@ def test_a_simulcast_run_reports_each_receivers_layers_and_switches(tmp_path):
 def test_captured_frames_are_scored_by_the_layer_they_came_from(tmp_path):
     """quality.jsonl's frames grouped by their own height: VMAF as a tile shows them and at the
     layer's size, side by side per participant count."""
-    d = synthetic.make_run(tmp_path, rooms=2, seed=6, config={"simulcast": 3})
+    d = fakerun.make_run(tmp_path, rooms=2, seed=6, config={"simulcast": 3})
     path = d / "quality.jsonl"
     recs = [json.loads(line) for line in path.read_text().splitlines()]
     for i, r in enumerate(recs):
@@ -96,7 +98,7 @@ def test_keyframe_requests_are_per_stream_minute_of_each_layer():
 
 
 def test_a_run_of_one_layer_has_no_layer_section(tmp_path):
-    d = synthetic.make_run(tmp_path, rooms=1, seed=5)
+    d = fakerun.make_run(tmp_path, rooms=1, seed=5)
     run_report.build(d)
     assert "layers" not in json.loads((d / "tables.json").read_text())["tables"]
     assert not (d / "report-layers.png").exists() and "Simulcast" not in (d / "report.html").read_text()

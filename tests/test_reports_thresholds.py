@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import catalog, metrics, runfiles, synthetic
+from reports import catalog, metrics, runfiles
 from reports import thresholds as t
 from sfubench import config
 from sfubench.config import ConfigError
+
+from support import fakerun
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,7 +55,7 @@ def test_every_figure_can_be_named():
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    run = synthetic.make_run(tmp_path_factory.mktemp("runs"), rooms=3, seed=4)
+    run = fakerun.make_run(tmp_path_factory.mktemp("runs"), rooms=3, seed=4)
     return metrics.analyse(runfiles.load(run))
 
 
@@ -123,7 +125,7 @@ def test_a_trend_fails_on_a_regression_only(tmp_path, junit_schema):
     from reports import history
     day = 86_400_000
     for i in range(6):
-        history.record(synthetic.make_run(tmp_path, rooms=4, seed=i, start_ms=1_760_000_000_000 + i * day), db)
+        history.record(fakerun.make_run(tmp_path, rooms=4, seed=i, start_ms=1_760_000_000_000 + i * day), db)
 
     def trend(junit):
         return subprocess.run([sys.executable, "-m", "sfubench.cli", "trend", "--sfu", "janus", "--db", str(db),
@@ -132,7 +134,7 @@ def test_a_trend_fails_on_a_regression_only(tmp_path, junit_schema):
     calm = trend(tmp_path / "calm.xml")
     assert calm.returncode == 0 and "REGRESSION" not in calm.stdout, calm.stdout + calm.stderr
     junit_schema.validate(str(tmp_path / "calm.xml"))
-    history.record(synthetic.make_run(tmp_path, rooms=4, seed=6, knee=21, start_ms=1_760_000_000_000 + 6 * day), db)
+    history.record(fakerun.make_run(tmp_path, rooms=4, seed=6, knee=21, start_ms=1_760_000_000_000 + 6 * day), db)
     bad = trend(tmp_path / "bad.xml")
     assert bad.returncode == 3 and "REGRESSION" in bad.stdout, bad.stdout + bad.stderr
     junit_schema.validate(str(tmp_path / "bad.xml"))

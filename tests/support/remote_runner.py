@@ -2,7 +2,7 @@
 the run, the SFU's secrets delivered with it over SSH, then the engine's run (sfubench/cloud/run.py
 `run_on`, what `cloud-loadtest` does once Terraform has the host). The public key goes to the file
 the test gives, for the host's authorized_keys (cloud-init's job in the cloud).
-    python tests/remote_runner.py SETTINGS_JSON PUBLIC_KEY_FILE SFU_ADDRESS GRID_URL"""
+    python tests/support/remote_runner.py SETTINGS_JSON PUBLIC_KEY_FILE SFU_ADDRESS GRID_URL"""
 import json
 import subprocess
 import sys
