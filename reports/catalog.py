@@ -1,11 +1,16 @@
-"""Every metric sfubench reports, declared once. The tables, the CSV/JSON exports, the results
-database, the trend, Prometheus's names and the docs' metric list iterate these declarations; a test
-fails when any of them (or the Grafana dashboard) names a metric that is not here. Adding a metric
-is one entry here plus its measurement.
+"""Every figure and column sfubench shows, declared once. The tables (their column titles and
+units), the plots (their panel titles and units), the comparisons, the CSV/JSON exports, the results
+database, the trend, Prometheus's names and the docs' metric list iterate these declarations: a
+table cannot show a column that is not here (reports/table.py refuses it), and a test fails when
+any of them (or the Grafana dashboard) names one that is not. Adding a metric is one entry here plus
+its measurement.
 
-Two kinds:
+Three kinds:
 - a `Figure` is a number per participant count (the series: a row per count, from the windows) and,
-  where `history` says so, per run (the headline the results database keeps and trends follow);
+  where `better` says so, per run (the headline the results database keeps and trends follow);
+  STEP_FIGURES are measured per step only (the SFU's cost, the layers), shown in their own tables;
+- a `Label` is a column that is no measured figure: what a row is about (a count, an SFU, a
+  window), a verdict or a note;
 - a `Field` is a live per-stream sample field, exposed to Prometheus as it is measured.
 
     python -m reports.catalog --markdown     # docs/metrics.md
@@ -32,10 +37,29 @@ class Figure:
     source: str = ""           # where a run's at-target figure comes from (metrics.headline): streams
                                # (stats.stream_stats of the windows), quality, playback; else its own
     spread: bool = False       # a mean over the target's observations: its PERCENTILES are kept too
+    plot: str = ""             # its panel's title in a run's report, where it is plotted
+    short: str = ""            # its title where columns are narrow (comparisons), no unit
 
     @property
     def tracked(self) -> bool:
         return self.better != 0
+
+    @property
+    def brief(self) -> str:
+        """Its short title with its unit: "Received (Mbps)"."""
+        short = self.short or self.column
+        return short if self.unit in UNITLESS or f"({self.unit})" in short else f"{short} ({self.unit})"
+
+
+@dataclass(frozen=True)
+class Label:
+    name: str
+    column: str
+    help: str = ""
+
+    @property
+    def brief(self) -> str:
+        return self.column
 
 
 @dataclass(frozen=True)
@@ -47,51 +71,56 @@ class Field:
 
 
 MBPS = 1e-6
+UNITLESS = ("score", "flag", "participants", "")
 # of a spread figure's observations at target, beside its mean: `<name>_<p>` in the headline
 PERCENTILES = ("p50", "p90", "p95", "p99", "max")
 
 FIGURES = (
     Figure("participants", "Participants", "participants", digits=0, better=1, help="participants started"),
-    Figure("send_bps", "Send video (Mbps)", "Mbps", MBPS, 3, better=1, at_target=True, floor=20_000,
+    Figure("send_bps", "Send video (Mbps)", "Mbps", MBPS, 3, better=1, at_target=True, floor=20_000, short="Sent",
            trend="Sent bitrate at target", source="streams", spread=True, help="video bitrate each sender sent, per stream"),
     Figure("recv_bps", "Recv video per stream (Mbps)", "Mbps", MBPS, 3, better=1, at_target=True, floor=20_000,
-           trend="Received bitrate at target", source="streams", spread=True, help="video bitrate received, per stream"),
+           short="Received", trend="Received bitrate at target", source="streams", spread=True,
+           help="video bitrate received, per stream"),
     Figure("recv_total_bps", "Recv video per participant (Mbps)", "Mbps", MBPS, 3, better=1, at_target=True,
            floor=100_000, source="streams", spread=True, help="video bitrate each participant received, all its streams"),
-    Figure("rtt_send_ms", "Sender RTT (ms)", "ms", digits=1, better=-1, at_target=True, floor=1,
+    Figure("rtt_send_ms", "Sender RTT (ms)", "ms", digits=1, better=-1, at_target=True, floor=1, short="Sender RTT",
            trend="Sender RTT at target", source="streams", spread=True, help="round-trip time from remote-inbound-rtp of sent video"),
-    Figure("rtt_recv_ms", "Receiver RTT (ms)", "ms", digits=1, better=-1, at_target=True, floor=1,
+    Figure("rtt_recv_ms", "Receiver RTT (ms)", "ms", digits=1, better=-1, at_target=True, floor=1, short="Receiver RTT",
            source="streams", spread=True, help="round-trip time of the receivers' candidate pairs"),
-    Figure("fps", "Recv fps", "fps", digits=1, better=1, at_target=True, floor=1,
-           source="streams", spread=True, help="frames per second of received video (getStats)"),
-    Figure("loss_pct", "Recv loss (%)", "%", digits=2, better=-1, at_target=True, floor=0.1,
-           source="streams", help="received video packets lost"),
-    Figure("jitter_ms", "Recv jitter (ms)", "ms", digits=1, better=-1, at_target=True, floor=1,
-           source="streams", spread=True, help="interarrival jitter of received video"),
+    Figure("fps", "Recv fps", "fps", digits=1, better=1, at_target=True, floor=1, short="Frame rate",
+           plot="Frame rate received", source="streams", spread=True, help="frames per second of received video (getStats)"),
+    Figure("loss_pct", "Recv loss (%)", "%", digits=2, better=-1, at_target=True, floor=0.1, short="Loss",
+           plot="Packet loss received", source="streams", help="received video packets lost"),
+    Figure("jitter_ms", "Recv jitter (ms)", "ms", digits=1, better=-1, at_target=True, floor=1, short="Jitter",
+           plot="Jitter received", source="streams", spread=True, help="interarrival jitter of received video"),
     Figure("nacks_per_s", "NACKs / stream-s", "per stream-second", digits=2, better=-1, at_target=True,
            floor=0.1, source="streams", spread=True, help="NACKs the receivers sent per received video stream and second: "
            "how much the SFU's forwarding had to be repaired"),
     Figure("freezes_per_min", "Freezes / stream-min", "per stream-minute", digits=2, better=-1, at_target=True,
-           floor=0.1, trend="Freezes at target", source="streams", help="received video freezes (getStats freezeCount)"),
-    Figure("brisque", "BRISQUE", "score", digits=1, better=-1, at_target=True, floor=1,
+           floor=0.1, short="Freezes", plot="Freezes (getStats)", trend="Freezes at target", source="streams",
+           help="received video freezes (getStats freezeCount)"),
+    Figure("brisque", "BRISQUE", "score", digits=1, better=-1, at_target=True, floor=1, plot="BRISQUE (lower is better)",
            trend="BRISQUE at target (lower is better)", source="quality", help="no-reference quality of received frames"),
     Figure("vmaf", "VMAF", "score", digits=1, better=1, at_target=True, floor=1, trend="VMAF at target",
-           source="quality", help="full-reference quality of received frames against the source frame their code names"),
-    Figure("psnr", "PSNR (dB)", "dB", digits=1, better=1, at_target=True, floor=0.5,
-           source="quality", help="full-reference PSNR of received frames"),
-    Figure("delay_ms", "Delay median (ms)", "ms", digits=0, better=-1, at_target=True, floor=5,
-           trend="Delay at target (median)", source="playback", help="glass-to-glass delay, from the sender's camera to the receiver"),
+           plot="VMAF (higher is better)", source="quality",
+           help="full-reference quality of received frames against the source frame their code names"),
+    Figure("psnr", "PSNR (dB)", "dB", digits=1, better=1, at_target=True, floor=0.5, short="PSNR",
+           plot="PSNR (higher is better)", source="quality", help="full-reference PSNR of received frames"),
+    Figure("delay_ms", "Delay median (ms)", "ms", digits=0, better=-1, at_target=True, floor=5, short="Delay",
+           plot="Glass-to-glass delay", trend="Delay at target (median)", source="playback",
+           help="glass-to-glass delay, from the sender's camera to the receiver"),
     Figure("check_pass_rate", "Checks passed (%)", "%", 100, 1, better=1, at_target=True, floor=0.02,
-           trend="Video checks passed", help="share of the video checks that found the video playing"),
-    Figure("sfu_cpu", "SFU CPU (cores)", "cores", digits=3, help="the SFU's CPU"),
-    Figure("sfu_rss", "SFU RSS (MB)", "MB", MBPS, 0, help="the SFU's resident memory"),
+           short="Checks passed", trend="Video checks passed", help="share of the video checks that found the video playing"),
+    Figure("sfu_cpu", "SFU CPU (cores)", "cores", digits=3, plot="SFU CPU", help="the SFU's CPU"),
+    Figure("sfu_rss", "SFU RSS (MB)", "MB", MBPS, 0, plot="SFU memory (RSS)", help="the SFU's resident memory"),
     Figure("clients_cpu_per_participant", "Browser CPU / participant (cores)", "cores", digits=3,
-           help="the clients' CPU per participant"),
+           plot="Browser CPU per\nparticipant", help="the clients' CPU per participant"),
     Figure("fwd_pps", "Forwarded packets/s", "packets/s", digits=0, help="packets the receivers got"),
-    Figure("sfu_us_per_packet", "SFU CPU per packet (µs)", "µs", digits=2,
+    Figure("sfu_us_per_packet", "SFU CPU per packet (µs)", "µs", digits=2, short="µs per forwarded packet",
            help="the SFU's CPU per forwarded packet"),
-    Figure("sfu_mhz_per_stream", "SFU MHz per forwarded stream", "MHz", digits=2,
-           help="the SFU's CPU, in MHz of its machine's clock, per forwarded stream"),
+    Figure("sfu_mhz_per_stream", "SFU MHz per forwarded stream", "MHz", digits=2, short="SFU per forwarded stream",
+           plot="SFU per forwarded\nstream", help="the SFU's CPU, in MHz of its machine's clock, per forwarded stream"),
     # per run only: the results database and the trend
     Figure("coped", "Load coped with", "participants", digits=0, series=False, better=1,
            trend="Load coped with (last count before the knee)",
@@ -104,6 +133,142 @@ FIGURES = (
     Figure("client_bound", "Client-bound", "flag", digits=0, series=False, better=-1,
            help="1 when the clients, not the SFU, limited the run"),
 )
+
+# Measured at each step and shown in tables and plots of their own: no headline keeps them, no
+# threshold or export names them.
+STEP_FIGURES = (
+    Figure("frozen_share", "Frozen frames (scored)", "% of scored frames", 100, 1, series=False,
+           help="share of the captured received frames scored as frozen"),
+    Figure("code_fps", "Frames delivered (frame code)", "fps", digits=1, series=False,
+           help="frames per second each received video delivered, read off the frame codes"),
+    Figure("skipped_per_s", "Source frames skipped", "per second", digits=1, series=False,
+           help="source frames a received video never showed, per second"),
+    Figure("code_freezes_per_min", "Freezes (frame code)", "per stream-minute", digits=2, series=False,
+           help="freezes seen in the frame codes (a code held 0.5 s or more)"),
+    Figure("sfu_mhz_per_published", "SFU MHz per published stream", "MHz", digits=1, series=False,
+           short="SFU per published stream", plot="SFU per published\nstream",
+           help="the SFU's CPU, in MHz of its machine's clock, per published stream"),
+    Figure("pub_streams", "Published streams", "streams", digits=0, series=False, help="tracks the senders published"),
+    Figure("fwd_streams", "Forwarded streams", "streams", digits=0, series=False,
+           help="published tracks delivered to receivers (one per receiver)"),
+    Figure("sfu_cores_fwd", "SFU CPU (cores)", "cores", digits=3, series=False, help="the SFU's CPU over the windows"),
+    Figure("sfu_in_mbps", "SFU in (Mbps)", "Mbps", digits=2, series=False, help="the SFU's interface, in"),
+    Figure("sfu_out_mbps", "SFU out (Mbps)", "Mbps", digits=2, series=False, help="the SFU's interface, out"),
+    Figure("sfu_udp_drops", "SFU socket drops / s", "per second", digits=1, series=False,
+           help="datagrams the SFU's sockets dropped for full receive buffers"),
+    Figure("sfu_throttled", "SFU throttled (% of periods)", "%", 100, 1, series=False,
+           help="the CFS periods in which the SFU's CPU budget ran out"),
+    Figure("clients_throttled", "Clients throttled (% of periods)", "%", 100, 1, series=False,
+           help="the CFS periods in which the clients' CPU quota ran out"),
+    Figure("sfu_media_in_mbps", "Media in (Mbps)", "Mbps", digits=2, series=False, help="the SFU's UDP in"),
+    Figure("sfu_media_out_mbps", "Media out (Mbps)", "Mbps", digits=2, series=False, help="the SFU's UDP out"),
+    Figure("sfu_media_in_ratio", "Media in / clients sent", "ratio", digits=2, series=False,
+           help="the SFU's media in against the payload the clients' getStats sent"),
+    Figure("sfu_media_out_ratio", "Media out / clients received", "ratio", digits=2, series=False,
+           help="the SFU's media out against the payload the clients' getStats received"),
+    Figure("sfu_signalling_kbps", "Signalling (kbit/s)", "kbit/s", digits=1, series=False, help="the SFU's TCP"),
+    Figure("sfu_signalling_kbps_per_participant", "Signalling per participant (kbit/s)", "kbit/s", digits=2,
+           series=False, help="the SFU's TCP per participant"),
+    Figure("delay_from_browsers_ms", "Delay from browsers (ms)", "ms", digits=0, series=False,
+           help="glass-to-glass delay of videos browsers sent"),
+    Figure("delay_from_synthetic_ms", "Delay from synthetic (ms)", "ms", digits=0, series=False,
+           help="delay of videos synthetic participants sent: no capture or encoding in it"),
+    Figure("link_loss_pct", "Link loss (%)", "%", digits=1, series=False, help="what the emulated link dropped"),
+    Figure("recovery_s", "Playing again after (s)", "s", digits=1, series=False,
+           help="once a network profile was lifted, until every video the browsers show had a new frame"),
+    Figure("layer_bps", "Bitrate per stream (Mbps)", "Mbps", MBPS, 3, series=False, help="a layer's bitrate per stream"),
+    Figure("layer_fps", "Frame rate", "fps", digits=1, series=False, help="a layer's frame rate"),
+    Figure("keyframe_requests_per_min", "Keyframe requests / stream-min", "per stream-minute", digits=2, series=False,
+           help="keyframe requests a layer got, or a received stream sent"),
+    Figure("vmaf_scaled", "VMAF (scaled to the source)", "score", digits=1, series=False,
+           help="VMAF of a layer's frames scaled to the source, as a viewer's tile shows it"),
+    Figure("vmaf_own", "VMAF at the layer's size", "score", digits=1, series=False,
+           help="VMAF of a layer's frames against the source scaled down alike"),
+    Figure("height_px", "Height (px)", "px", digits=0, series=False, help="a layer's picture height"),
+)
+
+LABELS = (
+    Label("rank", "Rank", "1 + the SFUs ahead beyond the noise; level ones share a rank (=)"),
+    Label("sfu", "SFU"),
+    Label("run", "Run", "a run folder's name"),
+    Label("runs", "Runs", "runs counted (of those asked for)"),
+    Label("reached", "Reached", "the most participants reached"),
+    Label("knees", "Knees", "each run's knee"),
+    Label("knee_per_run", "Knee per run"),
+    Label("knee_span", "Knee (median, range)"),
+    Label("criterion", "Criterion", "what made the knee"),
+    Label("note", "Note"),
+    Label("field", "Field"),
+    Label("metric", "Metric"),
+    Label("unit", "Unit"),
+    Label("n", "n", "values"),
+    Label("min_positive", "Min (of > 0)"),
+    Label("max", "Max"),
+    Label("avg", "Avg"),
+    Label("mean", "Mean"),
+    Label("threshold", "Threshold"),
+    Label("share_above_pct", "Share above (%)"),
+    Label("figure", "Figure"),
+    *(Label(p, p) for p in ("p50", "p90", "p95", "p99")),
+    Label("value", "Value"),
+    Label("median_previous", "Median of previous"),
+    Label("noise_band", "Noise band"),
+    Label("started_utc", "Started (UTC)"),
+    Label("sfu_version", "SFU version"),
+    Label("git_sha", "git sha"),
+    Label("status", "Status"),
+    Label("scenario", "Scenario"),
+    Label("receiver", "Receiver", "the kind of client, or the participant, that received"),
+    Label("sender", "Sender"),
+    Label("video_streams", "Video streams"),
+    Label("streams", "Streams"),
+    Label("stream_share_pct", "Share of streams (%)"),
+    Label("direction", "Direction"),
+    Label("codec", "Codec"),
+    Label("network", "Network", "the profile the window was under"),
+    Label("window", "Window", "a window's phase or id"),
+    Label("phase", "Phase"),
+    Label("length_s", "Length (s)", "how long the window took"),
+    Label("headroom", "Clients had headroom"),
+    Label("why", "Why"),
+    Label("room", "Room"),
+    Label("checks", "Checks"),
+    Label("passed", "Passed"),
+    Label("pass_rate_pct", "Pass rate (%)"),
+    Label("verdicts", "Verdicts"),
+    Label("layer", "Layer"),
+    Label("frames", "Frames"),
+    Label("heights_received", "Heights received (px, in order)"),
+    Label("layer_switches", "Layer switches"),
+    Label("first_layer", "First layer"),
+    Label("last_layer", "Last layer"),
+    Label("keyframe_requests_sent", "Keyframe requests sent"),
+    Label("keyframe_requests_near_switch", "… within 5 s of a switch"),
+    Label("freezes_near_switch", "Freezes within 5 s of a switch"),
+    Label("network_changed_to", "Network changed to"),
+    Label("received_streams", "Received streams"),
+    Label("switched", "Switched"),
+    Label("median_first_switch_s", "Median first switch (s)"),
+    Label("slowest_first_switch_s", "Slowest first switch (s)"),
+    Label("layers_at_end", "Layers at the step's end"),
+    Label("slowest_to_last_layer_s", "Slowest to its last layer (s)"),
+    Label("kept_layer", "Kept their layer"),
+    # the 2018 study's published figures (reports/cosmo-2018.toml)
+    Label("label_2018", "SFU (2018 version)"),
+    Label("participants_2018", "Participants at target"),
+    Label("checks_pct_2018", "Checks passed (%)"),
+    Label("ramp_sent_mbps_2018", "Ramp-up sent (Mbps, avg)"),
+    Label("ramp_rtt_ms_2018", "Ramp-up sender RTT (ms, avg)"),
+    Label("ramp_rtt_over_50_pct_2018", "Ramp-up RTT > 50 ms (%)"),
+    Label("ramp_received_mbps_2018", "Ramp-up received (Mbps, avg)"),
+    Label("target_sent_mbps_2018", "Target sent (Mbps, avg)"),
+    Label("target_rtt_ms_2018", "Target sender RTT (ms, avg)"),
+    Label("target_received_mbps_2018", "Target received (Mbps, avg)"),
+    Label("knee_2018", "Knee (participants)"),
+)
+
+ENTRIES = {e.name: e for e in (*FIGURES, *STEP_FIGURES, *LABELS)}
+
 
 FIELDS = (
     Field("bytes", "sfubench_stream_bytes_total", "counter", "Bytes sent or received on the RTP stream."),
@@ -125,6 +290,12 @@ FIELDS = (
 PARTICIPANTS = Field("participants", "sfubench_participants", "gauge", "Participants started.")
 
 BY_NAME = {f.name: f for f in FIGURES}
+
+
+def title(name: str, brief: bool = False) -> str:
+    """A column's title: the entry's own, or its short one with its unit (KeyError: undeclared)."""
+    entry = ENTRIES[name]
+    return entry.brief if brief else entry.column
 
 
 def series() -> tuple[Figure, ...]:
