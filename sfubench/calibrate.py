@@ -14,7 +14,9 @@ one kind): there the run ends client-bound and measures the clients. So before i
   forwarded packet times packets forwarded per participant, its cost per participant.
 Then one budget for the whole study: what the cheapest SFU would use at TARGET of what the clients
 carry (the in-house SFU's CPU there, scaled by the two SFUs' costs per participant at the light
-load), so that the cheapest SFU's knee is expected there and every other SFU's below it. The
+load), so that the cheapest SFU's knee is expected there and every other SFU's below it, or,
+where the clients carry more than the ramp reaches within --ramp-minutes, at REACH of the rooms it
+adds in that time: its knee must leave time for the steps that confirm it and narrow it down. The
 in-house SFU's own curve is read, not its light-load cost extrapolated: an SFU's cost per packet
 falls as its load grows (the in-house SFU's by about three times from 6 participants to 70). A
 budget under FLOOR_CORES is no fair deployment of any SFU: refused, with the figures that gave it."""
@@ -38,6 +40,13 @@ TARGET = 0.55
 FLOOR_CORES = 0.15    # a budget below this is no fair deployment: refused
 PACING_MS = 1.0       # the generator's pacing p99 under which the clients still have headroom
 LIGHT_ROOMS = 2       # rooms at which the SFUs' costs are compared
+# Of the rooms the lab's ramp adds within --ramp-minutes: the furthest the cheapest SFU's knee is
+# expected. After its knee's room the ramp takes the step that confirms it, measures that step again
+# and narrows the knee down within its room (up to five steps), and an SFU under its quota can give
+# way past its expected knee: where the clients carried more than the ramp reached, a Janus knee
+# came so late that the bound passed before it was narrowed down.
+REACH = 0.65
+JOIN_S = 5.0          # a ramp's room joins and validates in this, beside its settling and window
 MAX_ROOMS = 60
 STEP_ROOMS = 2        # rooms added a step, past the first, while the clients' capacity is sought
 SETTLE_S = 2.0
@@ -45,8 +54,8 @@ SAMPLES = 4           # per window: 3 s
 REFERENCE = "inhouse"
 RULE = (f"one budget for every SFU: what the cheapest SFU would use at {TARGET:.0%} of the participants the "
         f"clients carry beside the browser with the generator's pacing p99 under {PACING_MS:g} ms (the in-house "
-        f"SFU's CPU there, scaled by the SFUs' costs per participant at {LIGHT_ROOMS} rooms); refused under "
-        f"{FLOOR_CORES:g} core")
+        f"SFU's CPU there, scaled by the SFUs' costs per participant at {LIGHT_ROOMS} rooms), or at {REACH:.0%} "
+        f"of the rooms the ramp adds within its minutes where that is fewer; refused under {FLOOR_CORES:g} core")
 
 
 class CalibrationFailed(RuntimeError):
@@ -88,17 +97,18 @@ class Budget:
     costs: dict          # SFU -> Cost, of the SFUs it is for
     cheapest: str
     reference: Cost      # the in-house SFU's, whose curve the capacity holds
+    reach: float | None = None   # the participants the ramp reaches in time (None: no time bound)
 
     @property
     def target(self) -> float:
-        return TARGET * self.capacity.participants
+        return min(TARGET * self.capacity.participants, self.reach or float("inf"))
 
     def expected_knee(self, sfu: str) -> float:
         return self.target * self.costs[self.cheapest].per_participant / self.costs[sfu].per_participant
 
     def record(self) -> dict:
         """What meta.json and study.json keep of it."""
-        return {"cores": self.cores, "rule": RULE, "target": TARGET, "cheapest": self.cheapest,
+        return {"cores": self.cores, "rule": RULE, "target": TARGET, "reach": self.reach, "cheapest": self.cheapest,
                 "clients": {k: v for k, v in dataclasses.asdict(self.capacity).items() if k != "curve"},
                 "costs": {s: {**dataclasses.asdict(c), "expected_knee": round(self.expected_knee(s), 1)}
                           for s, c in self.costs.items()},
@@ -112,19 +122,30 @@ def needed(cfg) -> bool:
             and cfg.browser_participants < cfg.participants)
 
 
-def choose(capacity: Capacity, costs: dict[str, Cost], reference: Cost, sfu_cores: int = 1) -> Budget:
+def reach(cfg) -> float | None:
+    """The participants at REACH of the rooms the ramp adds within --ramp-minutes (None: unbounded)."""
+    if not cfg.ramp_minutes:
+        return None
+    step_s = JOIN_S + cfg.settle + (cfg.ramp_samples - 1) * cfg.sample_interval
+    return REACH * int(cfg.ramp_minutes * 60 / step_s) * cfg.users_per_room
+
+
+def choose(capacity: Capacity, costs: dict[str, Cost], reference: Cost, sfu_cores: int = 1,
+           reached: float | None = None) -> Budget:
     """The budget at which the cheapest SFU of `costs` is expected to give way at TARGET of what the
-    clients carry (`reference`: the in-house SFU's cost at the light load, beside the curve)."""
+    clients carry, or at `reached` participants where that is fewer (`reference`: the in-house
+    SFU's cost at the light load, beside the curve)."""
     cheapest = min(costs, key=lambda s: costs[s].per_participant)
     scale = costs[cheapest].per_participant / reference.per_participant
-    cores = round(min(capacity.reference_cores(TARGET * capacity.participants) * scale, float(sfu_cores)), 2)
+    budget = Budget(0.0, capacity, costs, cheapest, reference, reached)
+    cores = round(min(capacity.reference_cores(budget.target) * scale, float(sfu_cores)), 2)
     if cores < FLOOR_CORES:
         raise ConfigError(
             f"the budget this machine sizes is {cores:g} core, under {FLOOR_CORES:g}, which no fair deployment "
             f"would give an SFU: its clients carry {capacity.participants} participants beside the browser, "
-            f"and {cheapest}, the cheapest, would use {cores:g} core at {TARGET * capacity.participants:.0f}. "
+            f"and {cheapest}, the cheapest, would use {cores:g} core at {budget.target:.0f}. "
             "Give --sfu-cpus, or run on a machine with more cores for the clients")
-    return Budget(cores, capacity, costs, cheapest, reference)
+    return dataclasses.replace(budget, cores=cores)
 
 
 # ---------------------------------------------------------------- the measurements
@@ -269,7 +290,7 @@ def calibrate(cfg, sfus: dict[str, str], out: Path, progress: Progress) -> Budge
     if not set(sfus) & set(costs):
         raise CalibrationFailed(f"calibrating: no SFU of {', '.join(sfus)} could be measured")
     budget = choose(capacity, {s: costs[s] for s in sfus if s in costs}, costs[REFERENCE],
-                    len(cpu_list(cfg.sfu_cpuset)) or (os.cpu_count() or 1))
+                    len(cpu_list(cfg.sfu_cpuset)) or (os.cpu_count() or 1), reach(cfg))
     progress.say(f"calibrated: the clients carry {capacity.participants} participants ({capacity.streams} streams, "
                  f"pacing p99 {capacity.pacing_ms_p99:.2f} ms); a budget of {budget.cores:g} core puts "
                  f"{budget.cheapest}'s knee near {budget.expected_knee(budget.cheapest):.0f}")

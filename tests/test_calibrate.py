@@ -36,6 +36,22 @@ def test_the_budget_is_what_the_cheapest_sfu_would_use_at_its_share_of_what_the_
     assert capacity.reference_cores(14) == pytest.approx(0.12) and capacity.reference_cores(105) == pytest.approx(0.66)
 
 
+def test_where_the_clients_carry_more_than_the_ramp_reaches_the_knee_is_expected_within_its_minutes():
+    cfg = config.load(cli={}, env={})   # the lab's bound, each room settled and measured
+    step_s = calibrate.JOIN_S + cfg.settle + (cfg.ramp_samples - 1) * cfg.sample_interval
+    rooms = int(cfg.ramp_minutes * 60 / step_s)
+    reached = calibrate.reach(cfg)
+    assert reached == calibrate.REACH * rooms * 7 and reached / 7 + 5 < rooms   # the knee's five steps fit
+    assert calibrate.reach(dataclasses.replace(cfg, ramp_minutes=0.0)) is None   # no bound: the clients'
+    reference = Cost("0.1.0", 20.0, 400.0)
+    capacity = Capacity(participants=315, streams=3780, pacing_ms_p99=0.25, curve=CURVE)
+    bounded = choose(capacity, {"inhouse": reference}, reference, reached=reached)
+    assert calibrate.TARGET * 315 > reached and bounded.expected_knee("inhouse") == pytest.approx(reached)
+    assert bounded.cores == round(capacity.reference_cores(reached), 2) and bounded.record()["reach"] == reached
+    assert choose(capacity, {"inhouse": reference}, reference).target == calibrate.TARGET * 315
+    assert choose(capacity, {"inhouse": reference}, reference, reached=1000).target == calibrate.TARGET * 315
+
+
 def test_a_budget_no_fair_deployment_would_use_is_refused_with_the_figures_that_gave_it():
     target = calibrate.TARGET * 21
     cores = round(0.06 + 0.12 * (target - 7) / 14, 2)
