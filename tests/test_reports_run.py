@@ -1,6 +1,8 @@
 import csv
 import json
+import lzma
 import shutil
+from pathlib import Path
 from unittest.mock import ANY
 
 import pytest
@@ -160,3 +162,43 @@ def test_a_run_without_a_knee_says_why_its_load_stopped(runs, tmp_path):
     page = run.build(d).read_text()
     assert ("<b>No knee</b>: the SFU coped with every load measured; the load stopped: no knee confirmed "
             "within --ramp-minutes 8 (up to 21 participants).") in page
+
+
+STORED = Path(__file__).parent / "data" / "default-run"
+
+
+def _unpacked(folder: Path, into: Path) -> Path:
+    into.mkdir()
+    for f in folder.iterdir():
+        if f.suffix == ".xz":
+            (into / f.stem).write_bytes(lzma.decompress(f.read_bytes()))
+        elif f.name != "tables-before.json":
+            shutil.copy(f, into / f.name)
+    return into
+
+
+def _same(before, after, where="tables.json"):
+    """Every value of `before` is in `after`, the same; `after` may hold more keys."""
+    if isinstance(before, dict):
+        assert isinstance(after, dict), where
+        for k, v in before.items():
+            assert k in after, f"{where}.{k} is gone"
+            _same(v, after[k], f"{where}.{k}")
+    elif isinstance(before, list):
+        assert isinstance(after, list) and len(after) == len(before), where
+        for i, (b, a) in enumerate(zip(before, after)):
+            _same(b, a, f"{where}[{i}]")
+    else:
+        assert before == after, f"{where}: {before!r} then, {after!r} now"
+
+
+def test_a_stored_real_default_run_gives_the_figures_it_gave_before(tmp_path):
+    """A real default run (tests/data/default-run/README.md says which), its files as the run left
+    them but for its frames and images, and the tables.json the reports built from it before the
+    catalogue gave every table its columns: rebuilt now, every number and title is the same."""
+    folder = _unpacked(STORED, tmp_path / "run")
+    run.build(folder)
+    before = json.loads((STORED / "tables-before.json").read_text())
+    after = json.loads((folder / "tables.json").read_text())
+    assert before["tables"]["series"]["rows"] and before["knee"]["participants"]
+    _same(before, after)
