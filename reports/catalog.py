@@ -78,9 +78,10 @@ PERCENTILES = ("p50", "p90", "p95", "p99", "max")
 FIGURES = (
     Figure("participants", "Participants", "participants", digits=0, better=1, help="participants started"),
     Figure("send_bps", "Send video (Mbps)", "Mbps", MBPS, 3, better=1, at_target=True, floor=20_000, short="Sent",
+           plot="Sent, per stream",
            trend="Sent bitrate at target", source="streams", spread=True, help="video bitrate each sender sent, per stream"),
     Figure("recv_bps", "Recv video per stream (Mbps)", "Mbps", MBPS, 3, better=1, at_target=True, floor=20_000,
-           short="Received", trend="Received bitrate at target", source="streams", spread=True,
+           short="Received", plot="Received, per stream", trend="Received bitrate at target", source="streams", spread=True,
            help="video bitrate received, per stream"),
     Figure("recv_total_bps", "Recv video per participant (Mbps)", "Mbps", MBPS, 3, better=1, at_target=True,
            floor=100_000, source="streams", spread=True, help="video bitrate each participant received, all its streams"),
@@ -111,7 +112,7 @@ FIGURES = (
            plot="Glass-to-glass delay", trend="Delay at target (median)", source="playback",
            help="glass-to-glass delay, from the sender's camera to the receiver"),
     Figure("check_pass_rate", "Checks passed (%)", "%", 100, 1, better=1, at_target=True, floor=0.02,
-           short="Checks passed", trend="Video checks passed", help="share of the video checks that found the video playing"),
+           short="Checks passed", plot="Video checks passed", trend="Video checks passed", help="share of the video checks that found the video playing"),
     Figure("sfu_cpu", "SFU CPU (cores)", "cores", digits=3, plot="SFU CPU", help="the SFU's CPU"),
     Figure("sfu_rss", "SFU RSS (MB)", "MB", MBPS, 0, plot="SFU memory (RSS)", help="the SFU's resident memory"),
     Figure("clients_cpu_per_participant", "Browser CPU / participant (cores)", "cores", digits=3,
@@ -119,7 +120,7 @@ FIGURES = (
     Figure("fwd_pps", "Forwarded packets/s", "packets/s", digits=0, help="packets the receivers got"),
     Figure("sfu_us_per_packet", "SFU CPU per packet (µs)", "µs", digits=2, short="µs per forwarded packet",
            help="the SFU's CPU per forwarded packet"),
-    Figure("sfu_mhz_per_stream", "SFU MHz per forwarded stream", "MHz", digits=2, short="SFU per forwarded stream",
+    Figure("sfu_mhz_per_stream", "SFU MHz per forwarded stream", "MHz", digits=2, short="MHz per forwarded stream",
            plot="SFU per forwarded\nstream", help="the SFU's CPU, in MHz of its machine's clock, per forwarded stream"),
     # per run only: the results database and the trend
     Figure("coped", "Load coped with", "participants", digits=0, series=False, better=1,
@@ -146,11 +147,13 @@ STEP_FIGURES = (
     Figure("code_freezes_per_min", "Freezes (frame code)", "per stream-minute", digits=2, series=False,
            help="freezes seen in the frame codes (a code held 0.5 s or more)"),
     Figure("sfu_mhz_per_published", "SFU MHz per published stream", "MHz", digits=1, series=False,
-           short="SFU per published stream", plot="SFU per published\nstream",
+           short="MHz per published stream", plot="SFU per published\nstream",
            help="the SFU's CPU, in MHz of its machine's clock, per published stream"),
     Figure("pub_streams", "Published streams", "streams", digits=0, series=False, help="tracks the senders published"),
     Figure("fwd_streams", "Forwarded streams", "streams", digits=0, series=False,
            help="published tracks delivered to receivers (one per receiver)"),
+    Figure("sfu_cpu_per_participant", "SFU CPU per participant", "% of one core", 100, 3, series=False,
+           help="the SFU's CPU per participant, at each count"),
     Figure("sfu_cores_fwd", "SFU CPU (cores)", "cores", digits=3, series=False, help="the SFU's CPU over the windows"),
     Figure("sfu_in_mbps", "SFU in (Mbps)", "Mbps", digits=2, series=False, help="the SFU's interface, in"),
     Figure("sfu_out_mbps", "SFU out (Mbps)", "Mbps", digits=2, series=False, help="the SFU's interface, out"),
@@ -209,7 +212,7 @@ LABELS = (
     Label("threshold", "Threshold"),
     Label("share_above_pct", "Share above (%)"),
     Label("figure", "Figure"),
-    *(Label(p, p) for p in ("p50", "p90", "p95", "p99")),
+    *(Label(f"percentile_{p}", p, "of a figure's observations") for p in PERCENTILES),
     Label("value", "Value"),
     Label("median_previous", "Median of previous"),
     Label("noise_band", "Noise band"),
@@ -243,8 +246,9 @@ LABELS = (
     Label("first_layer", "First layer"),
     Label("last_layer", "Last layer"),
     Label("keyframe_requests_sent", "Keyframe requests sent"),
-    Label("keyframe_requests_near_switch", "… within 5 s of a switch"),
-    Label("freezes_near_switch", "Freezes within 5 s of a switch"),
+    Label("keyframe_requests_near_switch", "…", "keyframe requests sent near a switch (reports/layers.py)"),
+    Label("freezes_near_switch", "Freezes", "freezes near a switch (reports/layers.py)"),
+    Label("run_value", "", "a run's or SFU's value, the column titled by its name"),
     Label("network_changed_to", "Network changed to"),
     Label("received_streams", "Received streams"),
     Label("switched", "Switched"),
@@ -332,6 +336,12 @@ def markdown() -> str:
         track = {1: "higher is better", -1: "lower is better"}.get(f.better, "")
         lines.append(f"| `{f.name}` | {f.column} | {f.unit} | {'yes' if f.series else ''} | {track} | "
                      f"{'yes' if f.spread else ''} | {f.help} |")
+    lines += ["", "## Figures of each step", "",
+              "Measured at each step and shown in the report's tables of their own (the SFU's cost and "
+              "traffic, the receivers by kind, the layers) and in its plots; no headline keeps them.", "",
+              "| name | column | unit | meaning |", "|---|---|---|---|"]
+    for f in STEP_FIGURES:
+        lines.append(f"| `{f.name}` | {f.column} | {f.unit} | {f.help} |")
     lines += ["", "## Live fields (Prometheus)", "",
               "One series per stream, labelled sfu, run, room, user, peer, direction, kind, ssrc.", "",
               "| sample field | series | type | meaning |", "|---|---|---|---|"]

@@ -9,7 +9,8 @@ from . import export, html, metrics, plotting, reference, runfiles, tables
 from .knee import KneeRule
 from .metrics import Analysis
 from .confidence import Span, verdicts
-from .table import Table
+from .plotting import Panel
+from .table import Column, Table
 
 FIGURES = ("fig-cmp-bitrate", "fig-cmp-rtt", "fig-cmp-quality", "fig-cmp-delay", "fig-cmp-checks",
            "fig-cmp-server")
@@ -98,6 +99,11 @@ def _r(v, scale=1.0, digits=3):
     return None if v is None else round(v * scale, digits)
 
 
+RANKED = (*(Column(k, brief=True) for k in ("recv_bps", "send_bps", "rtt_send_ms", "brisque", "vmaf", "delay_ms",
+                                            "check_pass_rate", "server_cpu_per_participant")),
+          Column("sfu_mhz_per_stream", unit=""))
+
+
 def ranking_table(analyses: list[Analysis], names: list[str]) -> Table:
     rows = []
     for rank, i in enumerate(ranked(analyses), 1):
@@ -106,33 +112,27 @@ def ranking_table(analyses: list[Analysis], names: list[str]) -> Table:
         values = [_r(h["recv_bps"], 1e-6), _r(h["send_bps"], 1e-6), _r(h["rtt_send_ms"], 1, 1),
                   _r(h["brisque"], 1, 1), _r(h["vmaf"], 1, 1), _r(h["delay_ms"], 1, 0),
                   _r(h["check_pass_rate"], 100, 1), _r(h["server_cpu_per_participant"], 100, 3),
-                  _r(at.get("sfu_mhz_per_stream"), 1, 2)]
+                  _r(at.get("sfu_mhz_per_stream"), 1, 2)]   # in RANKED's order
         if h.get("target_client_bound"):
             values = [None if v is None else f"({v})" for v in values]
         rows.append([rank, names[i], _knee_cell(a), h["participants"], *values])
     return Table("ranking", "Ranking (values at target load)",
-                 ["Rank", "SFU", "Knee", "Reached", "Received (Mbps)", "Sent (Mbps)", "Sender RTT (ms)", "BRISQUE",
-                  "VMAF", "Delay (ms)", "Checks passed (%)", "SFU CPU / participant (%)",
-                  "SFU MHz / forwarded stream"], rows,
+                 ["rank", "sfu", "knee", "reached", *RANKED], rows,
                  note="Knee and Reached in participants; bitrates per video stream; delay is the median "
                       "glass-to-glass delay; SFU CPU in percent of one core per participant, and in MHz of "
                       "its machine's clock per forwarded stream at target. Values in "
                       "brackets come from a client-bound target window: they describe the clients.")
 
 
-SHORT = {"send_bps": "Sent", "rtt_send_ms": "Sender RTT", "recv_bps": "Received", "rtt_recv_ms": "Receiver RTT",
-         "fps": "Frame rate", "jitter_ms": "Jitter", "loss_pct": "Loss"}
-
-
 def study_table(per_run: list[list[Table]], names: list[str], index: int) -> Table:
     """One of Tables IV–VI with a row per run (`per_run`: each run's tables.study_tables): each
     metric's average (and share above the threshold)."""
     first = per_run[0][index]
-    columns = ["SFU"]
+    columns = ["sfu"]
     for key, row in zip(first.row_keys, first.rows):
-        columns.append(f"{SHORT[key]} avg ({row[1]})")
+        columns.append(Column(key, qualifier=" avg", unit=row[1]))
         if row[6]:
-            columns.append(f"{SHORT[key]} {row[6]} (%)")
+            columns.append(Column(key, qualifier=f" {row[6]}", unit="%"))
     rows = []
     for own, name in zip(per_run, names):
         out = [name]
@@ -148,9 +148,10 @@ def cost_table(analyses: list[Analysis], names: list[str]) -> Table:
     """The SFUs' CPU per forwarded packet and per forwarded stream at each participant count, side by
     side (cost.cost_series); client-bound counts are marked, as they say less about the SFU."""
     counts = sorted({r["participants"] for a in analyses for r in a.cost})
-    columns = ["Participants"]
+    columns = ["participants"]
     for n in names:
-        columns += [f"{n}: µs per packet", f"{n}: MHz per stream", f"{n}: MHz per published"]
+        columns += [Column(key, unit="", of=n) for key in ("sfu_us_per_packet", "sfu_mhz_per_stream",
+                                                            "sfu_mhz_per_published")]
     bound = [{h["participants"] for h in a.health if h.get("client_bound") and h["phase"] != "network"}
              for a in analyses]
     rows = []
@@ -168,8 +169,7 @@ def cost_table(analyses: list[Analysis], names: list[str]) -> Table:
                       "track delivered to one receiver; MHz of each run's machine clock.")
 
 
-REPEAT = (("recv_bps", "Received"), ("send_bps", "Sent"), ("rtt_send_ms", "Sender RTT"), ("fps", "Frame rate"),
-          ("delay_ms", "Delay"), ("server_cpu_per_participant", "SFU CPU / participant"))
+REPEAT = ("recv_bps", "send_bps", "rtt_send_ms", "fps", "delay_ms", "server_cpu_per_participant")
 
 
 def by_sfu(analyses: list[Analysis]) -> dict[str, list[int]]:
@@ -188,13 +188,13 @@ def repeat_table(analyses: list[Analysis]) -> Table:
         if len(idx) < 2:
             continue
         row = [name, len(idx), " / ".join(analyses[i].knee.cell() for i in idx)]
-        for key, _ in REPEAT:
+        for key in REPEAT:
             vals = [v for i in idx if (v := analyses[i].headline.get(key)) is not None]
             mean = sum(vals) / len(vals) if vals else 0
             row.append(round(100 * (max(vals) - min(vals)) / mean, 1) if len(vals) > 1 and mean else None)
         rows.append(row)
     return Table("repeat", "Repeatability: the same SFU and scenario, run again",
-                 ["SFU", "Runs", "Knees"] + [f"{label} spread (%)" for _, label in REPEAT], rows,
+                 ["sfu", "runs", "knees", *(Column(key, qualifier=" spread", unit="%") for key in REPEAT)], rows,
                  note="Spread: (max - min) / mean of the figure at target over the SFU's runs. A difference "
                       "between SFUs smaller than their runs' own spread is noise.")
 
@@ -236,7 +236,8 @@ def versions_table(analyses: list[Analysis], names: list[str]) -> tuple[Table, l
     keys = list(dict.fromkeys(k for items in per_run for k in items))
     rows = [[k] + [items.get(k) for items in per_run] for k in keys]
     classes = ["diff" if len({repr(r) for r in row[1:]}) > 1 else "" for row in rows]
-    return Table("versions", "Versions and configuration (differences highlighted)", ["Field"] + names, rows), classes
+    return Table("versions", "Versions and configuration (differences highlighted)",
+                 ["field", *(Column("run_value", of=n) for n in names)], rows), classes
 
 
 # ---------------------------------------------------------------- overlay plots
@@ -244,26 +245,26 @@ def versions_table(analyses: list[Analysis], names: list[str]) -> tuple[Table, l
 def _overlay(analyses, names, out: Path, name: str, panels: list[tuple], title: str, height: float = 3.8,
              log: bool = False, hline: tuple | None = None, colors: list | None = None,
              prefix: str = "compare") -> str | None:
-    """Panels of (series attribute, key, panel title, y label, scale); one line per run, knees dashed.
-    `colors`: one per run (default: one each); a run whose name is None draws without a legend entry."""
-    panels = [p for p in panels if any(plotting.column(getattr(a, p[0]), p[1])[0] for a in analyses)]
+    """Panels (plotting.Panel); one line per run, knees dashed. `colors`: one per run (default: one
+    each); a run whose name is None draws without a legend entry."""
+    panels = [p for p in panels if any(plotting.column(getattr(a, p.rows), p.key)[0] for a in analyses)]
     if not panels:
         return None
     colors = colors or [plotting.PALETTE[n % len(plotting.PALETTE)] for n in range(len(analyses))]
     fig, axes = plotting.figure(ncols=len(panels), height=height, title=title)
-    for ax, (attr, key, ptitle, ylabel, scale) in zip(axes, panels):
+    for ax, p in zip(axes, panels):
         for a, label, color in zip(analyses, names, colors):
-            rows = [r for r in getattr(a, attr) if r["participants"]]
-            if plotting.line_with_band(ax, rows, key, label, color, scale=scale, band=False) and not a.knee.client_bound:
+            rows = [r for r in getattr(a, p.rows) if r["participants"]]
+            if plotting.line_with_band(ax, rows, p.key, label, color, scale=p.scale, band=False) and not a.knee.client_bound:
                 plotting.mark_knee(ax, a.knee.participants, color=color)
-        plotting.participants_axis(ax, [r for a in analyses for r in getattr(a, attr)])
+        plotting.participants_axis(ax, [r for a in analyses for r in getattr(a, p.rows)])
         if hline:
             ax.axhline(hline[0], color="#555", linestyle=":", linewidth=1, label=hline[1])
         if log:
             plotting.ms_log_axis(ax)
         else:
             plotting.zero_based(ax)
-        ax.set(title=ptitle, ylabel=ylabel)
+        ax.set(title=p.title, ylabel=p.unit)
     axes[0].legend(loc="best")
     plotting.save(fig, out / f"{prefix}-{name}.png")
     return f"{prefix}-{name}.png"
@@ -272,26 +273,18 @@ def _overlay(analyses, names, out: Path, name: str, panels: list[tuple], title: 
 def plots(analyses: list[Analysis], names: list, out: Path, **style) -> dict[str, str | None]:
     """The overlays of the comparison; `style`: _overlay's colors and prefix."""
     o = functools.partial(_overlay, analyses, names, out, **style)
-    mbps = 1e-6
     return {
-        "fig-cmp-bitrate": o("bitrate", [("series", "recv_bps", "Received, per stream", "Mbps", mbps),
-                                         ("series", "send_bps", "Sent, per stream", "Mbps", mbps)],
+        "fig-cmp-bitrate": o("bitrate", [Panel("recv_bps"), Panel("send_bps")],
                              "Video bitrate vs participants (dashed: each SFU's knee)", height=4.2),
-        "fig-cmp-rtt": o("rtt", [("series", "rtt_send_ms", "Sender RTT (log scale)", "ms", 1)],
+        "fig-cmp-rtt": o("rtt", [Panel("rtt_send_ms", note=" (log scale)")],
                          "Round-trip time vs participants", log=True, hline=(tables.RTT_THRESHOLD_MS, "50 ms")),
-        "fig-cmp-quality": o("quality", [("series", "brisque", "BRISQUE (lower is better)", "score", 1),
-                                         ("series", "vmaf", "VMAF (higher is better)", "score", 1),
-                                         ("series", "psnr", "PSNR (higher is better)", "dB", 1)],
+        "fig-cmp-quality": o("quality", [Panel("brisque"), Panel("vmaf"), Panel("psnr")],
                              "Received video quality vs participants", height=3.6),
-        "fig-cmp-delay": o("delay", [("series", "delay_ms", "Glass-to-glass delay (median)", "ms", 1),
-                                     ("series", "freezes_per_min", "Freezes", "per stream-minute", 1)],
+        "fig-cmp-delay": o("delay", [Panel("delay_ms", note=" (median)"), Panel("freezes_per_min")],
                            "Delay and freezes vs participants", height=3.6),
-        "fig-cmp-checks": o("checks", [("series", "check_pass_rate", "Video checks passed", "%", 100)],
-                            "Video checks passed vs participants", height=3.4),
-        "fig-cmp-server": o("server", [("server", "sfu_cpu", "SFU CPU", "cores", 1),
-                                       ("server", "sfu_rss", "SFU memory (RSS)", "MB", 1e-6),
-                                       ("server", "sfu_cpu_per_participant", "SFU CPU per participant",
-                                        "% of one core", 100)],
+        "fig-cmp-checks": o("checks", [Panel("check_pass_rate")], "Video checks passed vs participants", height=3.4),
+        "fig-cmp-server": o("server", [Panel("sfu_cpu", "server"), Panel("sfu_rss", "server"),
+                                       Panel("sfu_cpu_per_participant", "server")],
                             "SFU server resources vs participants", height=3.6),
     }
 

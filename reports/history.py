@@ -223,15 +223,15 @@ def build(db: str | Path, out_dir: str | Path, sfu_names: list[str] | None = Non
         fig.autofmt_xdate()
         figs.append((f"fig-trend-{name}", plotting.save(fig, out / f"trend-{name}.png").name, TITLES[name]))
     table = Table("regressions", "Regressions in each SFU's latest run",
-                  ["SFU", "Metric", "Run", "Value", "Median of previous", "Noise band", "Unit"], flagged)
+                  ["sfu", "metric", "run", "value", "median_previous", "noise_band", "unit"], flagged)
     runs_rows = []
     for s in names:
         any_metric = next(iter(trends[s].values()), [])
         for p in any_metric[-5:]:
             runs_rows.append([s, p["run"], _date(p["started"]).strftime("%Y-%m-%d %H:%M"), p["version"],
                               (p["git_sha"] or "")[:12], p["status"] or "unfinished", p["scenario"]])
-    recent = Table("recent", "Latest runs", ["SFU", "Run", "Started (UTC)", "SFU version", "git sha", "Status",
-                                             "Scenario"], runs_rows)
+    recent = Table("recent", "Latest runs", ["sfu", "run", "started_utc", "sfu_version", "git_sha", "status",
+                                             "scenario"], runs_rows)
     body = [
         f"<header><h1>sfubench trends — {html.escape(', '.join(names)) or 'no runs'}</h1>"
         f'<p class="sub">Results DB: <code>{html.escape(str(db).split("@")[-1])}</code></p></header>',

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import html, plotting, runfiles
 from .stats import stream_stats
-from .table import Table, rounded, scaled
+from .table import Column, Table, rounded, scaled
 from .windows import MEASURED, mean
 
 LAYERS = ("full", "1/2", "1/4")
@@ -115,9 +115,8 @@ def layer_table(obs: list[dict], source_height) -> Table:
                      rounded(st.get("freezes_per_min"), 2) if key[1] == "recv" else None,
                      rounded(sum(o["plis"] for o in timed) / minutes, 2) if minutes else None])
     return Table("layers", "Video by simulcast layer (browsers)",
-                 ["Participants", "Direction", "Layer", "Height (px)", "Streams", "Share of streams (%)",
-                  "Bitrate per stream (Mbps)", "Frame rate", "Freezes / stream-min",
-                  "Keyframe requests / stream-min"], rows,
+                 ["participants", "direction", "layer", "height_px", "streams", "stream_share_pct", "layer_bps",
+                  "layer_fps", "freezes_per_min", "keyframe_requests_per_min"], rows,
                  note="One stream per window: a sent one per layer each browser published, a received one "
                  "per remote participant, its layer told by its picture height at the window's end. A "
                  "sent layer is a stream of its own in the run's other figures too. Keyframe requests: "
@@ -140,8 +139,7 @@ def quality_table(recs: list[dict], source_height) -> Table:
                      len(frames), *(rounded(mean(r.get(k) for r in frames), 1)
                                     for k in ("vmaf", "vmaf_layer", "psnr", "brisque"))])
     return Table("layer_quality", "Quality by simulcast layer (captured received frames)",
-                 ["Participants", "Layer", "Height (px)", "Frames", "VMAF (scaled to the source)",
-                  "VMAF at the layer's size", "PSNR (dB)", "BRISQUE"], rows,
+                 ["participants", "layer", "height_px", "frames", "vmaf_scaled", "vmaf_own", "psnr", "brisque"], rows,
                  note="Each captured frame against the source frame its code names. Scaled to the source, "
                  "a lower layer pays for the detail it lacks, as a viewer's large tile shows it; at the "
                  "layer's size, against the source scaled down alike, it shows how well that layer was "
@@ -160,10 +158,11 @@ def switch_table(streams: dict[tuple[str, str], list[tuple]], source_height) -> 
         rows.append([receiver, sender, " → ".join(f"{h:.0f}" for _, h in seen[:12])
                      + (" …" if len(seen) > 12 else ""), switches, layers[0], layers[-1],
                      round(asked), round(near), round(frozen)])
+    around = f" within {AROUND_S:g} s of a switch"
     return Table("layer_switches", "Layer switches per received stream (browsers)",
-                 ["Receiver", "Sender", "Heights received (px, in order)", "Layer switches", "First layer",
-                  "Last layer", "Keyframe requests sent", f"… within {AROUND_S:g} s of a switch",
-                  f"Freezes within {AROUND_S:g} s of a switch"], rows,
+                 ["receiver", "sender", "heights_received", "layer_switches", "first_layer", "last_layer",
+                  "keyframe_requests_sent", Column("keyframe_requests_near_switch", qualifier=around),
+                  Column("freezes_near_switch", qualifier=around)], rows,
                  note="From every getStats sample of the run (background ones too), so a switch is placed "
                  "to within a sample interval. A receiver asks for a keyframe (PLI) when it cannot decode "
                  "what it gets: an SFU that switches it at a keyframe of the new layer leaves it none to "
@@ -211,9 +210,8 @@ def switch_time_table(lines: dict[tuple[str, str], list[tuple[float, float]]], e
                      ", ".join(f"{n} {layer}" for layer, n in sorted(ended.items(), key=lambda kv: LAYERS.index(kv[0]))),
                      rounded(max(last), 1) if last else None, kept])
     return Table("layer_switch_times", "Layer switches after each network change (browsers)",
-                 ["Network changed to", "Received streams", "Switched", "Median first switch (s)",
-                  "Slowest first switch (s)", "Layers at the step's end", "Slowest to its last layer (s)",
-                  "Kept their layer"], rows,
+                 ["network_changed_to", "received_streams", "switched", "median_first_switch_s",
+                  "slowest_first_switch_s", "layers_at_end", "slowest_to_last_layer_s", "kept_layer"], rows,
                  note="From the change (the run's event) to the first sample showing a stream on another "
                  "layer, and to the last change before the next step: placed to within a sample interval "
                  "(a second in measurement windows, --background-interval between them).")

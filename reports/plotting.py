@@ -1,6 +1,7 @@
 """Matplotlib helpers shared by the run, comparison and history reports (Agg: no display needed)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -8,6 +9,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+
+from . import catalog  # noqa: E402
+from .table import UndeclaredColumn  # noqa: E402
 
 STYLE = {
     "figure.dpi": 100,
@@ -34,6 +38,38 @@ PALETTE = plt.get_cmap("tab10").colors
 # Set globally rather than per figure: legends and labels are created after the figure, and nothing else in
 # a report process draws with matplotlib.
 plt.rcParams.update(STYLE)
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A panel plotting one catalogue figure: its title, unit and scale are the catalogue's (the
+    figure's plot title, else its column title); `note` adds what the panel shows of it ("
+    (median)"); `rows`: the analysis's rows it is drawn from (series, server, cost); `line`: the
+    line's label where a panel draws one."""
+    key: str
+    rows: str = "series"
+    note: str = ""
+    line: str = "mean"
+
+    def __post_init__(self):
+        if not isinstance(catalog.ENTRIES.get(self.key), catalog.Figure):
+            raise UndeclaredColumn(f"plotted figure {self.key!r} is not declared in reports/catalog.py")
+
+    @property
+    def figure(self) -> catalog.Figure:
+        return catalog.ENTRIES[self.key]
+
+    @property
+    def title(self) -> str:
+        return (self.figure.plot or self.figure.column) + self.note
+
+    @property
+    def unit(self) -> str:
+        return self.figure.unit
+
+    @property
+    def scale(self) -> float:
+        return self.figure.scale
 
 
 def figure(ncols: int = 1, height: float = 3.6, title: str | None = None, sharex: bool = True,

@@ -9,7 +9,7 @@ from matplotlib.ticker import MaxNLocator
 from . import plotting, tables
 from .knee import plateaus
 from .metrics import Analysis
-from .plotting import KNEE_COLOR, RECV_COLOR, SEND_COLOR
+from .plotting import KNEE_COLOR, RECV_COLOR, SEND_COLOR, Panel
 
 # ids of the figures a complete run produces (verify.check_rendered can demand them)
 FIGURES = ("fig-timeline", "fig-bitrate", "fig-rtt", "fig-quality", "fig-delay", "fig-stream",
@@ -139,20 +139,25 @@ def plot_rtt(a: Analysis, out: Path) -> str | None:
     return "report-rtt.png"
 
 
-def _panels(a: Analysis, out: Path, name: str, panels: list[tuple], title: str) -> str | None:
-    """Side-by-side panels of (rows, key, panel title, y label, scale, line label) — those with data."""
-    panels = [p for p in panels if plotting.column(p[0], p[1])[0]]
+def _rows(a: Analysis, panel: Panel) -> list[dict]:
+    return [r for r in getattr(a, panel.rows) if r["participants"]]
+
+
+def _panels(a: Analysis, out: Path, name: str, panels: list[Panel], title: str) -> str | None:
+    """Side-by-side panels, those with data."""
+    panels = [p for p in panels if plotting.column(_rows(a, p), p.key)[0]]
     if not panels:
         return None
     if a.knee.participants is not None:
         title += f" (dashed red: the knee, {a.knee.participants})"
     fig, axes = plotting.figure(ncols=len(panels), height=3.4, title=title)
-    for ax, (rows, key, ptitle, ylabel, scale, label) in zip(axes, panels):
-        plotting.line_with_band(ax, rows, key, label, SEND_COLOR, scale=scale)
-        plotting.faint_points(ax, a.background, key, None, SEND_COLOR, scale=scale)
+    for ax, p in zip(axes, panels):
+        rows = _rows(a, p)
+        plotting.line_with_band(ax, rows, p.key, p.line, SEND_COLOR, scale=p.scale)
+        plotting.faint_points(ax, a.background, p.key, None, SEND_COLOR, scale=p.scale)
         plotting.mark_knee(ax, a.knee.participants)
         plotting.participants_axis(ax, rows + a.background)
-        ax.set(title=ptitle, ylabel=ylabel)
+        ax.set(title=p.title, ylabel=p.unit)
         plotting.zero_based(ax)
         if len(ax.get_legend_handles_labels()[0]) > 1:
             ax.legend(loc="upper left")
@@ -160,29 +165,15 @@ def _panels(a: Analysis, out: Path, name: str, panels: list[tuple], title: str) 
     return f"report-{name}.png"
 
 
-# The figures that are panels of the series side by side, by name: the figure's title and its
-# panels (series key, panel title, y label, scale, line label).
+# The figures that are panels of the series side by side, by name: the figure's title and its panels.
 SERIES_PANELS = {
-    "quality": ("Received video quality vs participants", [
-        ("brisque", "BRISQUE (lower is better)", "score", 1, "mean"),
-        ("vmaf", "VMAF (higher is better)", "score", 1, "mean"),
-        ("psnr", "PSNR (higher is better)", "dB", 1, "mean"),
-    ]),
+    "quality": ("Received video quality vs participants", [Panel("brisque"), Panel("vmaf"), Panel("psnr")]),
     "delay": ("Delay and freezes vs participants", [
-        ("delay_ms", "Glass-to-glass delay", "ms", 1, "median"),
-        ("freezes_per_min", "Freezes (getStats)", "per stream-minute", 1, "mean"),
-        ("frozen_share", "Frozen frames (scored)", "% of scored frames", 100, "share"),
-    ]),
+        Panel("delay_ms", line="median"), Panel("freezes_per_min"), Panel("frozen_share", line="share")]),
     "stream": ("Received video streams vs participants (mean and p10–p90 band)", [
-        ("fps", "Frame rate received", "fps", 1, "mean"),
-        ("loss_pct", "Packet loss received", "%", 1, "pooled"),
-        ("jitter_ms", "Jitter received", "ms", 1, "mean"),
-    ]),
+        Panel("fps"), Panel("loss_pct", line="pooled"), Panel("jitter_ms")]),
     "playback": ("Every delivered frame's code vs participants", [
-        ("code_fps", "Frames delivered (frame code)", "fps", 1, "mean"),
-        ("skipped_per_s", "Source frames skipped", "per second", 1, "mean"),
-        ("code_freezes_per_min", "Freezes (frame code)", "per stream-minute", 1, "mean"),
-    ]),
+        Panel("code_fps"), Panel("skipped_per_s"), Panel("code_freezes_per_min")]),
 }
 
 
@@ -191,7 +182,7 @@ def series_panels(name: str):
     title, panels = SERIES_PANELS[name]
 
     def plot(a: Analysis, out: Path) -> str | None:
-        return _panels(a, out, name, [(a.series, *p) for p in panels], title)
+        return _panels(a, out, name, panels, title)
     return plot
 
 
@@ -223,13 +214,9 @@ def plot_checks(a: Analysis, out: Path) -> str | None:
 
 
 def plot_server(a: Analysis, out: Path) -> str | None:
-    rows = [r for r in a.server if r["participants"]]
     return _panels(a, out, "server", [
-        (rows, "sfu_cpu", "SFU CPU", "cores", 1, "mean"),
-        (rows, "sfu_rss", "SFU memory (RSS)", "MB", 1e-6, "mean"),
-        (a.cost, "sfu_mhz_per_stream", "SFU per forwarded\nstream", "MHz", 1, "mean"),
-        (a.cost, "sfu_mhz_per_published", "SFU per published\nstream", "MHz", 1, "mean"),
-        (rows, "clients_cpu_per_participant", "Browser CPU per\nparticipant", "cores", 1, "mean"),
+        Panel("sfu_cpu", "server"), Panel("sfu_rss", "server"), Panel("sfu_mhz_per_stream", "cost"),
+        Panel("sfu_mhz_per_published", "cost"), Panel("clients_cpu_per_participant", "server"),
     ], "Server and browser resources vs participants")
 
 

@@ -17,7 +17,7 @@ from . import compare, export, html, plotting, reference, scenario, tables
 from .confidence import Span, ranks, verdicts
 from .knee import KneeRule
 from .metrics import Analysis
-from .table import Table
+from .table import Column, Table
 
 FIGURES = ("fig-cmp-bitrate", "fig-cmp-rtt", "fig-cmp-quality", "fig-cmp-delay", "fig-cmp-checks",
            "fig-cmp-server")
@@ -110,8 +110,8 @@ def knee_table(entries: list[Entry], load: int | None) -> Table:
             rows.append([None, f"{ref['label']} (2018 study)", None, None, ref.get("knee"), None, None,
                          "published figure: other hardware, browsers, versions and media"])
             keys.append(f"2018:{e.sfu}")
-    return Table("knees", "Each SFU's knee over its repeats", ["Rank", "SFU", "Runs", "Knee per run",
-                 "Knee (median, range)", "Criterion", f"µs per forwarded packet at {load or '—'}", "Note"],
+    return Table("knees", "Each SFU's knee over its repeats", ["rank", "sfu", "runs", "knee_per_run", "knee_span",
+                 "criterion", Column("sfu_us_per_packet", qualifier=f" at {load or '—'}", unit=""), "note"],
                  rows, note="Rank: 1 + the SFUs whose lowest knee is above this one's highest (level SFUs share "
                  "a rank, marked =). A run without a knee bounds it from below (>); one that stopped on a knee its "
                  "target windows then take back counts that knee (unconfirmed). Client-bound runs are not counted.", row_keys=keys)
@@ -129,7 +129,8 @@ def cost_table(entries: list[Entry], load: int | None) -> Table:
     rows.sort(key=lambda r: (r[0] is None, r[0] or 0))
     return Table("study-cost", f"What each SFU spent at {load} participants, over its repeats" if load else
                  "What each SFU spent (no load that every run measured while coping)",
-                 ["Rank", "SFU", "µs per forwarded packet", "MHz per forwarded stream", "MHz per published stream"],
+                 ["rank", "sfu", *(Column(key, unit="") for key in ("sfu_us_per_packet", "sfu_mhz_per_stream",
+                                                                   "sfu_mhz_per_published"))],
                  rows, note="At the most participants every run of every SFU measured with the SFU coping and "
                  "the clients with headroom, so the costs are of the same load; median (range) over the repeats. "
                  "Ranked only where the ranges part. A run that gave way at its first count has no cost here.")

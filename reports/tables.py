@@ -8,7 +8,7 @@ from collections import defaultdict
 from . import catalog
 from .series import room_participants
 from .stats import describe, playback_stats, stream_stats
-from .table import Table, rounded, scaled
+from .table import Column, Table, rounded, scaled
 from .windows import MEASURED, probe_edges
 
 
@@ -41,9 +41,9 @@ def kind_table(obs: list[dict], playback: list[dict], checks: list[dict], events
                      rounded(st.get("freezes_per_min"), 2), *(rounded(d, 0) for d in delay),
                      rounded(100 * sum(ok) / len(ok), 1) if ok else None])
     return Table("clients", "Receivers by kind: browsers and synthetic participants",
-                 ["Participants", "Receiver", "Video streams", "Recv video per stream (Mbps)", "Recv fps",
-                  "Jitter (ms)", "Loss (%)", "Freezes / stream-min", "Delay from browsers (ms)",
-                  "Delay from synthetic (ms)", "Checks passed (%)"],
+                 ["participants", "receiver", "video_streams", "recv_bps", "fps", Column("jitter_ms", brief=True),
+                  Column("loss_pct", brief=True), "freezes_per_min", "delay_from_browsers_ms",
+                  "delay_from_synthetic_ms", "check_pass_rate"],
                  rows, note="Synthetic participants (synth/) publish a pre-encoded clip at a fixed bitrate "
                  "(no encoder, no congestion control) and do not decode: they count a frame when all its "
                  "packets arrived, recognise the clip's frames by their bytes (delay, checks) and tell a "
@@ -63,7 +63,7 @@ def codec_table(obs: list[dict]) -> Table:
         totals[direction] += n
     rows = [[direction, codec, n, rounded(100 * n / totals[direction], 1)]
             for (direction, codec), n in sorted(counts.items(), key=lambda kv: (kv[0][0] != "send", kv[0][1]))]
-    return Table("codecs", "Video codecs (browsers)", ["Direction", "Codec", "Streams", "Share of streams (%)"],
+    return Table("codecs", "Video codecs (browsers)", ["direction", "codec", "streams", "stream_share_pct"],
                  rows, note="One stream per measured window, its codec as getStats names it (the codec "
                  "statistics its RTP stream points to). Runs from before this was recorded say so.")
 
@@ -100,9 +100,9 @@ def network_table(obs: list[dict], playback: list[dict], events: list[dict], bas
                      rounded(link.get(window), 1), _recovery(recovered.get(name)) if group[0]["phase"] == "network" else "",
                      headroom.get(window, "not judged")])
     return Table("network", "Under each network profile: the same participants",
-                 ["Network", "Window", "Participants", "Recv video per stream (Mbps)", "Recv fps", "Sender RTT (ms)",
-                  "Loss (%)", "Jitter (ms)", "Freezes / stream-min", "Delay (ms)", "Link loss (%)",
-                  "Playing again after (s)", "Clients had headroom"], rows,
+                 ["network", "window", "participants", "recv_bps", "fps", "rtt_send_ms", Column("loss_pct", brief=True),
+                  Column("jitter_ms", brief=True), "freezes_per_min", Column("delay_ms", brief=True), "link_loss_pct",
+                  "recovery_s", "headroom"], rows,
                  note="The degrade shape measures the same load under each profile after a settling time; "
                       "the target window is under the run's own network. Loss is what the receivers "
                       "counted (a packet never followed by another is never counted: a cut link shows "
@@ -137,9 +137,9 @@ def cost_table(cost: list[dict]) -> Table:
              rounded(r.get("sfu_mhz_per_stream"), 2), rounded(r.get("sfu_in_mbps"), 2), rounded(r.get("sfu_out_mbps"), 2),
              rounded(r.get("sfu_udp_drops"), 1), rounded(scaled(r.get("sfu_throttled"), 100), 1)] for r in cost]
     return Table("cost", "What the SFU spent per forwarded stream and packet, at each step",
-                 ["Participants", "Published streams", "Forwarded streams", "Forwarded packets/s", "SFU CPU (cores)",
-                  "SFU CPU per packet (µs)", "SFU MHz per published stream", "SFU MHz per forwarded stream",
-                  "SFU in (Mbps)", "SFU out (Mbps)", "SFU socket drops / s", "SFU throttled (% of periods)"], rows,
+                 ["participants", "pub_streams", "fwd_streams", "fwd_pps", "sfu_cores_fwd", "sfu_us_per_packet",
+                  "sfu_mhz_per_published", "sfu_mhz_per_stream", "sfu_in_mbps", "sfu_out_mbps", "sfu_udp_drops",
+                  "sfu_throttled"], rows,
                  note="Over the ramp-up and target windows at each count; a forwarded stream is one "
                       "published track (audio or video) delivered to one receiver, browser or synthetic. "
                       "Throttled: the share of CFS periods in which the SFU's CPU budget ran out.")
@@ -152,8 +152,8 @@ def traffic_table(cost: list[dict]) -> Table:
              rounded(r["sfu_signalling_kbps"], 1), rounded(r.get("sfu_signalling_kbps_per_participant"), 2)]
             for r in cost if r.get("sfu_media_in_mbps") is not None]
     return Table("traffic", "The SFU's traffic: media and signalling apart",
-                 ["Participants", "Media in (Mbps)", "Media out (Mbps)", "Media in / clients sent",
-                  "Media out / clients received", "Signalling (kbit/s)", "Signalling per participant (kbit/s)"],
+                 ["participants", "sfu_media_in_mbps", "sfu_media_out_mbps", "sfu_media_in_ratio",
+                  "sfu_media_out_ratio", "sfu_signalling_kbps", "sfu_signalling_kbps_per_participant"],
                  rows, note="Counted by protocol in the SFU's network namespace (nftables): media is UDP (RTP, "
                  "RTCP, ICE, DTLS), signalling TCP (WebSocket and HTTP, the engine's health checks too). The "
                  "ratios set the SFU's media, headers included, against the payload the clients' getStats "
@@ -166,7 +166,7 @@ BITRATE_THRESHOLD_BPS = 1e6   # the study's "share above 1 Mbps"
 RTT_THRESHOLD_MS = 50.0       # the study's "share above 50 ms"
 
 
-STUDY_COLUMNS = ["Metric", "Unit", "n", "Min (of > 0)", "Max", "Avg", "Threshold", "Share above (%)"]
+STUDY_COLUMNS = ["metric", "unit", "n", "min_positive", "max", "avg", "threshold", "share_above_pct"]
 
 
 def _study_row(label: str, unit: str, values: list[float], scale: float, digits: int,
@@ -229,7 +229,7 @@ def rooms_table(rooms: list[dict]) -> Table:
              rounded(r["pass_rate"] * 100, 1) if r["pass_rate"] is not None else None,
              ", ".join(f"{v} {k}" for k, v in sorted(r["verdicts"].items(), key=lambda kv: -kv[1]))]
             for r in rooms]
-    return Table("checks", "Video checks per room", ["Room", "Checks", "Passed", "Pass rate (%)", "Verdicts"],
+    return Table("checks", "Video checks per room", ["room", "checks", "passed", "pass_rate_pct", "verdicts"],
                  rows)
 
 
@@ -240,13 +240,10 @@ def health_table(health: list[dict]) -> Table:
              pct(h.get("sfu_throttled")), pct(h.get("clients_throttled")), "yes" if h["client_bound"] else "no",
              "; ".join(h["reasons"]) or h.get("overruled", "")] for h in health]
     return Table("health", "Each measured window: the SFU's budget and the load generator",
-                 ["Phase", "Window", "Participants", "Length (s)", "SFU throttled (% of periods)",
-                  "Clients throttled (% of periods)", "Client-bound", "Why"], rows,
+                 ["phase", "window", "participants", "length_s", "sfu_throttled", "clients_throttled",
+                  "client_bound", "why"], rows,
                  note="Throttled: the share of the window's CFS periods in which the group's CPU quota ran "
                       "out, so that it waited for the next period (empty without a quota).")
-
-
-SERIES_COLUMNS = [(f.name, f.column, f.scale, f.digits) for f in catalog.series()]
 
 
 PERCENTILE_FIGURES = [f for f in catalog.series() if f.spread]
@@ -264,12 +261,12 @@ def percentiles_table(series: list[dict]) -> Table:
                                                          else None for k in (f.name, *(f"{f.name}_{p}"
                                                                                         for p in catalog.PERCENTILES)))])
     return Table("percentiles", "Percentiles by participant count: each per-stream figure's observations "
-                 "in the ramp-up and target windows", ["Participants", "Figure", "Mean",
-                                                        *catalog.PERCENTILES], rows)
+                 "in the ramp-up and target windows", ["participants", "figure", "mean",
+                                                        *(f"percentile_{p}" for p in catalog.PERCENTILES)], rows)
 
 
 def series_table(series: list[dict]) -> Table:
-    cols = [c for c in SERIES_COLUMNS if any(r.get(c[0]) is not None for r in series)]
-    rows = [[rounded(r[k] * scale, d) if r.get(k) is not None else None for k, _, scale, d in cols]
+    shown = [f for f in catalog.series() if any(r.get(f.name) is not None for r in series)]
+    rows = [[rounded(r[f.name] * f.scale, f.digits) if r.get(f.name) is not None else None for f in shown]
             for r in series]
-    return Table("series", "Measurements by participant count (ramp-up and target)", [c[1] for c in cols], rows)
+    return Table("series", "Measurements by participant count (ramp-up and target)", [f.name for f in shown], rows)

@@ -43,8 +43,8 @@ def test_comparison_renders_with_ranking_and_overlays(runs, tmp_path):
     assert [row[2] for row in ranking] == ["none", 35, 28]
     assert (out / "table-ranking.csv").exists()
     cost = doc["tables"]["cmp-cost"]
-    assert cost["columns"][1:4] == ["janus 1.1.2: µs per packet", "janus 1.1.2: MHz per stream",
-                                    "janus 1.1.2: MHz per published"]
+    assert cost["columns"][1:4] == ["janus 1.1.2: µs per forwarded packet", "janus 1.1.2: MHz per forwarded stream",
+                                    "janus 1.1.2: MHz per published stream"]
     # the run without server.jsonl has no cost; the others have one at every count they measured
     assert cost["rows"] and all(row[4] is None and row[1] is not None for row in cost["rows"][:3]), cost["rows"]
     page = path.read_text()
