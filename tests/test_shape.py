@@ -107,6 +107,7 @@ def test_until_knee_narrows_nothing_past_its_ramp_minutes_nor_a_knee_at_the_firs
         status.participants, status.rooms = step.participants, -(-step.participants // 7)
     # 7..42 and 42 again (ticks 0-120 s into the ramp), a narrowing step at 140 s; at 160 s its 150 s are up
     assert measured == [7, 14, 21, 28, 35, 42, 42, 31] and shape.done.startswith("knee at 31"), (measured, shape.done)
+    assert shape.done.endswith("(narrowed down to 28-31 when the ramp's minutes were up)"), shape.done
     measured.clear()
     shape = UntilKnee(max_rooms=20, users_per_room=7, knee=freezing_from(3, measured))
     status = Status()

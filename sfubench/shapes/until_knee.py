@@ -109,8 +109,12 @@ class UntilKnee(LoadShape):
                 "the knee was taken back by the counts measured within its room"
             return None
         below = max((c for c in self.measured if c < found.participants), default=None)
-        if below is None or found.participants - below <= self.resolution or bounded:
+        if below is None or found.participants - below <= self.resolution:
             return self.stop(found)
+        if bounded:   # said, so that a knee narrowed less than asked is not taken for one narrowed down
+            self.done = (f"{stop_reason(found)} (narrowed down to {below}-{found.participants} when the "
+                         "ramp's minutes were up)")
+            return None
         middle = (below + found.participants) // 2
         return Step(middle, reason=f"narrowing the knee down: {below} coped, {found.participants} did not; "
                                    f"measuring {middle}")
