@@ -44,8 +44,9 @@ LIGHT_ROOMS = 2       # rooms at which the SFUs' costs are compared
 # expected. After its knee's room the ramp takes the step that confirms it, measures that step again
 # and narrows the knee down within its room (up to five steps), and an SFU under its quota can give
 # way past its expected knee: where the clients carried more than the ramp reached, a Janus knee
-# came so late that the bound passed before it was narrowed down.
-REACH = 0.65
+# came so late that the bound passed before it was narrowed down. Half the ramp also keeps a
+# default study (five SFUs, twice) within its 45 minutes (docs/performance-history.md).
+REACH = 0.5
 JOIN_S = 5.0          # a ramp's room joins and validates in this, beside its settling and window
 MAX_ROOMS = 60
 STEP_ROOMS = 2        # rooms added a step, past the first, while the clients' capacity is sought
