@@ -16,10 +16,13 @@ Then one budget for the whole study: what the cheapest SFU would use at TARGET o
 carry (the in-house SFU's CPU there, scaled by the two SFUs' costs per participant at the light
 load), so that the cheapest SFU's knee is expected there and every other SFU's below it, or,
 where the clients carry more than the ramp reaches within --ramp-minutes, at REACH of the rooms it
-adds in that time: its knee must leave time for the steps that confirm it and narrow it down. The
+adds in that time: its knee must leave time for the steps that confirm it and narrow it down, and
+a study of five SFUs, twice, time within its 45 minutes. The
 in-house SFU's own curve is read, not its light-load cost extrapolated: an SFU's cost per packet
 falls as its load grows (the in-house SFU's by about three times from 6 participants to 70). A
-budget under FLOOR_CORES is no fair deployment of any SFU: refused, with the figures that gave it."""
+budget under FLOOR_CORES is no fair deployment of any SFU: where the clients' capacity gives it, it
+is refused, with the figures that gave it; where only the ramp's minutes do, FLOOR_CORES is used (the
+knee then comes later, still within what the clients carry)."""
 from __future__ import annotations
 
 import dataclasses
@@ -42,11 +45,11 @@ PACING_MS = 1.0       # the generator's pacing p99 under which the clients still
 LIGHT_ROOMS = 2       # rooms at which the SFUs' costs are compared
 # Of the rooms the lab's ramp adds within --ramp-minutes: the furthest the cheapest SFU's knee is
 # expected. After its knee's room the ramp takes the step that confirms it, measures that step again
-# and narrows the knee down within its room (up to five steps), and an SFU under its quota can give
-# way past its expected knee: where the clients carried more than the ramp reached, a Janus knee
-# came so late that the bound passed before it was narrowed down. Half the ramp also keeps a
-# default study (five SFUs, twice) within its 45 minutes (docs/performance-history.md).
-REACH = 0.5
+# and narrows the knee down within its room (up to five steps), and the in-house SFU under its quota
+# gives way past its expected knee (by up to two fifths in the studies of
+# docs/performance-history.md). Each room it adds costs every SFU's runs a step: aimed at half the
+# ramp, a default study (five SFUs, twice) took 47 minutes, over its 45.
+REACH = 0.35
 JOIN_S = 5.0          # a ramp's room joins and validates in this, beside its settling and window
 MAX_ROOMS = 60
 STEP_ROOMS = 2        # rooms added a step, past the first, while the clients' capacity is sought
@@ -56,7 +59,8 @@ REFERENCE = "inhouse"
 RULE = (f"one budget for every SFU: what the cheapest SFU would use at {TARGET:.0%} of the participants the "
         f"clients carry beside the browser with the generator's pacing p99 under {PACING_MS:g} ms (the in-house "
         f"SFU's CPU there, scaled by the SFUs' costs per participant at {LIGHT_ROOMS} rooms), or at {REACH:.0%} "
-        f"of the rooms the ramp adds within its minutes where that is fewer; refused under {FLOOR_CORES:g} core")
+        f"of the rooms the ramp adds within its minutes where that is fewer; under {FLOOR_CORES:g} core "
+        "refused, or raised to it where only the ramp's minutes ask for less")
 
 
 class CalibrationFailed(RuntimeError):
@@ -79,6 +83,15 @@ class Capacity:
         (x0, y0), (x1, y1) = (below[-1], above[0]) if below[-1] != above[0] else (points[-2], points[-1])
         return y0 + (y1 - y0) * (participants - x0) / (x1 - x0) if x1 != x0 else y0
 
+    def reference_participants(self, cores: float) -> float:
+        """The participants at which the in-house SFU's CPU reaches `cores`: reference_cores's inverse
+        where the curve rises."""
+        lo, hi = 0.0, 4.0 * max(p for p, _ in self.curve)
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if self.reference_cores(mid) < cores else (lo, mid)
+        return lo
+
 
 @dataclass(frozen=True)
 class Cost:
@@ -98,14 +111,11 @@ class Budget:
     costs: dict          # SFU -> Cost, of the SFUs it is for
     cheapest: str
     reference: Cost      # the in-house SFU's, whose curve the capacity holds
-    reach: float | None = None   # the participants the ramp reaches in time (None: no time bound)
-
-    @property
-    def target(self) -> float:
-        return min(TARGET * self.capacity.participants, self.reach or float("inf"))
+    reach: float | None   # the participants the ramp reaches in time (None: no time bound)
+    aim: float            # the participants at which the cheapest SFU is expected to give way
 
     def expected_knee(self, sfu: str) -> float:
-        return self.target * self.costs[self.cheapest].per_participant / self.costs[sfu].per_participant
+        return self.aim * self.costs[self.cheapest].per_participant / self.costs[sfu].per_participant
 
     def record(self) -> dict:
         """What meta.json and study.json keep of it."""
@@ -135,18 +145,23 @@ def choose(capacity: Capacity, costs: dict[str, Cost], reference: Cost, sfu_core
            reached: float | None = None) -> Budget:
     """The budget at which the cheapest SFU of `costs` is expected to give way at TARGET of what the
     clients carry, or at `reached` participants where that is fewer (`reference`: the in-house
-    SFU's cost at the light load, beside the curve)."""
+    SFU's cost at the light load, beside the curve); never under FLOOR_CORES."""
     cheapest = min(costs, key=lambda s: costs[s].per_participant)
     scale = costs[cheapest].per_participant / reference.per_participant
-    budget = Budget(0.0, capacity, costs, cheapest, reference, reached)
-    cores = round(min(capacity.reference_cores(budget.target) * scale, float(sfu_cores)), 2)
+    carried = TARGET * capacity.participants
+    aim = min(carried, reached or float("inf"))
+    cores = round(min(capacity.reference_cores(aim) * scale, float(sfu_cores)), 2)
     if cores < FLOOR_CORES:
-        raise ConfigError(
-            f"the budget this machine sizes is {cores:g} core, under {FLOOR_CORES:g}, which no fair deployment "
-            f"would give an SFU: its clients carry {capacity.participants} participants beside the browser, "
-            f"and {cheapest}, the cheapest, would use {cores:g} core at {budget.target:.0f}. "
-            "Give --sfu-cpus, or run on a machine with more cores for the clients")
-    return dataclasses.replace(budget, cores=cores)
+        most = round(capacity.reference_cores(carried) * scale, 2)
+        if most < FLOOR_CORES:
+            raise ConfigError(
+                f"the budget this machine sizes is {most:g} core, under {FLOOR_CORES:g}, which no fair deployment "
+                f"would give an SFU: its clients carry {capacity.participants} participants beside the browser, "
+                f"and {cheapest}, the cheapest, would use {most:g} core at {carried:.0f}. "
+                "Give --sfu-cpus, or run on a machine with more cores for the clients")
+        cores = FLOOR_CORES   # only the ramp's minutes asked for less: its knee comes later, still carried
+        aim = min(capacity.reference_participants(FLOOR_CORES / scale), carried)
+    return Budget(cores, capacity, costs, cheapest, reference, reached, aim)
 
 
 # ---------------------------------------------------------------- the measurements

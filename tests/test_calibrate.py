@@ -48,8 +48,19 @@ def test_where_the_clients_carry_more_than_the_ramp_reaches_the_knee_is_expected
     bounded = choose(capacity, {"inhouse": reference}, reference, reached=reached)
     assert calibrate.TARGET * 315 > reached and bounded.expected_knee("inhouse") == pytest.approx(reached)
     assert bounded.cores == round(capacity.reference_cores(reached), 2) and bounded.record()["reach"] == reached
-    assert choose(capacity, {"inhouse": reference}, reference).target == calibrate.TARGET * 315
-    assert choose(capacity, {"inhouse": reference}, reference, reached=1000).target == calibrate.TARGET * 315
+    assert choose(capacity, {"inhouse": reference}, reference).aim == calibrate.TARGET * 315
+    assert choose(capacity, {"inhouse": reference}, reference, reached=1000).aim == calibrate.TARGET * 315
+
+
+def test_a_budget_only_the_ramps_minutes_bring_under_the_floor_is_raised_to_it():
+    reference = Cost("0.1.0", 20.0, 400.0)
+    capacity = Capacity(participants=91, streams=546, pacing_ms_p99=0.4, curve=CURVE)
+    assert round(capacity.reference_cores(14), 2) < calibrate.FLOOR_CORES < capacity.reference_cores(calibrate.TARGET * 91)
+    raised = choose(capacity, {"inhouse": reference}, reference, reached=14)
+    assert raised.cores == calibrate.FLOOR_CORES
+    # its knee expected where the in-house SFU's own curve reaches the floor: 0.15 core at 17.5
+    assert raised.expected_knee("inhouse") == pytest.approx(7 + 14 * (0.15 - 0.06) / 0.12)
+    assert capacity.reference_participants(0.45) == pytest.approx(63)
 
 
 def test_a_budget_no_fair_deployment_would_use_is_refused_with_the_figures_that_gave_it():
