@@ -71,6 +71,8 @@ class Page:
     state: str = "joining"
     reason: str | None = None
     seen: float | None = None          # monotonic time of the page's last message
+    joined: float = field(default_factory=time.time)   # epoch s this session of the participant began
+    left: bool = False                 # it left: neither its samples nor its peers' of it count
     commands: list[dict] = field(default_factory=list)   # for the page's next health record
     frames: dict[str, deque] = field(default_factory=dict)  # video user -> (epoch s, code, points)
 
@@ -113,6 +115,7 @@ class Collector:
         self.pages: dict[str, Page] = {}
         self.windows: dict[int, Window] = {}
         self.captured = Counter()       # window -> PNGs received
+        self.first_seen: dict[tuple, float] = {}   # received stream -> epoch s of its first sample
         self.lock = threading.RLock()
 
     # -- participants -----------------------------------------------------------------------
@@ -120,6 +123,11 @@ class Collector:
         with self.lock:
             page = self.pages[user] = Page(user, room, browser, kind)
             return page
+
+    def leave(self, user: str) -> None:
+        """The participant left (it may join again later, as a new page)."""
+        with self.lock:
+            self.pages[user].left = True
 
     def send(self, cmd: dict, users=None) -> None:
         with self.lock:
@@ -191,12 +199,26 @@ class Collector:
         w.got[page.user] += 1
         samples = msg.get("samples")
         for s in samples if isinstance(samples, list) else []:
-            if isinstance(s, dict):
+            if isinstance(s, dict) and not page.left and not self._stale(page, s):
                 s.update(phase=w.phase, window=w.id, participants=w.participants, room=page.room,
                          user=page.user, client=page.kind)
                 self.bus.emit("samples", s)
         if w.complete and w.last_sample is None:
             w.last_sample = time.time()
+
+    def _stale(self, page: Page, s: dict) -> bool:
+        """Whether `s` is of a stream received from a participant that has left, or from its session
+        before it joined again: a receiver (a synthetic one whose SFU never says the track ended,
+        a page not yet renegotiated) may report such a stream for as long as it runs, carrying
+        nothing, and counted it would read as a stream the SFU failed to deliver."""
+        if s.get("direction") != "recv" or not isinstance(s.get("peer"), str):
+            return False
+        sender = self.pages.get(s["peer"])
+        if sender is None:
+            return False
+        key = (page.user, s["peer"], s.get("kind"), s.get("ssrc"))
+        first = self.first_seen.setdefault(key, time.time())
+        return sender.left or first < sender.joined
 
     def _health(self, page: Page, msg: dict) -> None:
         lag_max, lag_mean = _number(msg.get("lag_max_ms")), _number(msg.get("lag_mean_ms"))

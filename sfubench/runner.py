@@ -259,6 +259,7 @@ class Runner:
             self.browsers.attempt(p.browser, "remove", p.browser.driver.execute_script,
                                   "return sfubenchHost.remove(arguments[0])", p_id)
         p.failed = "left"   # no longer measured or checked
+        self.collector.leave(p_id)
         self.event("participant_left", room=p.room, user=p_id)
         if say:
             self.say(f"room {p.room}: {p_id} left")

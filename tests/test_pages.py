@@ -94,6 +94,26 @@ def test_late_samples_count_as_missing(server):
     assert len(samples) == 1 and samples[0]["user"] == "r1u1" and samples[0]["participants"] == 1
 
 
+def test_streams_from_a_participant_that_left_or_from_its_session_before_it_rejoined_are_dropped(server):
+    url, collector, records = server
+    for user in ("r1u1", "r1u2"):
+        collector.add_page(user, 1, None, kind="synthetic")
+
+    def received(window, *ssrcs):
+        w = collector.open_window(Window("ramp", window, 1, 1.0, 2, 0.0, frozenset(["r1u1"])))
+        collector.collect({"type": "samples", "user": "r1u1", "window": window, "samples": [
+            {"t": 1, "direction": "recv", "kind": "video", "peer": "r1u2", "ssrc": ssrc, "bytes": 0} for ssrc in ssrcs]})
+        collector.close_window(w)
+        return [r["ssrc"] for s, r in records if s == "samples" and r["window"] == window]
+
+    assert received(1, 11) == [11]
+    collector.leave("r1u2")
+    assert received(2, 11) == []          # its receiver still reports it: it carries nothing
+    time.sleep(0.01)
+    collector.add_page("r1u2", 1, None, kind="synthetic")   # joins again: a new session, a new stream
+    assert received(3, 11, 12) == [12]
+
+
 def test_a_generator_batch_reaches_each_participant_and_gets_their_commands(server):
     url, collector, records = server
     for user in ("r1u1", "r1u2"):
