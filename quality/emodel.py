@@ -16,13 +16,13 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-# Opus has no Ie or Bpl in ITU-T G.113 Appendix I (its tables stop at the narrowband and wideband
-# codecs of the G series, AMR and iLBC); the values used are those G.113 gives G.711 with packet-loss
-# concealment (Ie 0, Bpl 25.1), the nearest a listener's ear puts Opus's narrowband-equivalent
-# quality and its concealment: Opus conceals at least as well as G.711's Appendix I. Stated in
-# docs/metrics.md; a run's audio knee reads the MOS these give, the same for every SFU.
+# Opus has no Ie or Bpl from the ITU (G.113 Appendix I lists none, and Opus's maintainers know of
+# none: xiph/opus issue 51). The one published set, Alahmadi, Pocta and Melvin, ACM TOMM 17(4) 133
+# (2021), derives narrowband ones from P.863 for Opus at 6 to 11 kbit/s: Ie falls with the bitrate
+# to 2.03 at 11 kbit/s, and Bpl for random loss is 15.95 there. WebRTC's Opus runs at several times
+# that bitrate, so: that paper's Bpl at its highest bitrate, and no impairment of the codec itself.
 OPUS_IE = 0.0
-OPUS_BPL = 25.1
+OPUS_BPL = 15.95
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Path:
     Ta: float = 0.0       # absolute delay in echo-free connections, ms
     qdu: float = 1.0      # number of quantization distortion units
     Ie: float = 0.0       # equipment impairment factor
-    Bpl: float = 1.0      # packet-loss robustness factor
+    Bpl: float = 4.3      # packet-loss robustness factor
     Ppl: float = 0.0      # random packet-loss probability, %
     BurstR: float = 1.0   # burst ratio (1: random loss)
     A: float = 0.0        # advantage factor
