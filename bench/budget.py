@@ -69,7 +69,8 @@ def knee(name: str, cores: float, out: Path, prefix: str, subnet: str) -> dict:
     # twice a budget may not be twice the CPU
     used = max((r["sfu_cores_fwd"] for r in analysis.cost if r.get("sfu_cores_fwd") is not None), default=None)
     return {"cores": cores, "knee": k.participants, "criterion": k.criterion, "detail": k.detail,
-            "step": cfg.users_per_room, "sfu_cores_used": used, "run": str(run_dir)}
+            "step": k.participants - k.coped if k.participants and k.coped else cfg.users_per_room,
+            "sfu_cores_used": used, "run": str(run_dir)}
 
 
 def judge(one: dict, two: dict, base: float) -> dict:
@@ -90,15 +91,17 @@ def judge(one: dict, two: dict, base: float) -> dict:
 
 
 def resolution(one: dict, two: dict) -> str:
-    """Where a ratio outside the band may lie: a knee is the first count that failed, the one a room
-    below it coped, so each SFU's limit lies within a room's step below its knee."""
-    step = one.get("step")
+    """Where a ratio outside the band may lie: a knee is the first count that failed, the last
+    measured below it (a room below, or less once narrowed down) coped, so each SFU's limit lies
+    within that step below its knee."""
     ratio = two["knee"] / one["knee"]
-    if not step or EXPECTED[0] <= ratio <= EXPECTED[1]:
+    if not one.get("step") or EXPECTED[0] <= ratio <= EXPECTED[1]:
         return ""
-    low = (two["knee"] - step) / one["knee"]
-    high = f"{two['knee'] / (one['knee'] - step):.2f}x" if one["knee"] > step else "any higher ratio"
-    return f" (rooms of {step} between the knees leave it anywhere from {low:.2f}x to {high})"
+    below_one, below_two = one["step"], two.get("step") or one["step"]
+    low = (two["knee"] - below_two) / one["knee"]
+    high = f"{two['knee'] / (one['knee'] - below_one):.2f}x" if one["knee"] > below_one else "any higher ratio"
+    return (f" (the steps of {below_one} and {below_two} participants below the knees leave it anywhere "
+            f"from {low:.2f}x to {high})")
 
 
 def one_round(sfu: str, base: float, knee_at) -> dict:

@@ -14,10 +14,14 @@ def run(knee, criterion="freezes"):
 def test_a_round_is_judged_by_its_ratio_and_a_client_bound_one_is_a_lower_bound():
     assert budget.judge(run(70), run(126), 0.5) == {"ratio": 1.8, "bound": False, "verdict": "as expected"}
     assert budget.judge(run(98), run(137), 0.5)["verdict"] == "OUTSIDE the expected range"
-    # a room's step between the knees says how far outside it may really be
+    # the steps below the knees (a room's, or less once narrowed down) say how far outside it may be
     coarse = budget.judge({**run(14), "step": 7}, {**run(35), "step": 7}, 0.25)
     assert coarse["ratio"] == 2.5 and coarse["verdict"] == (
-        "OUTSIDE the expected range (rooms of 7 between the knees leave it anywhere from 2.00x to 5.00x)")
+        "OUTSIDE the expected range (the steps of 7 and 7 participants below the knees leave it anywhere "
+        "from 2.00x to 5.00x)")
+    narrowed = budget.judge({**run(24), "step": 2}, {**run(64), "step": 2}, 0.19)
+    assert narrowed["verdict"].endswith("(the steps of 2 and 2 participants below the knees leave it anywhere "
+                                        "from 2.58x to 2.91x)")
     assert budget.judge({**run(28), "step": 7}, {**run(49), "step": 7}, 0.25)["verdict"] == "as expected"
     bound = budget.judge(run(70), run(105, "client"), 0.5)
     assert bound["bound"] and bound["ratio"] == 1.5 and "at least 1.50x" in bound["verdict"]
