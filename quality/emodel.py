@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 # Opus has no Ie or Bpl from the ITU (G.113 Appendix I lists none, and Opus's maintainers know of
 # none: xiph/opus issue 51). The one published set, Alahmadi, Pocta and Melvin, ACM TOMM 17(4) 133
-# (2021), derives narrowband ones from P.863 for Opus at 6 to 11 kbit/s: Ie falls with the bitrate
-# to 2.03 at 11 kbit/s, and Bpl for random loss is 15.95 there. WebRTC's Opus runs at several times
-# that bitrate, so: that paper's Bpl at its highest bitrate, and no impairment of the codec itself.
+# (2021), derives narrowband ones from P.863 for Opus at 6 to 11 kbit/s (as its authors' repository
+# gives them): at constant bitrate Ie falls to 2.03 at 11 kbit/s, where Bpl for random loss is
+# 15.95. WebRTC's Opus runs at several times that bitrate, so: that Bpl, and no impairment of the
+# codec itself.
 OPUS_IE = 0.0
 OPUS_BPL = 15.95
 

@@ -17,7 +17,7 @@ carry (the in-house SFU's CPU there, scaled by the two SFUs' costs per participa
 load), so that the cheapest SFU's knee is expected there and every other SFU's below it, or,
 where the clients carry more than the ramp reaches within --ramp-minutes, at REACH of the rooms it
 adds in that time: its knee must leave time for the steps that confirm it and narrow it down, and
-a study of five SFUs, twice, time within its 45 minutes. The
+a study of five SFUs, twice, must fit its 45 minutes. The
 in-house SFU's own curve is read, not its light-load cost extrapolated: an SFU's cost per packet
 falls as its load grows (the in-house SFU's by about three times from 6 participants to 70). A
 budget under FLOOR_CORES is no fair deployment of any SFU: where the clients' capacity gives it, it

@@ -71,7 +71,7 @@ class Page:
     state: str = "joining"
     reason: str | None = None
     seen: float | None = None          # monotonic time of the page's last message
-    joined: float = field(default_factory=time.time)   # epoch s this session of the participant began
+    joined: float = field(default_factory=time.monotonic)   # this session of the participant began
     left: bool = False                 # it left: neither its samples nor its peers' of it count
     commands: list[dict] = field(default_factory=list)   # for the page's next health record
     frames: dict[str, deque] = field(default_factory=dict)  # video user -> (epoch s, code, points)
@@ -115,7 +115,9 @@ class Collector:
         self.pages: dict[str, Page] = {}
         self.windows: dict[int, Window] = {}
         self.captured = Counter()       # window -> PNGs received
-        self.first_seen: dict[tuple, float] = {}   # received stream -> epoch s of its first sample
+        # received stream -> monotonic time of its first sample: a wall clock stepped back must not
+        # make a new stream older than its sender's session
+        self.first_seen: dict[tuple, float] = {}
         self.lock = threading.RLock()
 
     # -- participants -----------------------------------------------------------------------
@@ -217,7 +219,7 @@ class Collector:
         if sender is None:
             return False
         key = (page.user, s["peer"], s.get("kind"), s.get("ssrc"))
-        first = self.first_seen.setdefault(key, time.time())
+        first = self.first_seen.setdefault(key, time.monotonic())
         return sender.left or first < sender.joined
 
     def _health(self, page: Page, msg: dict) -> None:
