@@ -64,16 +64,30 @@ def main():
             framecode.decode(f, layout)
         return len(items)
 
-    def video_check(items):
-        # One check is two captures 0.5 s apart; count the frames it looks at.
-        for a, b in zip(items[:-15], items[15:]):
-            check.classify([(0.0, a), (0.5, b)], layout)
-        return 2 * (len(items) - 15)
+    def as_samples(items, with_codes):
+        """What the page's sampler posts of each frame (sfubench/web/sampler.js): its code where it
+        reads one, and a row of picture points below the code band; taken before the clock runs."""
+        row, step = layout.picture_top + 8, max(1, media.width // 16)
 
-    def video_check_pixels(items):
-        for a, b in zip(items[:-15], items[15:]):
-            check.classify([(0.0, a), (0.5, b)])
-        return 2 * (len(items) - 15)
+        def points(f):
+            return [int(v) for v in f[row, ::step, :].mean(axis=1)[:16]]
+        return [(i / media.fps, framecode.decode(f, layout) if with_codes else None, points(f))
+                for i, f in enumerate(items)]
+
+    def checks_over(samples):
+        # One check classifies a video from the frames of its last half second; count them.
+        span = int(media.fps // 2) + 1
+        for end in range(span, len(samples) + 1):
+            check.classify(samples[end - span:end], samples[end - 1][0])
+        return span * (len(samples) - span + 1)
+
+    coded, uncoded = as_samples(frames, True), as_samples(frames, False)
+
+    def video_check(_):
+        return checks_over(coded)
+
+    def video_check_pixels(_):
+        return checks_over(uncoded)
 
     def brisque_score(items):
         for f in items:
