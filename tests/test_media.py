@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quality import framecode
+from quality import audiocode, framecode
 from sfubench import media
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,17 +55,21 @@ def test_loop_has_no_jump_cut(paper_media):
     assert not np.array_equal(paper_media.frame(1)[:, -60:], paper_media.frame(2)[:, -60:])
 
 
-def test_audio_is_a_loop_of_sound_not_silence(paper_media, local_media):
+def test_the_microphone_speaks_with_an_audio_code_after_each_sentence(paper_media, local_media):
+    """espeak-ng's sentences fill the loop, each followed by its audio code, read back where the
+    media's metadata says it is; a loop as long as the video's, quiet at its ends (seamless)."""
     for m in (paper_media, local_media):
         with wave.open(str(m.wav)) as w:
-            assert (w.getframerate(), w.getsampwidth()) == (44100, 2)
+            assert (w.getframerate(), w.getsampwidth()) == (media.AUDIO_RATE, 2)
             assert w.getnframes() / w.getframerate() == pytest.approx(m.duration, abs=1e-3)
-            pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(float)
-        # Loud throughout: no stretch of a quarter second is silent.
-        quarter = 44100 // 4
-        assert min(np.sqrt(np.mean(c ** 2)) for c in np.split(pcm[: len(pcm) // quarter * quarter],
-                                                              len(pcm) // quarter)) > 300
-        assert abs(pcm[0]) < 200 and abs(pcm[-1]) < 200  # seamless at the loop point
+            pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2") / 32768.0
+        found = audiocode.find(pcm, media.AUDIO_RATE)
+        assert [(round(t * media.AUDIO_RATE), k) for t, k in found] == [(o, k) for k, o in enumerate(m.marks)]
+        assert len(m.marks) >= 2   # a few seconds' recording holds one
+        # speech before each code: a second of it is loud
+        voice = pcm[m.marks[0] - media.AUDIO_RATE:m.marks[0] - media.AUDIO_RATE // 4]
+        assert np.sqrt(np.mean(voice ** 2)) > 0.02
+        assert abs(pcm[0]) < 0.01 and abs(pcm[-1]) < 0.01
 
 
 def test_cached_builds_are_reused_and_parameter_changes_rebuild(tmp_path, monkeypatch):
