@@ -3,7 +3,9 @@
     python bench/report.py [--rooms 72] [--keep DIR]
 
 Generates a fake run (ramp, target and background samples, checks, quality, server probe), then
-times the end-of-run summary and the run report. Exits 1 when the report takes longer than the target.
+times the end-of-run summary and the run report. Exits 1 when the report takes longer than the target:
+1.5 times the 10 s it was held to before it read what participants heard (every received audio
+stream's playout, in every measured window), as the audio work asked.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from reports import metrics, run  # noqa: E402
 from support import fakerun  # noqa: E402
 
-TARGET_S = 10.0
+TARGET_S = 15.0
 
 
 def timed(fn, *args, **kwargs):

@@ -16,12 +16,13 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-# Opus has no Ie or Bpl from the ITU (G.113 Appendix I lists none, and Opus's maintainers know of
-# none: xiph/opus issue 51). The one published set, Alahmadi, Pocta and Melvin, ACM TOMM 17(4) 133
-# (2021), derives narrowband ones from P.863 for Opus at 6 to 11 kbit/s (as its authors' repository
-# gives them): at constant bitrate Ie falls to 2.03 at 11 kbit/s, where Bpl for random loss is
-# 15.95. WebRTC's Opus runs at several times that bitrate, so: that Bpl, and no impairment of the
-# codec itself.
+OPUS_SOURCE = (
+    "Opus has no Ie or Bpl from the ITU (G.113 Appendix I lists none, and Opus's maintainers know of "
+    "none: xiph/opus issue 51). The one published set, Alahmadi, Pocta and Melvin, ACM TOMM 17(4) 133 "
+    "(2021), derives narrowband ones from P.863 for Opus at 6 to 11 kbit/s: at constant bitrate Ie "
+    "falls to 2.03 at 11 kbit/s, where Bpl for random loss is 15.95. WebRTC's Opus runs at several "
+    "times that bitrate, so sfubench takes that Bpl and no impairment of the codec itself (Ie 0); every "
+    "other input stays at G.107's defaults (Table 3), which give R = 93.2 with no delay and no loss.")
 OPUS_IE = 0.0
 OPUS_BPL = 15.95
 

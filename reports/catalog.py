@@ -20,6 +20,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from quality import emodel
+
 
 @dataclass(frozen=True)
 class Figure:
@@ -39,6 +41,7 @@ class Figure:
     spread: bool = False       # a mean over the target's observations: its PERCENTILES are kept too
     plot: str = ""             # its panel's title in a run's report, where it is plotted
     short: str = ""            # its title where columns are narrow (comparisons), no unit
+    section: str = ""          # the report's section whose table shows it beside its kin: "audio"
 
     @property
     def tracked(self) -> bool:
@@ -111,6 +114,20 @@ FIGURES = (
     Figure("delay_ms", "Delay median (ms)", "ms", digits=0, better=-1, at_target=True, floor=5, short="Delay",
            plot="Glass-to-glass delay", trend="Delay at target (median)", source="playback",
            help="glass-to-glass delay, from the sender's camera to the receiver"),
+    Figure("audio_mos", "Audio MOS (E-model)", "score", digits=2, better=1, at_target=True, floor=0.05,
+           short="Audio MOS", plot="Audio MOS (E-model, G.107)", trend="Audio MOS at target (E-model)", source="audio",
+           spread=True, section="audio",
+           help="ITU-T G.107's E-model MOS of each received audio stream (quality/emodel.py): its delay "
+           "`audio_delay_ms`, its loss the packets lost or too late to be played, Opus taken as Ie 0 and Bpl 15.95"),
+    Figure("audio_concealed_pct", "Audio concealed (%)", "%", digits=2, better=-1, at_target=True, floor=0.1,
+           short="Concealed", plot="Audio concealed", source="audio", section="audio",
+           help="received audio samples the jitter buffer synthesised for lost or late packets, of all it "
+           "played out (getStats concealedSamples / totalSamplesReceived; a synthetic receiver's model estimates them)"),
+    Figure("audio_delay_ms", "Audio delay, E-model (ms)", "ms", digits=0, better=-1, at_target=True, floor=5,
+           short="Audio delay", plot="Audio delay (E-model)", source="audio", spread=True, section="audio",
+           help="the E-model's mouth-to-ear delay of each received audio stream: the network's one way from "
+           "sender to SFU to receiver (half each one's round trip to the SFU) plus the receiver's jitter "
+           "buffer's mean delay (no capture, encoding or playout device in it)"),
     Figure("check_pass_rate", "Checks passed (%)", "%", 100, 1, better=1, at_target=True, floor=0.02,
            short="Checks passed", plot="Video checks passed", trend="Video checks passed", help="share of the video checks that found the video playing"),
     Figure("sfu_cpu", "SFU CPU (cores)", "cores", digits=3, plot="SFU CPU", help="the SFU's CPU"),
@@ -127,6 +144,8 @@ FIGURES = (
            trend="Load coped with (last count before the knee)",
            help="the last participant count measured before the knee (or the most reached)"),
     Figure("knee", "Knee", "participants", digits=0, series=False, better=1, help="the knee's participant count"),
+    Figure("audio_knee", "Audio knee", "participants", digits=0, series=False, better=1,
+           help="the audio knee's participant count (reports/audio.py's rule)"),
     Figure("server_cpu_per_participant", "SFU CPU / participant", "% of one core", 100, 3, series=False, better=-1,
            at_target=True, floor=0.0005, trend="SFU CPU per participant", help="the SFU's CPU per participant at target"),
     Figure("client_cpu_per_participant", "Client CPU / participant", "% of one core", 100, 3, series=False,
@@ -180,6 +199,23 @@ STEP_FIGURES = (
           help="glass-to-glass delay of videos browsers sent"),
     _step("delay_from_synthetic_ms", "Delay from synthetic (ms)", "ms", digits=0,
           help="delay of videos synthetic participants sent: no capture or encoding in it"),
+    _step("audio_streams", "Audio streams", "streams", digits=0, section="audio",
+          help="received audio streams observed over the windows at a count"),
+    _step("audio_jb_ms", "Jitter buffer (ms)", "ms", digits=0, section="audio",
+          help="the mean time a received audio sample spent in the jitter buffer (getStats jitterBufferDelay "
+          "/ jitterBufferEmittedCount)"),
+    _step("audio_jitter_ms", "Audio jitter (ms)", "ms", digits=1, section="audio",
+          help="interarrival jitter of received audio"),
+    _step("audio_loss_pct", "Audio lost or late (%)", "%", digits=2, section="audio",
+          help="received audio packets lost, or discarded for coming too late to be played"),
+    _step("audio_concealments_per_min", "Concealment events / stream-min", "per stream-minute", digits=2,
+          section="audio", help="times a received audio stream's jitter buffer started concealing"),
+    _step("audio_silent_pct", "Concealed as silence (%)", "%", digits=2, section="audio",
+          help="received audio samples concealed with silence, of all played out"),
+    _step("audio_accelerated_pct", "Sped up (% of samples)", "%", digits=2, section="audio",
+          help="received audio samples removed to play faster, the jitter buffer draining"),
+    _step("audio_decelerated_pct", "Slowed down (% of samples)", "%", digits=2, section="audio",
+          help="received audio samples inserted to play slower, the jitter buffer filling"),
     _step("link_loss_pct", "Link loss (%)", "%", digits=1, help="what the emulated link dropped"),
     _step("recovery_s", "Playing again after (s)", "s", digits=1,
           help="once a network profile was lifted, until every video the browsers show had a new frame"),
@@ -204,6 +240,7 @@ LABELS = (
     Label("knee_per_run", "Knee per run"),
     Label("knee_span", "Knee (median, range)"),
     Label("criterion", "Criterion", "what made the knee"),
+    Label("audio_criterion", "Audio criterion", "what made the audio knee"),
     Label("note", "Note"),
     Label("field", "Field"),
     Label("metric", "Metric"),
@@ -346,6 +383,11 @@ def markdown() -> str:
               "| name | column | unit | meaning |", "|---|---|---|---|"]
     for f in STEP_FIGURES:
         lines.append(f"| `{f.name}` | {f.column} | {f.unit} | {f.help} |")
+    lines += ["", "## The E-model's inputs (`audio_mos`)", "",
+              "ITU-T G.107 (06/2015), written from its equations in `quality/emodel.py`: the delay is the "
+              "stream's `audio_delay_ms` (the echo-free absolute delay Ta, the echo path's delay T, and twice "
+              "it the echo's round trip Tr), the loss its packets lost or too late to be played (random loss). "
+              + emodel.OPUS_SOURCE]
     lines += ["", "## Live fields (Prometheus)", "",
               "One series per stream, labelled sfu, run, room, user, peer, direction, kind, ssrc.", "",
               "| sample field | series | type | meaning |", "|---|---|---|---|"]

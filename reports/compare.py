@@ -282,6 +282,8 @@ def plots(analyses: list[Analysis], names: list, out: Path, **style) -> dict[str
                              "Received video quality vs participants", height=3.6),
         "fig-cmp-delay": o("delay", [Panel("delay_ms", note=" (median)"), Panel("freezes_per_min")],
                            "Delay and freezes vs participants", height=3.6),
+        "fig-cmp-audio": o("audio", [Panel("audio_mos"), Panel("audio_concealed_pct"), Panel("audio_delay_ms")],
+                           "What participants hear vs participants", height=3.6),
         "fig-cmp-checks": o("checks", [Panel("check_pass_rate")], "Video checks passed vs participants", height=3.4),
         "fig-cmp-server": o("server", [Panel("sfu_cpu", "server"), Panel("sfu_rss", "server"),
                                        Panel("sfu_cpu_per_participant", "server")],

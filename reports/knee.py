@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from statistics import median
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,22 @@ class KneeRule:
     min_pass_rate: float = 0.9      # share of video checks passing
     max_failed_streams: float = 0.1  # share of the video streams a window should have had and lacked
     loss_pct: float = 2.0           # received video packet loss
+    name: ClassVar[str] = "knee"    # what its knees are called (Knee.of)
+
+    def criteria(self) -> tuple:
+        """(series key, criterion, is bad, says why) for each limit but the bitrate's plateau."""
+        return (
+            ("rtt_send_ms", "rtt", lambda v: v > self.rtt_ms,
+             lambda v: f"mean sender RTT {v:.0f} ms is above {self.rtt_ms:g} ms"),
+            ("loss_pct", "loss", lambda v: v > self.loss_pct,
+             lambda v: f"received video lost {v:.1f}% of its packets, above {self.loss_pct:g}%"),
+            ("freezes_per_min", "freezes", lambda v: v > self.freezes_per_min,
+             lambda v: f"{v:.2f} freezes per stream-minute, above {self.freezes_per_min:g}"),
+            ("check_pass_rate", "checks", lambda v: v < self.min_pass_rate,
+             lambda v: f"only {v:.1%} of video checks pass (< {self.min_pass_rate:.0%})"),
+            ("stream_failure_rate", "streams", lambda v: v > self.max_failed_streams,
+             lambda v: f"{v:.1%} of the video streams carried nothing (> {self.max_failed_streams:.0%})"),
+        )
 
     def text(self) -> str:
         return (
@@ -38,11 +55,13 @@ class KneeRule:
 @dataclass(frozen=True)
 class Knee:
     participants: int | None = None
-    criterion: str | None = None        # bitrate | rtt | loss | freezes | checks | streams | client
+    criterion: str | None = None        # bitrate | rtt | loss | freezes | checks | streams | client;
+                                        # an audio knee's: audio_mos | concealment | client
     detail: str = "the SFU coped with every load measured"
     plateau_bps: float | None = None
     stopped_on: int | None = None       # the knee the run stopped on, where its last windows take it back
     coped: int | None = None            # the most participants measured below the knee: where it lies between
+    of: str = "knee"                    # the rule's name: "knee" (video) or "audio knee"
 
     @property
     def judged(self) -> int | None:
@@ -62,22 +81,20 @@ class Knee:
         return self.criterion == "client"
 
 
-STOPPED_ON_KNEE = "knee at "
-
-
 def stop_reason(knee: Knee) -> str:
     """Why a run stopped on `knee`, as its target_reached event says (read back by as_stopped)."""
-    return knee.detail if knee.client_bound else f"{STOPPED_ON_KNEE}{knee.participants} participants: {knee.detail}"
+    return knee.detail if knee.client_bound else f"{knee.of} at {knee.participants} participants: {knee.detail}"
 
 
 def as_stopped(knee: Knee, events: list[dict]) -> Knee:
     """A run stops on the knee its figures showed at that step; the windows after it (the target's)
     may take it back. The knee stays the whole run's, and says that the run stopped on one."""
+    said = f"{knee.of} at "
     why = next((e["reason"] for e in events if e.get("event") == "target_reached"
-                and str(e.get("reason", "")).startswith(STOPPED_ON_KNEE)), None)
+                and str(e.get("reason", "")).startswith(said)), None)
     if knee.participants is not None or why is None:
         return knee
-    return replace(knee, stopped_on=int(why[len(STOPPED_ON_KNEE):].split()[0]),
+    return replace(knee, stopped_on=int(why[len(said):].split()[0]),
                    detail=f"{knee.detail}; the run stopped on a knee its figures showed then ({why}), "
                           "which its last windows do not confirm")
 
@@ -104,10 +121,11 @@ def plateaus(values: list[float]) -> list[float]:
     return out
 
 
-def find_knee(series: list[dict], rule: KneeRule = KneeRule()) -> Knee:
-    """The knee over the counts measured before the first client-bound one (a row with
-    `client_bound`); if there is none there but a client-bound count, the knee is "client-bound at"
-    that count: what happened from there on describes the clients, not the SFU."""
+def find_knee(series: list[dict], rule=KneeRule()) -> Knee:
+    """The knee of `rule` (a KneeRule, or reports.audio's AudioKneeRule) over the counts measured
+    before the first client-bound one (a row with `client_bound`); if there is none there but a
+    client-bound count, the knee is "client-bound at" that count: what happened from there on
+    describes the clients, not the SFU."""
     bound = next((r for r in sorted(series, key=lambda r: r["participants"]) if r.get("client_bound")), None)
     if bound is not None:
         series = [r for r in series if r["participants"] < bound["participants"]]
@@ -117,17 +135,20 @@ def find_knee(series: list[dict], rule: KneeRule = KneeRule()) -> Knee:
                                        default=None))
     if knee.participants is None and bound is not None:
         below = max((r["participants"] for r in series), default=None)
-        return Knee(bound["participants"], "client",
-                    f"client-bound at {bound['participants']} participants ({bound.get('client_reasons') or 'see the windows'})"
-                    + (f"; the SFU coped with every load measured below it, up to {below}" if below else
-                       "; no load below it was measured"))
-    return knee
+        detail = (f"client-bound at {bound['participants']} participants "
+                  f"({bound.get('client_reasons') or 'see the windows'})"
+                  + (f"; the SFU coped with every load measured below it, up to {below}" if below else
+                     "; no load below it was measured"))
+        return Knee(bound["participants"], "client", detail, of=rule.name)
+    return replace(knee, of=rule.name)
 
 
-def _sfu_knee(series: list[dict], rule: KneeRule) -> Knee:
+def _sfu_knee(series: list[dict], rule) -> Knee:
+    """The earliest count any of `rule`'s limits finds (a KneeRule's, or reports.audio's
+    AudioKneeRule's: whatever gives `criteria()`), the video bitrate's plateau first."""
     found: list[Knee] = []
 
-    pts = _points(series, "recv_bps")
+    pts = _points(series, "recv_bps") if isinstance(rule, KneeRule) else []
     if pts:
         values = [v for _, v in pts]
         plat = plateaus(values)
@@ -138,18 +159,7 @@ def _sfu_knee(series: list[dict], rule: KneeRule) -> Knee:
                               f"{rule.bitrate_fraction:.0%} of its {plat[i] / 1e6:.2f} Mbps plateau",
                               plat[i]))
 
-    for key, criterion, is_bad, describe in (
-        ("rtt_send_ms", "rtt", lambda v: v > rule.rtt_ms,
-         lambda v: f"mean sender RTT {v:.0f} ms is above {rule.rtt_ms:g} ms"),
-        ("loss_pct", "loss", lambda v: v > rule.loss_pct,
-         lambda v: f"received video lost {v:.1f}% of its packets, above {rule.loss_pct:g}%"),
-        ("freezes_per_min", "freezes", lambda v: v > rule.freezes_per_min,
-         lambda v: f"{v:.2f} freezes per stream-minute, above {rule.freezes_per_min:g}"),
-        ("check_pass_rate", "checks", lambda v: v < rule.min_pass_rate,
-         lambda v: f"only {v:.1%} of video checks pass (< {rule.min_pass_rate:.0%})"),
-        ("stream_failure_rate", "streams", lambda v: v > rule.max_failed_streams,
-         lambda v: f"{v:.1%} of the video streams carried nothing (> {rule.max_failed_streams:.0%})"),
-    ):
+    for key, criterion, is_bad, describe in rule.criteria():
         pts = _points(series, key)
         i = _first_sustained([is_bad(v) for _, v in pts])
         if i is not None:

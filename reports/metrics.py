@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import catalog, runfiles
+from .audio import AudioKneeRule, audio_series, audio_stats
 from .clientbound import ClientRule
 from .cost import cost_series
 from .knee import Knee
@@ -24,7 +25,8 @@ from .windows import missing_streams, stream_windows
 class Analysis:
     run: runfiles.Run
     ident: dict
-    obs: list[dict]             # ramp and target stream observations (background ones are in `windows`)
+    obs: list[dict]             # ramp and target video observations (background ones are in `windows`)
+    audio: list[dict]           # ramp and target audio observations
     timeline: list[tuple[float, int]]
     series: list[dict]          # ramp + target, by participant count
     background: list[dict]      # background windows, by participant count
@@ -34,6 +36,8 @@ class Analysis:
     tables: list[Table]
     knee: Knee
     rule: KneeRule
+    audio_knee: Knee = Knee()
+    audio_rule: AudioKneeRule = AudioKneeRule()
     health: list[dict] = field(default_factory=list)   # per ramp-up / target window: client-bound?
     cost: list[dict] = field(default_factory=list)     # what the SFU spent per forwarded packet, by count
     client_rule: ClientRule = ClientRule()
@@ -54,7 +58,8 @@ def headline(a: Analysis) -> dict:
     at = stream_stats(target) if target else {}
     tq = quality_stats([q for q in run.quality if q.get("phase") == "target"])
     tp = playback_stats([r for r in run.playback if r.get("phase") == "target"])
-    sources = {"streams": at, "quality": tq, "playback": tp}   # the catalogue's `source`s
+    ta = audio_stats([o for o in a.audio if o["phase"] == "target"])
+    sources = {"streams": at, "quality": tq, "playback": tp, "audio": ta}   # the catalogue's `source`s
     bound = [h for h in a.health if h["phase"] == "target" and h["client_bound"]]
     started = [p for _, p in a.timeline]
     target_participants = max((o["participants"] for o in target if o["participants"]), default=None)
@@ -72,6 +77,8 @@ def headline(a: Analysis) -> dict:
         "status": run_status(run.events),
         "knee": a.knee.participants,
         "knee_criterion": a.knee.criterion,
+        "audio_knee": a.audio_knee.participants,
+        "audio_knee_criterion": a.audio_knee.criterion,
         "coped": coped(a, participants),
         **{f.name: sources[f.source].get(f.name) for f in catalog.FIGURES if f.source in sources},
         **{key: sources[f.source].get(key) for key, f in catalog.percentiles().items()},
@@ -86,6 +93,14 @@ def headline(a: Analysis) -> dict:
         "client_cpu_per_participant": cpu.get("clients_per_participant",
                                               at_target.get("clients_cpu_per_participant")),
     }
+
+
+def ending_knee(a: Analysis, which: str = "video") -> Knee:
+    """The knee that ends a ramp (the `knee` setting): the video one, the audio one, or whichever
+    of them comes first ("both")."""
+    knees = {"video": [a.knee], "audio": [a.audio_knee], "both": [a.knee, a.audio_knee]}[which]
+    found = [k for k in knees if k.participants is not None]
+    return min(found, key=lambda k: k.participants) if found else knees[0]
 
 
 def coped(a: Analysis, participants: int | None = None) -> int:
@@ -107,17 +122,19 @@ def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientR
         run.damaged["samples.jsonl"] = samples.damaged
     obs, totals = samples.observations()
     obs += missing_streams(obs, run.events, run.windows)
+    heard = samples.audio_observations()
     tl = timeline(run.events)
     health = window_health(run, obs, client_rule)
     cost = cost_series(run, samples.spans)
     server = server_series(run.server, tl)
     series = merge_series(stream_series(obs), freeze_series(totals), quality_series(run.quality),
                           playback_series(run.playback), check_series(run.checks, run.events),
-                          health_series(health), cost, server)
+                          health_series(health), cost, server, audio_series(heard))
     a = Analysis(
         run=run,
         ident=runfiles.identity(run.meta, run.path),
         obs=obs,
+        audio=heard,
         timeline=tl,
         series=series,
         background=background_series(totals),
@@ -127,6 +144,7 @@ def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientR
         tables=study_tables(obs),
         knee=as_stopped(find_knee(series, rule), run.events),
         rule=rule,
+        audio_knee=as_stopped(find_knee(series, AudioKneeRule()), run.events),
         health=health,
         client_rule=client_rule,
         cost=cost,

@@ -5,7 +5,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import clientbound, export, html, layers, metrics, runfiles, scenario, table, tables, thresholds, traffic
+from . import audio, clientbound, export, html, layers, metrics, runfiles, scenario, table, tables, thresholds, traffic
 from .knee import KneeRule
 from .metrics import Analysis
 from .runfigures import FIGURES, PLOTS, run_span   # FIGURES: the ids of a complete report's figures (verify.py)
@@ -149,6 +149,15 @@ def _collapsed(t: table.Table, summary: str, longer_than: int) -> str:
     return f"<details><summary>{html.escape(summary)}</summary>{html.table(t)}</details>"
 
 
+def _audio_knee_text(a: Analysis) -> str:
+    k = a.audio_knee
+    if k.client_bound:
+        return f"<b>No audio knee below the clients' limit</b> — {html.escape(k.detail)}."
+    if k.participants is not None:
+        return f"<b>Audio knee at {k.participants} participants</b> — {html.escape(k.detail)}."
+    return f"<b>No audio knee</b>: {html.escape(k.detail)}."
+
+
 def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Table]) -> str:
     k = a.knee
 
@@ -203,6 +212,14 @@ def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Tabl
             "(playback.jsonl): frames delivered per second, source frames that never arrived, "
             "freezes of 0.5 s or more.",
             "Per-frame playback: not measured (no playback.jsonl)."),
+        "<h2>Audio</h2>",
+        f'<div class="rule">{_audio_knee_text(a)}<br><span class="small">Rule: {html.escape(a.audio_rule.text())}'
+        "</span></div>",
+        fig("fig-audio", "Audio vs participants",
+            "Every received audio stream over the ramp-up and target windows: its E-model MOS (ITU-T G.107), "
+            "the samples its jitter buffer concealed, and the E-model's mouth-to-ear delay.",
+            "Audio: not measured (no received audio's playout counters in the samples)."),
+        html.table(shown["audio"]) if shown["audio"].rows else "",
         *(layers.section(layers.layers_asked(a.run.meta), shown, fig, _collapsed) if "layers" in shown else ()),
         "<h2>Video codecs</h2>" + html.table(shown["codecs"]) if shown["codecs"].rows else "",
         "<h2>Video checks</h2>",
@@ -252,13 +269,13 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     shown["traffic"] = tables.traffic_table(a.cost)
     shown["clients"] = tables.kind_table(a.obs, a.run.playback, a.run.checks, a.run.events)
     shown["codecs"] = tables.codec_table(a.obs)
-    net = a.run.meta.get("network") if isinstance(a.run.meta.get("network"), dict) else {}
-    shown["network"] = tables.network_table(a.obs, a.run.playback, a.run.events, str(net.get("name") or "plain"),
-                                             a.health, a.run.server)
+    shown["audio"] = audio.audio_table(a.series, {o["client"] for o in a.audio})
+    shown["network"] = tables.network_table(a)
     if layers.layers_asked(a.run.meta) > 1:
         layers.add(a, run_span(a), shown, figs, run_dir)
     export.write_tables(list(shown.values()), run_dir,
                         {"headline": a.headline, "knee": vars(a.knee), "knee_rule": a.rule.text(),
+                         "audio_knee": vars(a.audio_knee), "audio_knee_rule": a.audio_rule.text(),
                          "client_rule": a.client_rule.text(), "clients": clientbound.sentence(a.health)})
     path = run_dir / "report.html"
     path.write_text(render(a, figs, shown), encoding="utf-8")

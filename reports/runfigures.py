@@ -143,19 +143,20 @@ def _rows(a: Analysis, panel: Panel) -> list[dict]:
     return [r for r in getattr(a, panel.rows) if r["participants"]]
 
 
-def _panels(a: Analysis, out: Path, name: str, panels: list[Panel], title: str) -> str | None:
-    """Side-by-side panels, those with data."""
+def _panels(a: Analysis, out: Path, name: str, panels: list[Panel], title: str, audio: bool = False) -> str | None:
+    """Side-by-side panels, those with data, the knee marked (`audio`: the audio knee)."""
     panels = [p for p in panels if plotting.column(_rows(a, p), p.key)[0]]
     if not panels:
         return None
-    if a.knee.participants is not None:
-        title += f" (dashed red: the knee, {a.knee.participants})"
+    knee = a.audio_knee if audio else a.knee
+    if knee.participants is not None:
+        title += f" (dashed red: the {'audio knee' if audio else 'knee'}, {knee.participants})"
     fig, axes = plotting.figure(ncols=len(panels), height=3.4, title=title)
     for ax, p in zip(axes, panels):
         rows = _rows(a, p)
         plotting.line_with_band(ax, rows, p.key, p.line, SEND_COLOR, scale=p.scale)
         plotting.faint_points(ax, a.background, p.key, None, SEND_COLOR, scale=p.scale)
-        plotting.mark_knee(ax, a.knee.participants)
+        plotting.mark_knee(ax, knee.participants)
         plotting.participants_axis(ax, rows + a.background)
         ax.set(title=p.title, ylabel=p.unit)
         plotting.zero_based(ax)
@@ -184,6 +185,11 @@ def series_panels(name: str):
     def plot(a: Analysis, out: Path) -> str | None:
         return _panels(a, out, name, panels, title)
     return plot
+
+
+def plot_audio(a: Analysis, out: Path) -> str | None:
+    return _panels(a, out, "audio", [Panel("audio_mos"), Panel("audio_concealed_pct", line="pooled"),
+                                     Panel("audio_delay_ms")], "What participants hear vs participants", audio=True)
 
 
 def plot_checks(a: Analysis, out: Path) -> str | None:
@@ -222,4 +228,4 @@ def plot_server(a: Analysis, out: Path) -> str | None:
 
 PLOTS = (("fig-timeline", plot_timeline), ("fig-bitrate", plot_bitrate), ("fig-rtt", plot_rtt),
          *((f"fig-{name}", series_panels(name)) for name in SERIES_PANELS),
-         ("fig-checks", plot_checks), ("fig-server", plot_server))
+         ("fig-audio", plot_audio), ("fig-checks", plot_checks), ("fig-server", plot_server))

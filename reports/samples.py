@@ -23,8 +23,10 @@ class SampleFold:
         self.path = Path(path)
         self.discarded = set(discarded)   # window ids whose samples count for nothing
         self.offset = 0          # bytes of the file folded in
-        self.damaged = 0         # unreadable lines (audio ones aside, which no figure reads)
+        self.damaged = 0         # unreadable lines (background audio ones aside, which no figure reads)
         self.streams = StreamFold()
+        self.audio = StreamFold(("audio",))    # measured windows' audio: what participants heard
+        self.audio_closed: list[dict] = []
         self.spans = Spans()     # for the SFU's cost
         self.closed: list[dict] = []                              # observations of closed measured windows
         self.totals: dict[tuple, Totals] = defaultdict(Totals)    # (phase, window) -> its video figures
@@ -38,6 +40,7 @@ class SampleFold:
         for window in set(discarded) - self.discarded:
             self.discarded.add(window)
             self.streams.drop(window)
+            self.audio.drop(window)
             self.spans.drop(window)
             for key in [k for k in self.totals if k[1] == window]:
                 del self.totals[key]
@@ -57,22 +60,26 @@ class SampleFold:
                 for o in self.streams.close(w["phase"], w.get("window")):
                     self.totals[(o["phase"], o["window"])].add(o)
                     self.closed.append(o)
+                self.audio_closed += self.audio.close(w["phase"], w.get("window"))
         return self
 
     def _fold(self, line: bytes) -> None:
-        # Background audio lines, the most numerous, serve no figure: they are left unparsed.
-        audio = any(mark in line for mark in AUDIO_MARKS)
-        background = any(mark in line for mark in BACKGROUND_MARKS)
+        # Background audio lines, the most numerous, serve no figure: they are left unparsed. (The
+        # marks are tested one by one, not in a generator: this runs for every line of the run.)
+        audio = AUDIO_MARKS[0] in line or AUDIO_MARKS[1] in line
+        background = BACKGROUND_MARKS[0] in line or BACKGROUND_MARKS[1] in line
         if (audio and background) or not line.strip():
             return
         s = parse_line(line)
         if s is None:
-            self.damaged += not audio
+            self.damaged += 1
             return
         if s.get("window") in self.discarded:
             self.streams.forget_previous()   # the step lies between the stream's last sample and its next
             return
-        if not audio and (o := self.streams.add(s)) is not None:
+        if audio:
+            self.audio.add(s)
+        elif (o := self.streams.add(s)) is not None:
             self.totals[(o["phase"], o["window"])].add(o)
         if not background:
             self.spans.add(s)
@@ -88,3 +95,8 @@ class SampleFold:
             fresh[key].add(o)
             obs.append(o)
         return obs, totals
+
+    def audio_observations(self) -> list[dict]:
+        """The measured windows' audio observations (a new list), those not closed yet from their
+        samples so far."""
+        return [*self.audio_closed, *self.audio.pending()]

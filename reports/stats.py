@@ -36,7 +36,7 @@ def percentile(values: list[float], q: float) -> float | None:
     return values[lo] + (values[hi] - values[lo]) * (pos - lo)
 
 
-def _spread(prefix: str, values: list[float]) -> dict:
+def spread(prefix: str, values: list[float]) -> dict:
     """The mean of `values`, the p10-p90 band the plots draw, and the catalogue's percentiles."""
     values = [v for v in values if v is not None]
     if not values:
@@ -54,22 +54,22 @@ def stream_stats(obs: list[dict]) -> dict:
     send = [o for o in obs if o["kind"] == "video" and o["direction"] == "send"]
     recv = [o for o in obs if o["kind"] == "video" and o["direction"] == "recv"]
     out: dict = {}
-    out.update(_spread("send_bps", [o["bps"] for o in send]))
-    out.update(_spread("recv_bps", [o["bps"] for o in recv]))
+    out.update(spread("send_bps", [o["bps"] for o in send]))
+    out.update(spread("recv_bps", [o["bps"] for o in recv]))
     per_user: dict[tuple, float] = defaultdict(float)
     for o in recv:
         if o["bps"] is not None:
             per_user[(o["phase"], o["window"], o["user"])] += o["bps"]
-    out.update(_spread("recv_total_bps", list(per_user.values())))
-    out.update(_spread("rtt_send_ms", [r for o in send for r in o["rtt"]]))
-    out.update(_spread("rtt_recv_ms", [r for o in recv for r in o["rtt"]]))
-    out.update(_spread("fps", [o["fps"] for o in recv]))
-    out.update(_spread("jitter_ms", [o["jitter_ms"] for o in recv]))
+    out.update(spread("recv_total_bps", list(per_user.values())))
+    out.update(spread("rtt_send_ms", [r for o in send for r in o["rtt"]]))
+    out.update(spread("rtt_recv_ms", [r for o in recv for r in o["rtt"]]))
+    out.update(spread("fps", [o["fps"] for o in recv]))
+    out.update(spread("jitter_ms", [o["jitter_ms"] for o in recv]))
     lost = sum(o["lost"] for o in recv if o["expected"])
     expected = sum(o["expected"] for o in recv if o["expected"])
     if expected:
         out["loss_pct"] = 100.0 * lost / expected
-    out.update(_spread("nacks_per_s", [o["nacks"] / o["dt"] for o in recv
+    out.update(spread("nacks_per_s", [o["nacks"] / o["dt"] for o in recv
                                        if o.get("nacks") is not None and o["dt"]]))
     freezes = [(o["freezes"], o["dt"]) for o in recv if o["freezes"] is not None and o["dt"]]
     minutes = sum(dt for _, dt in freezes) / 60.0

@@ -15,13 +15,14 @@ from pathlib import Path
 
 from . import compare, export, html, plotting, reference, scenario, tables
 from .confidence import Span, ranks, verdicts
+from .audio import AudioKneeRule
 from .knee import KneeRule
 from .metrics import Analysis
 from .table import Column, Table
 
-FIGURES = ("fig-cmp-bitrate", "fig-cmp-rtt", "fig-cmp-quality", "fig-cmp-delay", "fig-cmp-checks",
+FIGURES = ("fig-cmp-bitrate", "fig-cmp-rtt", "fig-cmp-quality", "fig-cmp-delay", "fig-cmp-audio", "fig-cmp-checks",
            "fig-cmp-server")
-TABLES = ("table-knees", "table-study-cost", "table-cmp-table4", "table-cmp-table5", "table-cmp-table6",
+TABLES = ("table-knees", "table-study-audio", "table-study-cost", "table-cmp-table4", "table-cmp-table5", "table-cmp-table6",
           "table-study2018")
 
 # Tables IV–VI side by side: the columns the 2018 study published, and its key for each
@@ -48,16 +49,17 @@ def _step(a: Analysis) -> int:
     return int((a.ident["config"] or {}).get("users_per_room") or 1)
 
 
-def knee_span(e: Entry) -> Span | None:
-    """The SFU's knee over its runs that measured it: a run with no knee bounds it from below (the
-    participants reached, plus a room), one that stopped on a knee counts it (Knee.judged); a
-    client-bound run measured the clients, and counts not."""
+def knee_span(e: Entry, audio: bool = False) -> Span | None:
+    """The SFU's knee (`audio`: its audio knee) over its runs that measured it: a run with no knee
+    bounds it from below (the participants reached, plus a room), one that stopped on a knee counts
+    it (Knee.judged); a client-bound run measured the clients, and counts not."""
     values, open_above = [], False
     for a in e.analyses:
-        if a.knee.client_bound:
+        knee = a.audio_knee if audio else a.knee
+        if knee.client_bound or a.knee.client_bound:
             continue
-        if a.knee.judged is not None:
-            values.append(a.knee.judged)
+        if knee.judged is not None:
+            values.append(knee.judged)
         else:
             values.append((a.headline["participants"] or 0) + _step(a))
             open_above = True
@@ -79,13 +81,20 @@ def common_load(entries: list[Entry]) -> int | None:
     return max(shared, default=None)
 
 
-def cost_span(e: Entry, participants: int | None, key: str) -> Span | None:
-    values = [r[key] for a in e.analyses for r in a.cost
+def cost_span(e: Entry, participants: int | None, key: str, rows: str = "cost") -> Span | None:
+    """A figure of the SFU's runs at `participants` where each coped: from their `rows` (the
+    analyses' cost rows, or "series")."""
+    values = [r[key] for a in e.analyses for r in getattr(a, rows)
               if r["participants"] == participants and r.get(key) is not None and participants in coped(a)]
     return Span(tuple(values)) if values else None
 
 
 # ---------------------------------------------------------------- tables
+
+def _rank_cell(rank: dict, sfu: str):
+    """A rank as the tables show it: level SFUs share it, marked =."""
+    return f"={rank[sfu]}" if list(rank.values()).count(rank.get(sfu)) > 1 else rank.get(sfu)
+
 
 def knee_table(entries: list[Entry], load: int | None) -> Table:
     knees = {e.sfu: knee_span(e) for e in entries}
@@ -99,8 +108,7 @@ def knee_table(entries: list[Entry], load: int | None) -> Table:
         note = "; ".join(e.why)
         if e.analyses and knees[e.sfu] is None:
             note = "; ".join(filter(None, [note, "every run client-bound: the clients, not the SFU, were the limit"]))
-        rows.append([f"={rank[e.sfu]}" if list(rank.values()).count(rank.get(e.sfu)) > 1 else rank.get(e.sfu),
-                     e.sfu, f"{len(e.analyses)}/{e.asked}", per_run or None,
+        rows.append([_rank_cell(rank, e.sfu), e.sfu, f"{len(e.analyses)}/{e.asked}", per_run or None,
                      knees[e.sfu].text() if knees[e.sfu] else None, ", ".join(criteria) or None,
                      cost[e.sfu].text(1) if cost[e.sfu] else None, note or None])
         keys.append(e.sfu)
@@ -115,6 +123,27 @@ def knee_table(entries: list[Entry], load: int | None) -> Table:
                  rows, note="Rank: 1 + the SFUs whose lowest knee is above this one's highest (level SFUs share "
                  "a rank, marked =). A run without a knee bounds it from below (>); one that stopped on a knee its "
                  "target windows then take back counts that knee (unconfirmed). Client-bound runs are not counted.", row_keys=keys)
+
+
+def audio_table(entries: list[Entry], load: int | None) -> Table:
+    """What participants heard: each SFU's audio knee over its repeats, and its received audio's
+    MOS and concealment at the load every run coped with."""
+    knees = {e.sfu: knee_span(e, audio=True) for e in entries}
+    rank = ranks(knees)
+    rows = []
+    for e in sorted(entries, key=lambda e: (rank.get(e.sfu, 99), -(knees[e.sfu].middle if knees[e.sfu] else 0))):
+        runs = [a.audio_knee for a in e.analyses if not a.knee.client_bound]
+        at = [cost_span(e, load, key, "series") for key in ("audio_mos", "audio_concealed_pct", "audio_delay_ms")]
+        rows.append([_rank_cell(rank, e.sfu), e.sfu, " / ".join(k.cell() for k in runs) or None,
+                     knees[e.sfu].text() if knees[e.sfu] else None,
+                     ", ".join(sorted({k.criterion for k in runs if k.criterion})) or None,
+                     *(span.text(digits) if span else None for span, digits in zip(at, (2, 2, 0)))])
+    return Table("study-audio", "What participants heard: each SFU's audio knee over its repeats",
+                 ["rank", "sfu", "knee_per_run", "knee_span", "audio_criterion",
+                  *(Column(key, qualifier=f" at {load or '—'}") for key in ("audio_mos", "audio_concealed_pct",
+                                                                            "audio_delay_ms"))],
+                 rows, note=f"{AudioKneeRule().text()} Ranked as the knees are; the figures at the most "
+                 "participants every run measured with the SFU coping, median (range) over the repeats.")
 
 
 def cost_table(entries: list[Entry], load: int | None) -> Table:
@@ -173,10 +202,10 @@ def plots(entries: list[Entry], out: Path) -> dict[str, str | None]:
 def summary(entries: list[Entry], load: int | None) -> dict:
     """study.json's results: per SFU its runs, knee and spread, and cost per stream."""
     knees = {e.sfu: knee_span(e) for e in entries}
-    rank = ranks(knees)
+    rank, audio_rank = ranks(knees), ranks({e.sfu: knee_span(e, audio=True) for e in entries})
     out = {}
     for e in entries:
-        k = knees[e.sfu]
+        k, heard = knees[e.sfu], knee_span(e, audio=True)
         stream, packet = cost_span(e, load, "sfu_mhz_per_stream"), cost_span(e, load, "sfu_us_per_packet")
         out[e.sfu] = {
             "runs": [str(a.run.path) for a in e.analyses], "asked": e.asked, "why": e.why,
@@ -187,6 +216,12 @@ def summary(entries: list[Entry], load: int | None) -> dict:
                                             "spread": None if k.open_above else k.high - k.low,
                                             "open_above": k.open_above},
             "rank": rank.get(e.sfu),
+            "audio_knees": [None if a.knee.client_bound or a.audio_knee.client_bound else a.audio_knee.judged
+                            for a in e.analyses],
+            "audio_knee": None if heard is None else {"median": heard.middle, "min": heard.low,
+                                                      "max": None if heard.open_above else heard.high,
+                                                      "open_above": heard.open_above},
+            "audio_rank": audio_rank.get(e.sfu),
             "cost": {"participants": load,
                      "mhz_per_stream": None if stream is None else {"median": stream.middle, "min": stream.low,
                                                                     "max": stream.high},
@@ -204,14 +239,17 @@ def build(entries: list[Entry], out_dir: str | Path, budget: dict | None = None)
     measured = [e for e in entries if e.analyses]
     load = common_load(measured)
     figs = plots(entries, out)
-    shown = [knee_table(entries, load), cost_table(entries, load), *side_by_side(entries), reference.table()]
+    shown = [knee_table(entries, load), audio_table(entries, load), cost_table(entries, load),
+             *side_by_side(entries), reference.table()]
     results = summary(entries, load)
     words = verdicts({e.sfu: knee_span(e) for e in entries}, "knee", "higher")
+    words += verdicts({e.sfu: knee_span(e, audio=True) for e in entries}, "audio knee", "higher")
     if load:
         words += verdicts({e.sfu: cost_span(e, load, "sfu_us_per_packet") for e in entries},
                           f"CPU per forwarded packet at {load} participants", "lower", higher_is_better=False,
                           digits=1)
     export.write_tables(shown, out, {"results": results, "verdicts": words, "knee_rule": KneeRule().text(),
+                                      "audio_knee_rule": AudioKneeRule().text(),
                                       "reference": reference.source(), "budget": budget})
     path = out / "report.html"
     path.write_text(render(entries, figs, {t.id: t for t in shown}, words, out, budget), encoding="utf-8")
@@ -250,6 +288,10 @@ def render(entries: list[Entry], figs: dict, shown: dict[str, Table], words: lis
         '<p class="missing">No SFU has a knee measured: nothing to rank.</p>',
         html.table(shown["knees"]),
         html.table(shown["study-cost"]),
+        "<h2>What participants heard</h2>",
+        html.table(shown["study-audio"]),
+        fig("fig-cmp-audio", "Audio vs participants, every SFU",
+            "Received audio's E-model MOS, concealment and the E-model's delay.", "Audio: not measured."),
         "<h2>Bitrate and round-trip time (the study's Fig. 3)</h2>",
         fig("fig-cmp-bitrate", "Video bitrate vs participants, every SFU",
             "One colour per SFU, one line per run; dashed: each run's knee.", "Bitrate: not measured."),

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from . import catalog
 from .series import room_participants
+from .audio import audio_stats
 from .stats import describe, playback_stats, stream_stats
 from .table import Column, Table, rounded, scaled
 from .windows import MEASURED, probe_edges
@@ -68,47 +69,55 @@ def codec_table(obs: list[dict]) -> Table:
                  "statistics its RTP stream points to). Runs from before this was recorded say so.")
 
 
-def network_table(obs: list[dict], playback: list[dict], events: list[dict], base: str,
-                  health: list[dict], server: list[dict]) -> Table:
+def network_table(a) -> Table:
     """The same participants under each network profile the degrade shape stepped through (its
-    `network` windows), beside the target window under the run's own network (`base`), each with
-    whether its clients had headroom (`health`, window_health's), the link's own loss over the
-    window (the emulator's counters in the SFU's `server` rows) and, once the profile was lifted,
-    how long the slowest video took to play again (`network_recovered`)."""
-    headroom = {h["window"]: "no: " + "; ".join(h["reasons"]) if h["client_bound"] else "yes" for h in health}
+    `network` windows), beside the target window under the run's own network, each with whether its
+    clients had headroom, the link's own loss over the window (the emulator's counters in the SFU's
+    probe rows), once the profile was lifted how long the slowest video took to play again
+    (`network_recovered`), and what its participants heard. `a`: the run's metrics.Analysis."""
+    net = a.run.meta.get("network") if isinstance(a.run.meta.get("network"), dict) else {}
+    base, events = str(net.get("name") or "plain"), a.run.events
+    headroom = {h["window"]: "no: " + "; ".join(h["reasons"]) if h["client_bound"] else "yes" for h in a.health}
     windows: dict = {}
-    for o in obs:
+    for o in a.obs:
         if o["phase"] in ("network", "target") and o["kind"] == "video":
             windows.setdefault(o["window"], []).append(o)
     if not any(group[0]["phase"] == "network" for group in windows.values()):
         return Table("network", "Under each network profile", [], [])
+    heard: dict = {}
+    for o in a.audio:
+        heard.setdefault(o["window"], []).append(o)
     changes = sorted((e["t"], e.get("network")) for e in events if e.get("event") == "network_changed" and e.get("t"))
     recovered = {e.get("network"): e for e in events if e.get("event") == "network_recovered"}
-    link = _link_loss(server)
+    link = _link_loss(a.run.server)
     rows = []
     for window, group in sorted(windows.items(), key=lambda kv: min(o["t"] or 0 for o in kv[1])):
         t = min(o["t"] or 0 for o in group)
         name = base
-        for changed, net in changes:
+        for changed, profile in changes:
             if changed <= t:
-                name = net
+                name = profile
         st = stream_stats(group)
-        pb = playback_stats([r for r in playback if r.get("window") == window])
+        pb = playback_stats([r for r in a.run.playback if r.get("window") == window])
+        au = audio_stats(heard.get(window, []))
         rows.append([name, group[0]["phase"], group[0]["participants"], rounded(scaled(st.get("recv_bps"), 1e-6), 3),
                      rounded(st.get("fps"), 1), rounded(st.get("rtt_send_ms"), 1), rounded(st.get("loss_pct"), 2),
                      rounded(st.get("jitter_ms"), 1), rounded(st.get("freezes_per_min"), 2), rounded(pb.get("delay_ms"), 0),
+                     *(rounded(au.get(k), d) for k, d in (("audio_mos", 2), ("audio_concealed_pct", 2),
+                                                          ("audio_delay_ms", 0))),
                      rounded(link.get(window), 1), _recovery(recovered.get(name)) if group[0]["phase"] == "network" else "",
                      headroom.get(window, "not judged")])
     return Table("network", "Under each network profile: the same participants",
                  ["network", "window", "participants", "recv_bps", "fps", "rtt_send_ms", Column("loss_pct", brief=True),
-                  Column("jitter_ms", brief=True), "freezes_per_min", Column("delay_ms", brief=True), "link_loss_pct",
-                  "recovery_s", "headroom"], rows,
+                  Column("jitter_ms", brief=True), "freezes_per_min", Column("delay_ms", brief=True),
+                  Column("audio_mos", brief=True), Column("audio_concealed_pct", brief=True),
+                  Column("audio_delay_ms", brief=True), "link_loss_pct", "recovery_s", "headroom"], rows,
                  note="The degrade shape measures the same load under each profile after a settling time; "
                       "the target window is under the run's own network. Loss is what the receivers "
                       "counted (a packet never followed by another is never counted: a cut link shows "
                       "as no bitrate); link loss, what the emulated link dropped over the window. Playing "
                       "again: once the profile was lifted, until every video the browsers show had a "
-                      "new frame (the slowest).")
+                      "new frame (the slowest). Audio: reports/audio.py's figures of the window.")
 
 
 def _link_loss(server: list[dict]) -> dict[int, float]:

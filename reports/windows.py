@@ -53,6 +53,52 @@ def mean(values) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+# a received audio stream's playout counters (getStats inbound-rtp; docs/contracts.md), which
+# reports/audio.py turns into what its listener heard
+PLAYOUT = ("totalSamplesReceived", "concealedSamples", "silentConcealedSamples", "concealmentEvents",
+           "insertedSamplesForDeceleration", "removedSamplesForAcceleration", "jitterBufferDelay",
+           "jitterBufferEmittedCount", "packetsDiscarded")
+
+
+def _playout(first: dict, last: dict) -> dict:
+    """Each playout counter's difference over a window (None where a sample lacks it, or it went
+    back); _delta written out, as it runs nine times for every received audio stream and window."""
+    out = {}
+    for key in PLAYOUT:
+        a, b = first.get(key), last.get(key)
+        out[key] = b - a if (type(a) in _NUMBER and type(b) in _NUMBER and a - a == 0 and b - b == 0
+                             and b >= a) else None
+    return out
+
+
+_NUMBER = (int, float)
+
+
+def _heard(first: dict, last: dict, within: list[dict], phase, window) -> dict:
+    """One audio stream in one window, with what an audio stream has of _observe's (no frames) and,
+    received, its playout."""
+    get = last.get
+    received = get("direction") == "recv"
+    obs = {"phase": phase, "window": window, "participants": get("participants"), "t": number(get("t")),
+           "room": get("room"), "user": get("user"), "peer": get("peer"), "direction": get("direction"),
+           "kind": "audio", "client": get("client") or "browser", "bps": None, "dt": None, "lost": None,
+           "expected": None,
+           "rtt": [r * 1000.0 for s in within if (r := number(s.get("rtt"))) is not None]}
+    jitter = _avg(within, "jitter") if received else None
+    obs["jitter_ms"] = jitter * 1000.0 if jitter is not None else None
+    if first is not last:
+        obs["bps"] = bitrate(first, last)
+        t0, t1 = number(first.get("t")), obs["t"]
+        if t0 is not None and t1 is not None:
+            obs["dt"] = (t1 - t0) / 1000.0
+        lost, packets = _delta(first, last, "packetsLost"), _delta(first, last, "packets")
+        if lost is not None and packets is not None:
+            obs["lost"], obs["expected"] = lost, packets + lost if received else packets
+        if received:
+            obs["playout"] = _playout(first, last)
+    return obs
+
+
 def _avg(samples: list[dict], key: str) -> float | None:
     """Mean of one field over a window's samples; a plain loop because it runs for every stream window."""
     total, n = 0.0, 0
@@ -148,7 +194,7 @@ class StreamFold:
 
 def _window_observation(key: tuple, group: list[dict]) -> dict:
     group.sort(key=sample_time)
-    return _observe(group[0], group[-1], group, key[0], key[1])
+    return (_heard if key[2][3] == "audio" else _observe)(group[0], group[-1], group, key[0], key[1])
 
 
 def iter_stream_windows(samples: Iterable[dict], kinds: tuple[str, ...] | None = ("video",)) -> Iterator[dict]:

@@ -93,6 +93,10 @@ class Settings:
     shape: str = opt("until-knee", "load shape: " + "; ".join(f"{name} ({s.__doc__})" for name, s in
                                                           shapes.SHAPES.items()) + " (sfubench/shapes/)",
                      choices=tuple(shapes.SHAPES))
+    knee: str = opt("video", "the knee that ends a ramp to the knee: video (the 2018 study's criteria), "
+                    "audio (received audio's E-model MOS below 3.6, or more than 5 % of it concealed: "
+                    "reports/audio.py), or both (whichever comes first); a report shows both",
+                    choices=("video", "audio", "both"))
     participants_per_browser: int = opt(
         7, "participants hosted by one browser tab, each in its own iframe; 1 is the study's "
         "one browser per participant", min=1, max=64, scenario=False)
@@ -145,8 +149,8 @@ class Settings:
     quality_frames: int = opt(2, "frames of each received video captured after each measurement "
                               "and scored after the run (BRISQUE, PSNR, SSIM, VMAF); 0 turns "
                               "scoring off", min=0, max=100)
-    play_audio: bool = opt(False, "play received audio out (costs the clients CPU; received audio "
-                           "is measured either way)", scenario=False)
+    play_audio: bool = opt(False, "play received audio out unmuted (it is decoded and played out muted "
+                           "either way: its jitter buffer's figures need it)", scenario=False)
     render_video: bool = opt(False, "render received video in the page (costs the clients CPU; "
                              "every frame is measured either way)", scenario=False)
     audio_processing: bool = opt(False, "keep the microphone's echo canceller, noise suppressor "

@@ -183,7 +183,9 @@ def _meta(ctx: RunContext) -> dict:
     cfg, adapter, site, media, synth = ctx.cfg, ctx.adapter, ctx.site, ctx.media, ctx.synth
     return {
         "config": cfg.as_dict(),
-        "scenario": cfg.scenario(),
+        # the media's generator too: runs whose microphone played another reference (a melody
+        # before speech) are no longer like for like, and have no default to match it
+        "scenario": {**cfg.scenario(), "media_version": media_mod.GENERATOR},
         "scenario_defaults": cfg.scenario_defaults(),
         "site": site.describe(),
         "sfu": {"name": adapter.name, "version": adapter.version, "installed": ctx.installed,
@@ -191,7 +193,7 @@ def _meta(ctx: RunContext) -> dict:
                 "options": adapter.options},
         "media": {"profile": media.profile, "width": media.width, "height": media.height,
                   "fps": media.fps, "loop_frames": media.frames, "y4m": str(media.y4m),
-                  "wav": str(media.wav)},
+                  "wav": str(media.wav), "version": media_mod.GENERATOR, "audio_marks": list(media.marks)},
         "clients": {"play_audio": cfg.play_audio, "render_video": cfg.render_video,
                     "audio_processing": cfg.audio_processing,
                     "participants_per_browser": cfg.participants_per_browser,
@@ -318,8 +320,8 @@ def _drive(ctx: RunContext, scenario) -> None:
 
             def knee():
                 run = runfiles.load(run_dir.path)
-                return metrics.analyse(run, samples=samples.read(run.windows, final=False,
-                                                                 discarded=run.discarded)).knee
+                return metrics.ending_knee(metrics.analyse(run, samples=samples.read(run.windows, final=False,
+                                                                                   discarded=run.discarded)), cfg.knee)
 
             clients = Clients(_browser_opener(ctx, pages.url(), grid_url), _client_url(ctx, pages.url()), generator,
                               lambda room, user: adapter.client_params(room, user, server.values))

@@ -189,8 +189,15 @@ func (m *member) samples(now time.Time) []record {
 		return nil
 	}
 	out := m.pub.samples(now)
+	// What it receives crosses its own link to the SFU: the round trip its
+	// audio's receiver reports give, as a browser gives its candidate
+	// pair's for received streams (an audio stream's one-way delay in the
+	// E-model is half of it plus the jitter buffer's).
+	rtt := out[0]["rtt"]
 	for _, in := range m.inbound {
-		out = append(out, in.sample(now))
+		s := in.sample(now)
+		s["rtt"] = rtt
+		out = append(out, s)
 	}
 	return out
 }

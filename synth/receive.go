@@ -13,6 +13,19 @@ import (
 // freezeHistory is how many inter-frame intervals the freeze rule averages.
 const freezeHistory = 30
 
+// A received audio stream is played out, as a model, by a jitter buffer
+// that holds each packet until playoutDelay after the stream's quickest
+// packet would have arrived: a packet later than that comes too late to be
+// played and is concealed, as a lost one is. No decoder runs; the figures
+// it gives (getStats's names, reports/audio.py) are estimates, and the
+// reports say so for synthetic receivers.
+const (
+	playoutDelay = 0.060 // s beyond the quickest transit
+	// a transit this far beyond the quickest is the stream's timestamps
+	// starting again (an SFU's rewrite, a wrap), not a late packet
+	transitRebase = 2.0 // s
+)
+
 // inbound is one received stream. It records what getStats's inbound-rtp
 // would (bytes, packets, loss, RFC 3550 jitter, frames, freezes) and
 // reassembles each VP8 frame to recognise it: a synthetic publisher's
@@ -51,6 +64,11 @@ type inbound struct {
 	intervals     [freezeHistory]float64
 	nIntervals    int
 	recent        recentTimes
+
+	// the audio playout model: the quickest transit (s), packets too late
+	// for it, and their time in the buffer (s, summed over packets played)
+	quickest, buffered float64
+	late               uint64
 }
 
 func newInbound(peer string, t *webrtc.TrackRemote, c *clip, video *series) *inbound {
@@ -98,9 +116,24 @@ func (in *inbound) packet(p *rtp.Header, payload []byte, at time.Time) {
 			in.jitter += (d - in.jitter) / 16
 		}
 	}
+	first := !in.haveTransit
 	in.transit, in.haveTransit = transit, true
 	if in.kind == "video" {
 		in.assemble(p, payload, at)
+	} else {
+		in.playout(transit/in.clock, first)
+	}
+}
+
+// playout places an audio packet of transit `t` (s) in the model's buffer.
+func (in *inbound) playout(t float64, first bool) {
+	if first || t < in.quickest || t-in.quickest > transitRebase {
+		in.quickest = t
+	}
+	if wait := in.quickest + playoutDelay - t; wait >= 0 {
+		in.buffered += wait
+	} else {
+		in.late++
 	}
 }
 
@@ -185,6 +218,16 @@ func (in *inbound) sample(now time.Time) record {
 		if in.width > 0 {
 			s["frameWidth"], s["frameHeight"] = in.width, in.height
 		}
+	} else if in.started {
+		// samples a decoder would have played: every packet expected, the
+		// lost and the late ones concealed
+		expected := uint64(in.maxSeq - in.baseSeq + 1)
+		played := in.packets - min(in.late, in.packets)
+		s["totalSamplesReceived"] = expected * audioStep
+		s["concealedSamples"] = (expected - min(played, expected)) * audioStep
+		s["packetsDiscarded"] = in.late
+		s["jitterBufferDelay"] = in.buffered * audioStep
+		s["jitterBufferEmittedCount"] = played * audioStep
 	}
 	return s
 }

@@ -339,3 +339,44 @@ func TestPostedBatchesEncodeAsEncodingJSONWritesThem(t *testing.T) {
 		t.Errorf("not JSON: %s", got)
 	}
 }
+
+// An audio stream's playout model: packets in step are played after the
+// buffer's delay, a lost one and one later than the buffer are concealed,
+// and a stream whose timestamps start again is not read as late for ever.
+func TestReceivedAudioIsPlayedOutByTheModel(t *testing.T) {
+	in := &inbound{peer: "r1u2", kind: "audio", clock: 48000}
+	at := epoch.Add(time.Second)
+	ts := uint32(1000)
+	send := func(seq uint16, delay time.Duration) {
+		in.packet(&rtp.Header{SequenceNumber: seq, Timestamp: ts}, make([]byte, 80), at.Add(delay))
+		ts += audioStep
+		at = at.Add(20 * time.Millisecond)
+	}
+	for seq := range uint16(10) {
+		send(seq, 0)
+	}
+	s := in.sample(at)
+	if s["totalSamplesReceived"] != uint64(10*audioStep) || s["concealedSamples"] != uint64(0) {
+		t.Fatalf("10 packets in step: %v", s)
+	}
+	if d := s["jitterBufferDelay"].(float64) / float64(s["jitterBufferEmittedCount"].(uint64)); math.Abs(d-playoutDelay) > 1e-6 {
+		t.Errorf("a packet in step waits %.4f s, want the buffer's %.3f", d, playoutDelay)
+	}
+	send(10, 0)
+	ts += audioStep // packet 11 lost
+	at = at.Add(20 * time.Millisecond)
+	send(12, 100*time.Millisecond) // later than the buffer waits
+	send(13, 0)
+	s = in.sample(at)
+	if s["totalSamplesReceived"] != uint64(14*audioStep) || s["concealedSamples"] != uint64(2*audioStep) ||
+		s["packetsDiscarded"] != uint64(1) || s["packetsLost"] != int64(1) {
+		t.Fatalf("a lost packet and a late one: %v", s)
+	}
+	ts += 1 << 30 // the sender's timestamps start again
+	for seq := uint16(14); seq < 20; seq++ {
+		send(seq, 0)
+	}
+	if s = in.sample(at); s["packetsDiscarded"] != uint64(1) {
+		t.Fatalf("after the timestamps started again: %v", s)
+	}
+}

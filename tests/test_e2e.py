@@ -260,3 +260,21 @@ def test_compare_refuses_different_scenarios(runs, tmp_path):
                         str(other), "--out", str(tmp_path / "cmp")], capture_output=True, text=True,
                        cwd=ROOT, timeout=300)
     assert r.returncode == 2 and "users_per_room" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_every_participant_hears_every_other_and_the_report_says_what(sfu_run):
+    """Received audio through a real SFU on a plain link: every stream's jitter buffer played out
+    what came, next to nothing concealed, and the E-model gives a MOS near its ceiling; the report's
+    Audio section and tables.json carry it, with the audio knee (none at a room of four)."""
+    run, _ = sfu_run
+    a = metrics.analyse(runfiles.load(run))
+    heard = [o for o in a.audio if o["phase"] == "target" and o["direction"] == "recv"]
+    assert {(o["user"], o["peer"]) for o in heard} == {
+        (f"r1u{a}", f"r1u{b}") for a in range(1, USERS + 1) for b in range(1, USERS + 1) if a != b}
+    assert all(o["playout"]["totalSamplesReceived"] > 0 for o in heard), [o["playout"] for o in heard]
+    head = a.headline
+    assert head["audio_concealed_pct"] < 1 and head["audio_mos"] > 4.2, head
+    assert 0 < head["audio_delay_ms"] < 150, head
+    tables = json.loads((run / "tables.json").read_text())
+    assert tables["audio_knee"]["participants"] is None and tables["tables"]["audio"]["rows"]
+    assert "<h2>Audio</h2>" in (run / "report.html").read_text()

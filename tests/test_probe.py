@@ -107,6 +107,15 @@ def test_a_measurement_is_one_command_and_every_page_answers_on_time(session):
     assert all(s["phase"] == "target" and s["participants"] == 2 and s["room"] == 1 for s in samples)
     video = [s for s in samples if s["kind"] == "video" and s["direction"] == "send"]
     assert all("qualityLimitationReason" in s for s in video)
+    # Received audio comes with what its jitter buffer played out, advancing from sample to sample
+    # (48,000 samples a second); no other stream carries those fields.
+    for user in USERS:
+        heard = sorted((s for s in samples if s["user"] == user and s["kind"] == "audio" and s["direction"] == "recv"),
+                       key=lambda s: s["t"])
+        played = heard[-1]["totalSamplesReceived"] - heard[0]["totalSamplesReceived"]
+        assert 0.8 * 48 * (heard[-1]["t"] - heard[0]["t"]) < played, heard
+        assert heard[-1]["jitterBufferEmittedCount"] > 0 and heard[-1]["concealedSamples"] is not None, heard[-1]
+    assert not any("totalSamplesReceived" in s for s in samples if s["kind"] == "video" or s["direction"] == "send")
     playback = [r for s, r in records if s == "playback" and r["window"] == 7]
     assert {(p["user"], p["peer"]) for p in playback} == set(PEER.items())
     for p in playback:

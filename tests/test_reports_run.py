@@ -57,8 +57,8 @@ def test_tables_are_exported_next_to_the_report(runs, full_report):
     d = runs["full"]
     doc = json.loads((d / "tables.json").read_text())
     assert set(doc["tables"]) == {"table4", "table5", "table6", "checks", "series", "percentiles", "health", "cost",
-                                  "traffic", "clients", "network", "codecs"}
-    assert doc["headline"]["knee"] == 42 and "knee_rule" in doc
+                                  "traffic", "clients", "network", "codecs", "audio"}
+    assert doc["headline"]["knee"] == 42 and "knee_rule" in doc and "audio_knee_rule" in doc
     # the generated run's browsers sent and received VP8 video alone
     assert doc["tables"]["codecs"]["rows"] == [["send", "vp8", ANY, 100.0], ["recv", "vp8", ANY, 100.0]]
     with open(d / "table-table6.csv") as f:

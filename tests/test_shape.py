@@ -34,6 +34,7 @@ class Knee:
     """The fields of reports.knee.Knee the shape reads."""
     def __init__(self, participants=None, client_bound=False, detail=""):
         self.participants, self.client_bound, self.detail = participants, client_bound, detail
+        self.of = "knee"
 
 
 def ramp_until(shape, knees):

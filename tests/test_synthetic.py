@@ -115,6 +115,25 @@ def test_synthetic_receivers_count_the_browsers_frames_and_recognise_each_other(
     assert not [r for r in read(run_dir, "playback") if r["user"] == "r1u2" and r["peer"] == "r1u1"]
 
 
+def test_synthetic_receivers_play_out_the_audio_they_get_through_a_model(mixed):
+    """Every participant's received audio, the synthetic ones' from their jitter buffer's model
+    (synth/receive.go), gives what the report's Audio section needs, and on a plain link next to
+    nothing concealed: the browser's and the model's figures side by side."""
+    _, run_dir, _ = mixed
+    a = metrics.analyse(runfiles.load(run_dir))
+    heard = [o for o in a.audio if o["phase"] == "target" and o["direction"] == "recv"]
+    assert {o["client"] for o in heard} == {"browser", "synthetic"}
+    for o in heard:
+        played = o["playout"]
+        assert played["totalSamplesReceived"] > 0 and played["jitterBufferEmittedCount"] > 0, (o["user"], played)
+        assert played["concealedSamples"] <= 0.02 * played["totalSamplesReceived"], (o["user"], o["peer"], played)
+    # a synthetic receiver's samples carry its own audio's round trip, once its SFU's receiver reports
+    # gave one (r1u3 has just joined again: not necessarily yet)
+    assert all(o["rtt"] for o in heard if o["user"] == "r1u2"), [(o["peer"], o["rtt"]) for o in heard]
+    table = json.loads((run_dir / "tables.json").read_text())["tables"]["audio"]
+    assert table["rows"] and "estimates" in table["note"]
+
+
 def test_the_generator_reports_its_pacing(mixed):
     _, run_dir, _ = mixed
     windows = [w for w in read(run_dir, "windows") if w["phase"] == "target"]

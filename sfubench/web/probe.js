@@ -5,10 +5,11 @@
 // allows only six per host, and a tab holds many participants). Nothing SFU-specific runs in the
 // engine. Contract: docs/contracts.md.
 //
-// A load generator must not spend its CPU on what nobody measures: remote audio is received and
-// counted but not played, videos are not rendered, and the microphone's echo canceller, noise
-// suppressor and gain control stay off, unless the engine's settings (the `probe` URL parameter)
-// ask for them. Frame codes are read off the decoded frames in a worker (sampler.js).
+// A load generator must not spend its CPU on what nobody measures: remote audio is decoded and
+// played out muted (what its jitter buffer played is measured), videos are not rendered, and the
+// microphone's echo canceller, noise suppressor and gain control stay off, unless the engine's
+// settings (the `probe` URL parameter) ask for them. Frame codes are read off the decoded frames
+// in a worker (sampler.js).
 (function () {
   'use strict';
   const params = Object.freeze(Object.fromEntries(new URLSearchParams(location.search)));
@@ -90,8 +91,11 @@
       if (track.kind === 'video') {
         sampler.follow(String(user), track);
         if (settings.render) show(track, 'video');
-      } else if (user !== self && settings.play_audio) {
-        show(track, 'audio');
+      } else if (user !== self) {
+        // Chromium's jitter buffer runs only while something plays the track out: without it a
+        // received audio track counts no sample (reports/audio.py reads what it played). A muted
+        // element pulls it, decoding and concealing as a played one, and sends nothing to a device.
+        show(track, 'audio', !settings.play_audio);
       }
     },
     // Set by a page that can leave and rejoin on command (the adapter conformance suite uses it).
@@ -121,10 +125,10 @@
     return gum(constraints);
   };
 
-  function show(track, tag) {
+  function show(track, tag, muted = tag === 'video') {
     const el = document.createElement(tag);
     el.autoplay = true;
-    el.muted = tag === 'video';
+    el.muted = muted;
     el.srcObject = new MediaStream([track]);
     el.dataset.user = owners.get(track.id);
     document.body.appendChild(el);
@@ -155,6 +159,9 @@
 
   // -- stats: one sample per RTP stream, normalised to the schema in docs/contracts.md ---------
   function num(v) { return typeof v === 'number' && isFinite(v) ? v : null; }
+  const AUDIO_PLAYOUT = ['totalSamplesReceived', 'concealedSamples', 'silentConcealedSamples', 'concealmentEvents',
+                         'insertedSamplesForDeceleration', 'removedSamplesForAcceleration', 'jitterBufferDelay',
+                         'jitterBufferEmittedCount', 'packetsDiscarded'];
 
   async function stats() {
     const out = [];
@@ -178,7 +185,7 @@
         const remote = send && s.remoteId ? byId.get(s.remoteId) : null;
         const limits = s.qualityLimitationDurations;
         const codec = s.codecId ? byId.get(s.codecId) : null;
-        out.push({
+        const sample = {
           t: s.timestamp,
           direction: send ? 'send' : 'recv',
           kind: s.kind,
@@ -206,7 +213,12 @@
           qualityLimitationReason: s.qualityLimitationReason || null,
           qualityLimitationCpu: limits ? num(limits.cpu) : null,
           qualityLimitationBandwidth: limits ? num(limits.bandwidth) : null,
-        });
+        };
+        if (!send && s.kind === 'audio') {
+          // what the jitter buffer played out (reports/audio.py)
+          for (const key of AUDIO_PLAYOUT) sample[key] = num(s[key]);
+        }
+        out.push(sample);
       });
     }
     return out;

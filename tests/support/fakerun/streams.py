@@ -14,7 +14,8 @@ def stream(rng, user, peer, direction, kind) -> dict:
     """A stream's counters, cumulative from its first sample."""
     return {"user": user, "peer": peer, "direction": direction, "kind": kind,
             "ssrc": rng.getrandbits(32), "t": None, "bytes": 0, "packets": 0, "lost": 0.0,
-            "frames": 0, "qp": 0, "freezes": 0, "freeze_s": 0.0, "nack": 0, "pli": 0}
+            "frames": 0, "qp": 0, "freezes": 0, "freeze_s": 0.0, "nack": 0, "pli": 0,
+            "played": 0.0, "concealed": 0.0, "buffered": 0.0}
 
 
 def advance(st: dict, t: float, p: int, m: Model) -> None:
@@ -26,6 +27,10 @@ def advance(st: dict, t: float, p: int, m: Model) -> None:
         st["bytes"] += int(nbytes)
         st["packets"] += int(packets)
         st["lost"] += packets * (0.001 + 0.08 * d) * m.noise(0.5)
+        if st["kind"] == "audio":   # drawn from no random number: the video figures stay as they were
+            st["played"] += 48_000 * dt
+            st["concealed"] += 48_000 * dt * (0.002 + 0.2 * d)
+            st["buffered"] += 48_000 * dt * (0.04 + 0.2 * d)
         if st["kind"] == "video":
             frames = dt * 30 * (1 - 0.6 * d)
             st["frames"] += int(frames)
@@ -57,6 +62,12 @@ def sample(st: dict, t: float, where: tuple, m: Model) -> dict:
                   "nackCount": st["nack"], "pliCount": st["pli"]})
         if not send:
             s.update({"freezeCount": st["freezes"], "totalFreezesDuration": round(st["freeze_s"], 3)})
+    if not send and not video:
+        s.update({"totalSamplesReceived": int(st["played"]), "concealedSamples": int(st["concealed"]),
+                  "silentConcealedSamples": int(st["concealed"] / 4), "concealmentEvents": int(st["concealed"] / 960),
+                  "insertedSamplesForDeceleration": 0, "removedSamplesForAcceleration": 0,
+                  "jitterBufferDelay": round(st["buffered"], 3), "jitterBufferEmittedCount": int(st["played"]),
+                  "packetsDiscarded": 0})
     if send:
         rate = m.rate(p, "send", st["kind"])
         s.update({"availableOutgoingBitrate": round(rate * 1.3), "targetBitrate": round(rate)})
