@@ -1,12 +1,12 @@
 """quality/audiocode.py: markers placed between sentences are read back at their onsets, through a real
 Opus encoder and decoder (ffmpeg's libopus) and through lost packets, and a damaged marker is left
 unread, never misread."""
-import subprocess
-
 import numpy as np
 import pytest
 
 from quality import audiocode
+
+from support.opus import opus
 
 RATE = 48_000
 
@@ -16,17 +16,6 @@ def sentences(n=5, seconds=2.2, seed=1):
     rng = np.random.default_rng(seed)
     t = np.linspace(0, 6 * np.pi * seconds, int(seconds * RATE))
     return [0.3 * rng.standard_normal(len(t)) * np.sin(t) ** 2 for _ in range(n)]
-
-
-def opus(pcm, kbps=32):
-    """`pcm` through libopus and back, as WebRTC's audio is coded (20-ms frames, voice)."""
-    raw = (np.clip(pcm, -1, 1) * 32767).astype("<i2").tobytes()
-    enc = subprocess.run(["ffmpeg", "-v", "error", "-f", "s16le", "-ar", str(RATE), "-ac", "1", "-i", "-",
-                          "-c:a", "libopus", "-b:a", f"{kbps}k", "-application", "voip", "-frame_duration", "20",
-                          "-f", "ogg", "-"], input=raw, capture_output=True, check=True).stdout
-    dec = subprocess.run(["ffmpeg", "-v", "error", "-i", "-", "-f", "s16le", "-ar", str(RATE), "-ac", "1", "-"],
-                         input=enc, capture_output=True, check=True).stdout
-    return np.frombuffer(dec, "<i2") / 32768.0
 
 
 @pytest.fixture(scope="module")
