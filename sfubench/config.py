@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import socket
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -372,9 +373,16 @@ LAB_PREFIX = re.compile(r"[a-z][a-z0-9]{0,11}")
 
 
 def _unspecified(address: str) -> bool:
+    """Whether binding to `address` would bind every interface: 0.0.0.0, ::, and the short forms
+    the resolver reads as an IPv4 address (0, 0.0.0, 0x0)."""
+    address = address.strip("[]")
     try:
-        return ipaddress.ip_address(address.strip("[]")).is_unspecified
+        return ipaddress.ip_address(address).is_unspecified
     except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(address)).is_unspecified
+    except OSError:
         return False   # a host name
 
 

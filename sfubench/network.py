@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import subprocess
 import tomllib
 from dataclasses import dataclass
@@ -24,8 +25,9 @@ KEYS = tuple(SCHEMA["properties"])
 
 
 def _allows(rule: dict, value) -> bool:
-    """Whether `value` satisfies one property's rule (the subset of JSON Schema the file uses)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
+    """Whether `value` satisfies one property's rule (the subset of JSON Schema the file uses): a
+    finite number only (TOML writes nan and inf, and NaN passes every comparison)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
         return False
     if "const" in rule and value != rule["const"]:
         return False

@@ -7,6 +7,7 @@ import fcntl
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
 import subprocess
@@ -54,7 +55,8 @@ def resolve_profile(profile: str, profiles: dict) -> str:
 
 
 def _option(sfu: str, key: str, value: str, default):
-    """`value` as the type of the option's default in sfu.toml, or a one-line ConfigError."""
+    """`value` as the type of the option's default in sfu.toml, or a one-line ConfigError. A number
+    option is a count, a size or a rate: finite and at least 0 (docs/adding-an-sfu.md)."""
     kind = type(default)
     try:
         if kind is bool:
@@ -62,9 +64,12 @@ def _option(sfu: str, key: str, value: str, default):
             if word not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
                 raise ValueError
             return word in ("1", "true", "yes", "on")
-        return kind(value)
+        out = kind(value)
+        if kind in (int, float) and not (math.isfinite(out) and out >= 0):
+            raise ValueError
+        return out
     except ValueError:
-        wants = {bool: "true or false", int: "an integer", float: "a number"}.get(kind, "a string")
+        wants = {bool: "true or false", int: "an integer >= 0", float: "a number >= 0"}.get(kind, "a string")
         raise ConfigError(f"--sfu-options: {sfu} option {key} wants {wants} (default {default!r}), "
                           f"got {value!r}") from None
 

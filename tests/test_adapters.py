@@ -28,6 +28,12 @@ def test_profiles_set_options_and_user_options_win():
         Adapter.load("janus", profile="fast")
 
 
+@pytest.mark.parametrize("value", ["-1", "nan", "1.5", "lots"])
+def test_a_number_option_is_a_count_or_rate_at_least_0(value):
+    with pytest.raises(ConfigError, match=f"janus option bitrate wants an integer >= 0 \\(default 0\\), got '{value}'"):
+        Adapter.load("janus", {"bitrate": value})
+
+
 def test_secrets_are_made_per_run_or_taken_from_the_environment(monkeypatch):
     a, b = Adapter.load("livekit"), Adapter.load("livekit")
     assert a.secrets["api_secret"] != b.secrets["api_secret"] and len(a.secrets["api_secret"]) >= 32

@@ -149,6 +149,9 @@ def test_precedence_default_file_env_flag(tmp_path):
     ({"lab_prefix": "averyverylongprefix"}, "--lab-prefix must be a lowercase letter and up to 11"),
     ({"lab_prefix": "Lab"}, "--lab-prefix must be"),
     ({"page_address": "0.0.0.0"}, "would serve the pages on every interface"),
+    ({"page_address": "0"}, "would serve the pages on every interface"),
+    ({"page_address": "0.0.0"}, "would serve the pages on every interface"),
+    ({"page_address": "[::]"}, "would serve the pages on every interface"),
     ({"page_address": "::"}, "would serve the pages on every interface"),
     ({"sample_interval": "nan"}, "--sample-interval (on the command line) wants a finite number"),
 ])

@@ -40,7 +40,12 @@ def test_a_profile_file_sets_each_direction(tmp_path):
 
 
 @pytest.mark.parametrize("text,error", [
-    ("delay_ms = -1", "delay_ms must be a number >= 0"),
+    ("delay_ms = -1", "delay_ms must be a number within 0-10000"),
+    ("delay_ms = nan", "delay_ms must be a number within 0-10000, got nan"),
+    ("delay_ms = inf", "delay_ms must be a number within 0-10000, got inf"),
+    ("delay_ms = 1e12", "delay_ms must be a number within 0-10000"),
+    ("loss_pct = nan", "loss_pct must be a number within 0-100"),
+    ("[down]\nrate_kbps = -inf", "rate_kbps must be a number within 0-100000000"),
     ("loss_pct = 100.5", "loss_pct must be a number within 0-100"),
     ("burst = 0.5\nloss_pct = 1", "burst is a mean run"),
     ("delya_ms = 5", "unknown keys delya_ms"),
