@@ -81,7 +81,8 @@ class Settings:
                       "one room of 5 real Chromium participants; paper: the study's own scenario, for "
                       "the cloud) or a .toml file of yours; the settings given beside it win",
                       metavar="NAME|FILE", scenario=False)
-    rooms: int = opt(1, "rooms to ramp up to, added one by one (the ramp and degrade shapes)", min=1, max=1000)
+    rooms: int = opt(1, "rooms to ramp up to, added one by one (the ramp and degrade shapes); given to the "
+                     "until-knee shape, the most rooms it adds (as --max-rooms)", min=1, max=1000)
     users_per_room: int = opt(7, "participants per room, as in the 2018 study", min=2, max=64)
     real_per_room: int = opt(AUTO, "browser participants in each room that has any (its first users); "
                              "the others are synthetic (Go participants publishing the same frame-coded "
@@ -483,6 +484,8 @@ def load(cli: dict | None = None, env: dict | None = None, file: str | Path | No
             values[name] = _coerce(name, raw, source(name))
     from . import sites   # the sites know what "auto" stands for where they are
     full = {name: values.get(name, f.default) for name, f in FIELDS.items()}
+    if full["shape"] in shapes.SHAPES:   # an unknown one is refused with the other bad values
+        full = shapes.SHAPES[full["shape"]].adopt(full, set(values))
     kind = site or sites.kind_for(full)
     cfg = Config(**kind.defaults(derived(full)))
     object.__setattr__(cfg, "_auto", frozenset(name for name, value in full.items() if value == AUTO))

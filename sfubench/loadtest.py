@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import os
 import signal
@@ -99,12 +100,15 @@ def _open(cfg: Config, progress: Progress, site: sites.Site | None) -> RunContex
     adapter = Adapter.load(cfg.sfu, cfg.sfu_option_map(), cfg.sfu_profile, cfg.sfu_cores())
     (site or sites.for_config(cfg)).check(adapter)
     _refuse(cfg, adapter)
+    net_plan = network.plan(cfg, cfg.browser_participants < cfg.participants)   # its files' errors too
+    _writable(Path(cfg.out))
     budget = None
     if site is None and calibrate.needed(cfg):   # before the lab's groups take their quotas from it
         budget = calibrate.calibrate(cfg, {cfg.sfu: adapter.version}, Path(cfg.out) / "calibration", progress)
         cfg = dataclasses.replace(cfg, sfu_cpus=budget.cores)
     ctx = RunContext(cfg, site or sites.for_config(cfg), adapter, progress)
-    ctx.media, ctx.synth, ctx.net_plan, ctx.installed = _prepare(cfg, adapter, ctx.site, progress)
+    ctx.net_plan = net_plan
+    ctx.media, ctx.synth, ctx.installed = _prepare(cfg, adapter, ctx.site, net_plan, progress)
     ctx.run_dir = RunDir.create(Path(cfg.out), cfg.sfu)
     ctx.bus = Bus()
     ctx.bus.subscribe(ctx.run_dir.append, STREAMS)
@@ -157,16 +161,25 @@ def _refuse(cfg: Config, adapter: Adapter) -> None:
                           f"browsers only (leave --real-per-room and --real-rooms at their defaults)")
 
 
-def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, progress: Progress):
+def _writable(out: Path) -> None:
+    """ConfigError unless the runs' folder can be made and written, before anything is built."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, "not writable")
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot write run folders there ({e.strerror or e})") from None
+
+
+def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, net_plan: network.LinkPlan, progress: Progress):
     """Everything built or cached before the run folder exists: the SFU (or its client library),
-    the media, the synthetic participants' clip and generator, the grid, the link emulator.
-    Returns (media, synth, the link plan, the SFU's installed version)."""
+    the media, the synthetic participants' clip and generator, the grid, the link emulator (for
+    `net_plan`). Returns (media, synth, the SFU's installed version)."""
     wanted = cfg.browser_participants < cfg.participants
     cache = cfg.cache_dir()
     installed = site.install(adapter, cache, progress)
     progress.say(f"media: {cfg.media} profile (built once, then cached)")
     media = media_mod.build(cfg.media, cache)
-    net_plan = network.plan(cfg, wanted)
     binary = site.prepare(cfg, cache, net_plan, wanted, progress)
     synth = None
     if wanted:
@@ -175,7 +188,7 @@ def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, progress: Progress
         layers = cfg.simulcast if adapter.synthetic_simulcast and binary is not None else 1
         synth = {"binary": binary, "encoded": encoding.encoded(media, layers), "driver": adapter.synthetic_driver,
                  "fps": media.fps, "own_address": net_plan.synthetic is not None}
-    return media, synth, net_plan, installed
+    return media, synth, installed
 
 
 def _meta(ctx: RunContext) -> dict:

@@ -231,6 +231,8 @@ def test_a_missing_dependency_is_a_one_line_error(tmp_path):
     ("--lab-prefix", "../../tmp/x", "--lab-prefix must be a lowercase letter"),
     ("--page-address", "0.0.0.0", "would serve the pages on every interface"),
     ("--users-per-room", "inf", "wants an integer"),
+    ("--network", "/nonexistent/link.toml", "--network: no profile '/nonexistent/link.toml'"),
+    ("--sfu-options", "bitrate=-1", "janus option bitrate wants an integer >= 0"),
 ])
 def test_bad_input_at_the_edge_exits_2_in_one_line_and_creates_nothing(tmp_path, flag, value, message):
     out = tmp_path / "runs"
@@ -241,3 +243,10 @@ def test_bad_input_at_the_edge_exits_2_in_one_line_and_creates_nothing(tmp_path,
     assert r.stderr.count("\n") == 1 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not out.exists() and r.stdout == ""
     assert set(Path("/tmp").glob("x*")) | set(Path("/run").glob("*.lock")) == locks
+
+
+def test_an_out_folder_that_cannot_be_written_is_refused_before_anything_is_built(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--out",
+                        "/proc/sfubench-runs"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert "--out /proc/sfubench-runs: cannot write run folders there" in r.stderr and r.stderr.count("\n") == 1

@@ -179,3 +179,11 @@ def test_shapes_are_found_by_name_and_own_their_settings():
     assert "`--steady-minutes`" in config.markdown() and dataclasses.is_dataclass(cfg)
     with pytest.raises(config.ConfigError):
         config.load(cli={"steady_minutes": "0"}, env={})
+
+
+def test_rooms_given_to_the_until_knee_shape_are_its_most_rooms_not_ignored():
+    assert config.load(cli={"rooms": "2"}, env={}).max_rooms == 2
+    assert config.load(cli={"rooms": "2", "max_rooms": "1"}, env={}).max_rooms == 1
+    assert config.load(cli={}, env={"SFUBENCH_ROOMS": "3"}).max_rooms == 3
+    assert config.load(cli={}, env={}).max_rooms == 40   # not given: the shape's own bound
+    assert config.load(cli={"rooms": "2", "shape": "ramp"}, env={}).max_rooms == 40

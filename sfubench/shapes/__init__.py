@@ -44,6 +44,12 @@ class LoadShape:
         return cfg.rooms
 
     @classmethod
+    def adopt(cls, values: dict, given: set[str]) -> dict:
+        """The settings `values` with those the user `given` that the shape does not use as such taken
+        in its terms, as config.load() builds them (so that a copy of the settings keeps them)."""
+        return values
+
+    @classmethod
     def networks(cls, cfg) -> tuple[str, ...]:
         """The network profiles its steps may ask for, checked before the run starts."""
         return ()

@@ -68,6 +68,13 @@ class UntilKnee(LoadShape):
     def rooms_cap(cls, cfg) -> int:
         return cfg.max_rooms
 
+    @classmethod
+    def adopt(cls, values: dict, given: set[str]) -> dict:
+        """--rooms N (the Makefile's ROOMS) is at most N rooms here: never ignored."""
+        if "rooms" in given:
+            return {**values, "max_rooms": min(values["max_rooms"], values["rooms"])}
+        return values
+
     def tick(self, status: Status) -> Step | None:
         now = self.clock()
         if self.started is None:
