@@ -171,7 +171,7 @@ def _config(args) -> int:
     if args.markdown:
         print(config_mod.markdown(), end="")
         return 0
-    for key, value in _settings(args).as_dict().items():
+    for key, value in _settings(args).redacted().items():
         print(f"{key} = {value!r}")
     return 0
 

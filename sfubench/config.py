@@ -320,6 +320,11 @@ class Settings:
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def redacted(self) -> dict:
+        """as_dict with every URL's password replaced by *** (meta.json, the report, `sfubench
+        config`): a password belongs in the environment or libpq's ~/.pgpass, never in a run folder."""
+        return {k: redact(v) if isinstance(v, str) else v for k, v in self.as_dict().items()}
+
     def scenario(self) -> dict:
         """The settings that define the scenario (see opt), recorded in every run's metadata."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata["scenario"]}
@@ -368,6 +373,12 @@ def cpu_list(spec: str) -> list[int]:
 
 
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+URL_PASSWORD = re.compile(r"(?P<user>\b[a-z][a-z0-9+.-]*://[^/:@\s]*:)[^@/\s]*@", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """`text` with the password of every URL in it (scheme://user:password@host) shown as ***."""
+    return URL_PASSWORD.sub(lambda m: m["user"] + "***@", text)
 
 
 LAB_PREFIX = re.compile(r"[a-z][a-z0-9]{0,11}")

@@ -195,7 +195,7 @@ def _meta(ctx: RunContext) -> dict:
     """meta.json as the run starts (docs/contracts.md)."""
     cfg, adapter, site, media, synth = ctx.cfg, ctx.adapter, ctx.site, ctx.media, ctx.synth
     return {
-        "config": cfg.as_dict(),
+        "config": cfg.redacted(),
         # the media's generator too: runs whose microphone played another reference (a melody
         # before speech) are no longer like for like, and have no default to match it
         "scenario": {**cfg.scenario(), "media_version": media_mod.GENERATOR},

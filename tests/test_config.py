@@ -250,3 +250,15 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_anything_is_buil
                         "/proc/sfubench-runs"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 2 and r.stdout == "", r.stdout
     assert "--out /proc/sfubench-runs: cannot write run folders there" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_a_password_in_a_url_is_never_written_or_shown():
+    url = "postgresql://sfubench:s3cret@db.internal:5432/sfubench"
+    cfg = config.load(cli={"results_db": url}, env={})
+    assert cfg.results_db == url   # the run itself connects with it
+    assert cfg.redacted()["results_db"] == "postgresql://sfubench:***@db.internal:5432/sfubench"
+    assert config.redact(f"to {url} and http://u:p@h/x, not user@host or http://h/a:b@c") == \
+        "to postgresql://sfubench:***@db.internal:5432/sfubench and http://u:***@h/x, not user@host or http://h/a:b@c"
+    r = subprocess.run([sys.executable, "-m", "sfubench.cli", "config", "--results-db", url], capture_output=True,
+                       text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0 and "s3cret" not in r.stdout and "sfubench:***@db.internal" in r.stdout

@@ -10,7 +10,8 @@ class History(Output):
 
     @property
     def label(self) -> str:
-        return f"history ({self.cfg.results_db_path()})"
+        from ..config import redact
+        return f"history ({redact(str(self.cfg.results_db_path()))})"
 
     def stop(self) -> dict:
         from reports import history
