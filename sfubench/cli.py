@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -59,7 +60,8 @@ def _add_run_commands(sub) -> None:
     cl.add_argument("--dry-run", action="store_true", help="print the plan and the cost estimate, "
                     "create nothing")
     cl.add_argument("--owner", default=None, help="tagged on everything (default: $USER)")
-    cl.add_argument("--hours", type=float, default=2, help="expected lifetime, for the cost estimate")
+    cl.add_argument("--hours", type=float, default=2, help="expected lifetime, for the cost estimate; the "
+                    "hosts power off after it (at most 24)")
     config_mod.add_arguments(cl)
 
     cf = sub.add_parser("config", help="show the settings a loadtest would use")
@@ -202,8 +204,8 @@ def _cloud_loadtest(args) -> int:
     from .sites import RemoteSite
     cfg = _settings(args, site=RemoteSite)   # its hosts are the SFU's budget, its grid the browsers' room
     owner = cloud_run.valid_owner(args.owner or os.environ.get("USER") or "unknown")
-    if args.hours <= 0:
-        raise UsageError(f"--hours must be positive, got {args.hours:g}")
+    if not (math.isfinite(args.hours) and 0 < args.hours <= cloud_run.MAX_HOURS):
+        raise UsageError(f"--hours must be a number of hours within 0-{cloud_run.MAX_HOURS:g}, got {args.hours:g}")
     try:
         run_dir, status = cloud_run.cloud_loadtest(cfg, args.cloud, args.dry_run, owner, args.hours)
     except (TerraformError, KubeError, ToolError) as e:

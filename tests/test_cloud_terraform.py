@@ -48,7 +48,7 @@ def test_logic_module_validates_and_its_tests_pass(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     r = _tf("test", "-no-color", cwd=module, env=data)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "10 passed, 0 failed" in r.stdout
+    assert "12 passed, 0 failed" in r.stdout
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(TF)))
@@ -360,3 +360,29 @@ def test_the_reaper_destroys_what_a_killed_run_made_and_nothing_else(tmp_path, e
         assert parent.returncode == -signal.SIGKILL and "reaper: hosts of r8-cloud-local destroyed" in log, log
     else:
         assert parent.returncode == 0 and log == "", log
+
+
+@pytest.mark.parametrize("hours", ["nan", "inf", "0", "-1", "25"])
+def test_hours_that_are_not_a_lifetime_are_refused_before_terraform(tmp_path, monkeypatch, capsys, hours):
+    _no_files(monkeypatch, tmp_path)
+    code = cli.main(["cloud-loadtest", "--sfu", "janus", "--dry-run", "--hours", hours, "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE and "--hours must be a number of hours within 0-24" in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("name, value, why", [
+    ("SFUBENCH_OPERATOR_CIDR", "0.0.0.0/1", "wider than /8"),
+    ("SFUBENCH_OPERATOR_CIDR", "0.0.0.0/0", "wider than /8"),
+    ("SFUBENCH_OPERATOR_CIDR", "::/0", "wider than /32"),
+    ("SFUBENCH_VPC_CIDR", "10.0.0.0/7", "wider than /8"),
+    ("SFUBENCH_RUNNER_CIDR", "my laptop", "not an address block"),
+])
+def test_address_blocks_are_parsed_and_the_internet_refused_before_terraform(tmp_path, monkeypatch, capsys,
+                                                                             name, value, why):
+    _no_files(monkeypatch, tmp_path)
+    monkeypatch.setenv(name, value)
+    code = cli.main(["cloud-loadtest", "--sfu", "janus", "--dry-run", "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_USAGE and f"{name} ({value}): {why}" in err, err
+    assert not (tmp_path / "runs").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import ipaddress
 import json
 import os
 import re
@@ -66,6 +67,31 @@ def cloud(name: str) -> Cloud:
     if name not in CLOUDS:
         raise ConfigError(f"unknown cloud {name!r}; sfubench knows: {', '.join(CLOUDS)}")
     return CLOUDS[name]
+
+
+MAX_HOURS = 24   # the longest --hours: the hosts power off after it, and a typo must not keep them a week
+
+# The widest address block a run lets in anywhere (SSH, the hosts' clients, the grid's ingress): a
+# typo or a lazy 0.0.0.0/0 must not open the hosts to the internet. IPv4 /8, IPv6 /32.
+WIDEST_PREFIX = {4: 8, 6: 32}
+CIDR_VARIABLES = ("SFUBENCH_OPERATOR_CIDR", "SFUBENCH_VPC_CIDR", "SFUBENCH_RUNNER_CIDR")
+
+
+def check_cidrs() -> None:
+    """ConfigError for an address block in the environment that is not one, or wider than
+    WIDEST_PREFIX (which the whole internet is): parsed, not compared as text."""
+    for name in CIDR_VARIABLES:
+        value = os.environ.get(name)
+        if not value:
+            continue
+        try:
+            block = ipaddress.ip_network(value.strip(), strict=False)
+        except ValueError:
+            raise ConfigError(f"{name} ({value}): not an address block such as 203.0.113.7/32") from None
+        widest = WIDEST_PREFIX[block.version]
+        if block.prefixlen < widest:
+            raise ConfigError(f"{name} ({value}): wider than /{widest}; name the block that needs in "
+                              "(your own address as /32, the cluster's VPC)")
 
 
 def missing(c: Cloud, cfg: Config) -> list[str]:
@@ -196,6 +222,7 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
     progress = progress or Progress()
     c = cloud(cloud_name)
     RemoteSite.refuse(cfg)
+    check_cidrs()
     if cfg.browser_participants < cfg.participants and not Adapter.load(cfg.sfu).synthetic_driver:
         raise ConfigError(f"{cfg.sfu} has no driver for synthetic participants: run it with browsers only")
     needs = missing(c, cfg)

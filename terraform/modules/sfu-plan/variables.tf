@@ -52,8 +52,8 @@ variable "client_cidr" {
   description = "The network the browsers (the grid's nodes) and the runner connect from; the only source of signalling and media traffic."
   type        = string
   validation {
-    condition     = can(cidrhost(var.client_cidr, 0))
-    error_message = "client_cidr must be a CIDR block such as 10.42.0.0/16."
+    condition     = can(cidrhost(var.client_cidr, 0)) && try(tonumber(split("/", var.client_cidr)[1]) >= 8, false)
+    error_message = "client_cidr must be a CIDR block such as 10.42.0.0/16, no wider than /8."
   }
 }
 
@@ -61,8 +61,8 @@ variable "operator_cidr" {
   description = "Where SSH may come from (an operator's address as a /32); no other SSH is allowed."
   type        = string
   validation {
-    condition     = can(cidrhost(var.operator_cidr, 0)) && var.operator_cidr != "0.0.0.0/0"
-    error_message = "operator_cidr must be a CIDR block, and not 0.0.0.0/0."
+    condition     = can(cidrhost(var.operator_cidr, 0)) && try(tonumber(split("/", var.operator_cidr)[1]) >= 8, false)
+    error_message = "operator_cidr must be a CIDR block no wider than /8 (your own address as a /32)."
   }
 }
 

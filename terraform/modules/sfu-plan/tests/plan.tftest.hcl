@@ -97,6 +97,24 @@ run "rejects_ssh_from_anywhere" {
   expect_failures = [var.operator_cidr]
 }
 
+run "rejects_ssh_from_half_the_internet" {
+  command = plan
+
+  variables {
+    operator_cidr = "0.0.0.0/1"
+  }
+  expect_failures = [var.operator_cidr]
+}
+
+run "rejects_clients_from_a_block_wider_than_8" {
+  command = plan
+
+  variables {
+    client_cidr = "10.0.0.0/7"
+  }
+  expect_failures = [var.client_cidr]
+}
+
 run "rejects_a_moving_git_ref" {
   command = plan
 
