@@ -48,7 +48,11 @@ def _git_sha() -> str | None:
 
 
 class _Terminated(KeyboardInterrupt):
-    """SIGTERM takes the same clean-up path as Ctrl-C."""
+    """SIGTERM, and SIGHUP (the terminal or SSH session the run was started from went away), take
+    the same clean-up path as Ctrl-C."""
+
+
+ENDING = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _on_sigterm(signum, frame):
@@ -62,7 +66,8 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
     the SFU, the grid and the collector are up (the benchmarks bring their own). `site`: where the
     SFU and the clients are (sites.py); by default the one the settings name."""
     progress = progress or Progress()
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    for sig in ENDING:
+        signal.signal(sig, _on_sigterm)
     settle_allocator()   # before the page server's threads: runs last for hours
     ctx = _open(cfg, progress, site)
     status, error = "failed", None
@@ -74,7 +79,7 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
             status = "ok"
     except KeyboardInterrupt:
         status = "interrupted"
-        for sig in (signal.SIGINT, signal.SIGTERM):   # until _Cleanup takes over, below
+        for sig in (signal.SIGINT, *ENDING):   # until _Cleanup takes over, below
             signal.signal(sig, signal.SIG_IGN)
         raise
     except Exception as e:
@@ -88,7 +93,8 @@ def run(cfg: Config, progress: Progress | None = None, scenario=Runner.run_scena
             if emulated:
                 ctx.meta["network"].update(emulated)
             status = _finish(ctx, status, error, cleanup)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for sig in ENDING:
+            signal.signal(sig, signal.SIG_DFL)
         if cleanup.count and not sys.exc_info()[0]:
             raise KeyboardInterrupt
     return ctx.path, status
@@ -256,7 +262,7 @@ class _Cleanup:
             self.raising = False
 
     def __enter__(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, *ENDING):
             self.saved[sig] = signal.signal(sig, self._signal)
         return self
 

@@ -13,7 +13,7 @@ The study folder is its own record: `study.json` holds the scenario, the budget 
 ends, so a study cut short (Ctrl-C, a crash) keeps its finished runs, and run again with the same
 folder goes on where it stopped. Each run is a `sfubench loadtest` of its own process, in a session
 of its own: an SFU that fails or a run that crashes is a row that says why, never the end of the
-study. A Ctrl-C or SIGTERM reaches the run once, through this process; a second one stops it at once."""
+study. A Ctrl-C, SIGTERM or SIGHUP reaches the run once, through this process; a second one stops it at once."""
 from __future__ import annotations
 
 import dataclasses
@@ -156,8 +156,8 @@ class Study:
         except KeyboardInterrupt:   # in this process: the calibration's runs clean up after themselves
             self.progress.say(f"study: interrupted; run it again with --out {self.out} to go on where it stopped")
             return 130
-        signal.signal(signal.SIGTERM, self._forward)
-        signal.signal(signal.SIGINT, self._forward)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, self._forward)
         try:
             self._save()
             self.out.joinpath("scenario.toml").write_text(as_toml(
@@ -175,6 +175,7 @@ class Study:
                     todo = self._extra(local)
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
         path = self.report()
         self.progress.say(f"study: report {path}")
@@ -193,7 +194,8 @@ class Study:
         return f"about {runs * each / 60:.0f} min left" + ("" if took else ", a first guess")
 
     def _forward(self, signum, frame) -> None:
-        """A Ctrl-C or SIGTERM goes to the running loadtest once (it tears down and keeps its run);
+        """A Ctrl-C, SIGTERM or SIGHUP (the session it was started from went away) goes to the running
+        loadtest once (it tears down and keeps its run);
         a second one makes it stop at once, as it would on its own terminal."""
         self.signals += 1
         if self.child is not None and self.child.poll() is None:

@@ -217,6 +217,20 @@ def test_ctrl_c_during_scoring_still_builds_the_report(tmp_path):
     assert_nothing_left(run)
 
 
+@full
+def test_a_dropped_session_sighup_cleans_up_as_ctrl_c_does(tmp_path):
+    """The SSH session a run was started from goes away: the engine gets SIGHUP, tears the lab down
+    (SFU, browsers, namespaces, groups), keeps the run with its report, and says it was interrupted."""
+    run = Run(tmp_path)
+    run.until("r1u3 joining")
+    run.proc.send_signal(signal.SIGHUP)
+    code, out, err = run.finish()
+    assert code == 130, out + err
+    assert json.loads((run.folder / "meta.json").read_text())["status"] == "interrupted"
+    assert (run.folder / "report.html").exists()
+    assert_nothing_left(run)
+
+
 def test_a_second_ctrl_c_stops_at_once_and_says_what_is_left(tmp_path):
     run = Run(tmp_path)
     run.until("r1u3 joining")
