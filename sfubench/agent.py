@@ -34,6 +34,18 @@ def token_carried(headers, token: str) -> bool:
     return hmac.compare_digest((headers.get(TOKEN_HEADER) or "").encode(), token.encode())
 
 
+ANSWER_BYTES = 1 << 20   # the most of an answer a control request reads: a probe row, facts, a log's tail
+
+
+def read_bounded(response, limit: int = ANSWER_BYTES) -> bytes:
+    """A control answer's body, at most `limit` bytes: OSError for a longer one (a peer that would
+    fill the engine's memory is not one of ours)."""
+    body = response.read(limit + 1)
+    if len(body) > limit:
+        raise OSError(f"an answer longer than {limit} bytes")
+    return body
+
+
 def host_urls(url: str, addresses=None) -> dict[str, str]:
     """`url` once per host: per address its host resolves to (a name may have one per node), or
     per address `addresses()` lists."""

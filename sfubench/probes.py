@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from .agent import TOKEN_HEADER, host_urls, link_counters, udp_counters
+from .agent import TOKEN_HEADER, host_urls, link_counters, read_bounded, udp_counters
 from .cgroups import CpuGroup
 
 
@@ -183,7 +183,7 @@ class RemoteProbe(Probe):
         """(the row, its host's clock minus ours in ms, half the request's round trip in ms)."""
         sent = time.time()
         with self._opener.open(urllib.request.Request(url, headers=self.headers), timeout=self.timeout) as r:
-            row = json.loads(r.read())
+            row = json.loads(read_bounded(r))
         back = time.time()
         return row, row["t"] - (sent + back) * 500, (back - sent) * 500
 

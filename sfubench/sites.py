@@ -18,7 +18,7 @@ from . import grid as grid_mod
 from . import network
 from . import synthetic
 from . import traffic
-from .agent import PROBE_PORT, TOKEN_ENV, TOKEN_HEADER
+from .agent import PROBE_PORT, TOKEN_ENV, TOKEN_HEADER, read_bounded
 from .cgroups import CpuGroup
 from .config import BROWSER_CORES, BROWSER_SHARE, LAB_SFU_CORES, Config, ConfigError, cpu_list
 from .settings import AUTO
@@ -407,7 +407,7 @@ class RemoteSite(Site):
                                          headers={TOKEN_HEADER: self.token})
         try:
             with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as r:
-                into.write_bytes(r.read())
+                into.write_bytes(read_bounded(r))
         except OSError as e:
             say(f"sfu: its host's {what} could not be read ({e})")
 

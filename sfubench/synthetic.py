@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import gobuild
 from .config import ROOT
-from .agent import TOKEN_ENV, TOKEN_HEADER, host_urls
+from .agent import TOKEN_ENV, TOKEN_HEADER, host_urls, read_bounded
 
 SOURCES = (ROOT / "synth", ROOT / "sfu" / "inhouse")   # synth imports the in-house SFU's client
 STOP_S = 10.0       # leaving every room at the end may take this long
@@ -132,7 +132,7 @@ class RemoteGenerators:
         request = urllib.request.Request(url, json.dumps(cmd).encode(), {"Content-Type": "application/json",
                                                                          TOKEN_HEADER: self.token})
         with self._opener.open(request, timeout=self.timeout) as r:
-            r.read()
+            read_bounded(r)
 
     def join(self, user: str, room: int, params: dict[str, str], receive_layer: str = "largest") -> None:
         try:

@@ -141,3 +141,12 @@ def test_the_remote_probe_measures_how_far_a_hosts_clock_is_from_the_runners(bus
         server.server_close()
     assert abs(row["clock_offset_ms"] - 300) <= row["clock_error_ms"] + 2, row
     assert 0 <= row["clock_error_ms"] < 100
+
+
+def test_a_control_answer_longer_than_the_bound_is_refused_not_read_whole():
+    import io
+
+    from sfubench.agent import ANSWER_BYTES, read_bounded
+    assert read_bounded(io.BytesIO(b"x" * ANSWER_BYTES)) == b"x" * ANSWER_BYTES
+    with pytest.raises(OSError, match=f"longer than {ANSWER_BYTES} bytes"):
+        read_bounded(io.BytesIO(b"x" * (ANSWER_BYTES + 1)))
