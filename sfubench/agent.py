@@ -34,6 +34,7 @@ def token_carried(headers, token: str) -> bool:
     return hmac.compare_digest((headers.get(TOKEN_HEADER) or "").encode(), token.encode())
 
 
+PROBE_CONNECTIONS = 32   # an engine reads a probe on one connection at a time; more are not its
 ANSWER_BYTES = 1 << 20   # the most of an answer a control request reads: a probe row, facts, a log's tail
 
 
@@ -215,6 +216,36 @@ def machine_facts() -> dict:
             "python": sys.version.split()[0], "instance_type": instance}
 
 
+class BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, as many as `max_connections`: one more is closed at once."""
+    daemon_threads = True
+
+    def __init__(self, address, handler, max_connections: int):
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request, client_address):
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request, client_address):
+        # A peer closed mid-request (a page whose browser quit): nothing to report.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def serve_probe(probe, address: str, port: int = PROBE_PORT, token: str = "", log=None) -> ThreadingHTTPServer:
     """Answers GET /probe with `probe.sample()` and GET /facts with this host's machine_facts(), and
     with `log` (a file) GET /log with its last 256 KB, from a thread, until the returned server's
@@ -247,7 +278,7 @@ def serve_probe(probe, address: str, port: int = PROBE_PORT, token: str = "", lo
         def log_message(self, format, *args):
             pass
 
-    server = ThreadingHTTPServer((address, port), Handler)
+    server = BoundedServer((address, port), Handler, PROBE_CONNECTIONS)
     threading.Thread(target=server.serve_forever, name="probe", daemon=True).start()
     return server
 

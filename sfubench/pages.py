@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from .agent import token_carried
+from .agent import BoundedServer, token_carried
 from .config import ROOT
 
 WEB = Path(__file__).resolve().parent / "web"
@@ -95,36 +94,6 @@ class _Handler(SimpleHTTPRequestHandler):
         self.wfile.write(answer)
 
 
-class _Server(ThreadingHTTPServer):
-    """A thread per connection, as many as `max_connections`: one more is closed at once."""
-    daemon_threads = True
-
-    def __init__(self, address, handler, max_connections: int):
-        super().__init__(address, handler)
-        self.slots = threading.BoundedSemaphore(max_connections)
-
-    def process_request(self, request, client_address):
-        if not self.slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self.slots.release()
-            raise
-
-    def process_request_thread(self, request, client_address):
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
-
-    def handle_error(self, request, client_address):
-        # A page closed mid-request (its browser quit): nothing to report.
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
 class PageServer:
     """`token`: the run's, which every post must carry. `mounts` adds URL prefixes served from other
     folders (e.g. an adapter's bundled client library); they take precedence over the standard ones."""
@@ -136,7 +105,7 @@ class PageServer:
         extra = dict(mounts or {})   # first: the catch-all "/" must come last
         handler = type("Handler", (_Handler,), {"collector": collector, "token": token, "mounts": {
             **extra, **{k: v for k, v in MOUNTS.items() if k not in extra}}})
-        self.httpd = _Server((host, port), functools.partial(handler, directory=str(WEB)), max_connections)
+        self.httpd = BoundedServer((host, port), functools.partial(handler, directory=str(WEB)), max_connections)
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="pages", daemon=True)
 
     def url(self) -> str:

@@ -150,3 +150,21 @@ def test_a_control_answer_longer_than_the_bound_is_refused_not_read_whole():
     assert read_bounded(io.BytesIO(b"x" * ANSWER_BYTES)) == b"x" * ANSWER_BYTES
     with pytest.raises(OSError, match=f"longer than {ANSWER_BYTES} bytes"):
         read_bounded(io.BytesIO(b"x" * (ANSWER_BYTES + 1)))
+
+
+def test_the_probe_serves_a_bounded_number_of_connections(busy):
+    """An agent takes PROBE_CONNECTIONS connections at once; one more is closed unserved."""
+    import socket
+
+    from sfubench.agent import PROBE_CONNECTIONS
+    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid]), "127.0.0.1", 0)
+    try:
+        host, port = server.server_address[:2]
+        held = [socket.create_connection((host, port), timeout=5) for _ in range(PROBE_CONNECTIONS)]
+        extra = socket.create_connection((host, port), timeout=5)
+        assert extra.recv(1) == b""
+        extra.close()
+        for s in held:
+            s.close()
+    finally:
+        server.shutdown()
