@@ -216,13 +216,23 @@ def machine_facts() -> dict:
             "python": sys.version.split()[0], "instance_type": instance}
 
 
+REQUEST_S = 30.0   # a request that began must be read whole within this, or its connection is cut
+
+
 class BoundedServer(ThreadingHTTPServer):
-    """A thread per connection, as many as `max_connections`: one more is closed at once."""
+    """A thread per connection, as many as `max_connections`: one more is closed at once. A request
+    that began (its first byte came) must be read and answered within REQUEST_S, else its connection
+    is cut: a peer that trickles a byte at a time holds no slot for long. Its handlers are
+    InTime's."""
     daemon_threads = True
 
     def __init__(self, address, handler, max_connections: int):
         super().__init__(address, handler)
         self.slots = threading.BoundedSemaphore(max_connections)
+        self.deadlines: dict = {}          # connection -> when the request it is on must be done
+        self.deadlines_lock = threading.Lock()
+        self.closed = threading.Event()
+        threading.Thread(target=self._cut_late, name="deadlines", daemon=True).start()
 
     def process_request(self, request, client_address):
         if not self.slots.acquire(blocking=False):
@@ -241,9 +251,52 @@ class BoundedServer(ThreadingHTTPServer):
             self.slots.release()
 
     def handle_error(self, request, client_address):
-        # A peer closed mid-request (a page whose browser quit): nothing to report.
-        if not isinstance(sys.exc_info()[1], ConnectionError):
+        # A peer closed mid-request (a page whose browser quit, a request cut late): nothing to report.
+        if not isinstance(sys.exc_info()[1], (ConnectionError, OSError)):
             super().handle_error(request, client_address)
+
+    def on_request(self, connection, begun: bool) -> None:
+        with self.deadlines_lock:
+            if begun:
+                self.deadlines[connection] = time.monotonic() + REQUEST_S
+            else:
+                self.deadlines.pop(connection, None)
+
+    def _cut_late(self) -> None:
+        while not self.closed.wait(1.0):
+            now = time.monotonic()
+            with self.deadlines_lock:
+                late = [c for c, due in self.deadlines.items() if due < now]
+                for c in late:
+                    del self.deadlines[c]
+            for c in late:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def server_close(self):
+        self.closed.set()
+        super().server_close()
+
+
+class InTime:
+    """A BoundedServer's handler (mixed in before BaseHTTPRequestHandler): each request is timed
+    from its first byte, not from the connection's last one (kept-alive connections wait idle)."""
+
+    def handle_one_request(self):
+        try:
+            begun = bool(self.rfile.peek(1))
+        except (OSError, ValueError):
+            begun = False
+        if not begun:   # closed, or idle past the socket's timeout
+            self.close_connection = True
+            return
+        self.server.on_request(self.connection, True)
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.on_request(self.connection, False)
 
 
 def serve_probe(probe, address: str, port: int = PROBE_PORT, token: str = "", log=None) -> ThreadingHTTPServer:
@@ -252,7 +305,7 @@ def serve_probe(probe, address: str, port: int = PROBE_PORT, token: str = "", lo
     shutdown(); with a `token`, only to requests that carry it."""
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(InTime, BaseHTTPRequestHandler):
         timeout = 10
 
         def do_GET(self):

@@ -16,7 +16,7 @@ from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from .agent import BoundedServer, token_carried
+from .agent import BoundedServer, InTime, token_carried
 from .config import ROOT
 
 WEB = Path(__file__).resolve().parent / "web"
@@ -32,7 +32,7 @@ def _not_json(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
-class _Handler(SimpleHTTPRequestHandler):
+class _Handler(InTime, SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = IDLE_TIMEOUT_S   # the socket's: a client that sends nothing is let go
     collector = None   # set per server

@@ -192,6 +192,37 @@ def test_connections_beyond_the_bound_are_closed_and_the_rest_still_served(local
             time.sleep(0.05)
 
 
+def test_a_request_trickled_a_byte_at_a_time_is_cut_at_its_deadline(local_media, tmp_path, monkeypatch):
+    """A peer that keeps sending header lines, each within the socket's timeout, never finishing its
+    request: the connection is cut once the request has taken REQUEST_S, unserved, and the server
+    serves the next as ever (an idle kept-alive connection is not timed: its request has not begun)."""
+    from sfubench import agent
+    monkeypatch.setattr(agent, "REQUEST_S", 1.5)
+    collector = Collector(Bus(), local_media, tmp_path / "frames")
+    with PageServer(TOKEN, collector=collector) as pages:
+        host, port = pages.httpd.server_address[:2]
+        idle = socket.create_connection((host, port), timeout=10)
+        slow = socket.create_connection((host, port), timeout=10)
+        slow.sendall(b"GET /probe.js HTTP/1.1\r\nHost: x\r\n")
+        started, cut = time.monotonic(), None
+        while time.monotonic() - started < 6:
+            try:
+                slow.sendall(b"X-Slow: 1\r\n")
+                time.sleep(0.3)
+            except OSError:
+                cut = time.monotonic() - started
+                break
+        if cut is None:   # the send side may not notice: the read side must see the end
+            slow.settimeout(1)
+            assert slow.recv(1) == b"", "the trickled request was served or kept"
+            cut = time.monotonic() - started
+        assert 1.0 < cut < 4.5, cut
+        slow.close()
+        idle.sendall(b"GET /probe.js HTTP/1.1\r\nHost: x\r\n\r\n")   # idle 3+ s, then one whole request
+        assert idle.recv(12).startswith(b"HTTP/1.1 200"), "an idle connection's first request was cut"
+        idle.close()
+
+
 def served(url) -> bool:
     try:
         return request(url)[0] == 200
