@@ -199,13 +199,14 @@ def _list_sfus(args) -> int:
 def _cloud_loadtest(args) -> int:
     from .cloud import run as cloud_run
     from .cloud.kube import KubeError
+    from .cloud.sweep import MAX_HOURS
     from .cloud.terraform import TerraformError
     from .cloud.tools import ToolError
     from .sites import RemoteSite
     cfg = _settings(args, site=RemoteSite)   # its hosts are the SFU's budget, its grid the browsers' room
     owner = cloud_run.valid_owner(args.owner or os.environ.get("USER") or "unknown")
-    if not (math.isfinite(args.hours) and 0 < args.hours <= cloud_run.MAX_HOURS):
-        raise UsageError(f"--hours must be a number of hours within 0-{cloud_run.MAX_HOURS:g}, got {args.hours:g}")
+    if not (math.isfinite(args.hours) and 0 < args.hours <= MAX_HOURS):
+        raise UsageError(f"--hours must be a number of hours within 0-{MAX_HOURS:g}, got {args.hours:g}")
     try:
         run_dir, status = cloud_run.cloud_loadtest(cfg, args.cloud, args.dry_run, owner, args.hours)
     except (TerraformError, KubeError, ToolError) as e:

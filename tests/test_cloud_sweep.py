@@ -1,7 +1,8 @@
 """The tag sweeper (`sfubench cloud-cleanup --tags --older-than`) with real boto3 calls against
-moto's server: a stand-in for AWS's API, which no test here can reach. Two runs' resources are made
-as Terraform makes them (a VPC, its subnet, route table and internet gateway, a security group and
-an instance, each tagged sfubench:run); the sweep deletes the old run's and leaves the young one's."""
+moto's server: a stand-in for AWS's API, which no test here can reach. Runs' resources are made as
+Terraform makes them (a VPC, its subnet, route table and internet gateway, a security group and an
+instance, each tagged with the run, its owner and its deadline); the sweep deletes those of runs
+whose deadline has passed and leaves live ones, whatever their age, and what is not the project's."""
 import os
 import subprocess
 import sys
@@ -22,9 +23,14 @@ def aws():
         yield env
 
 
-def make_run(ec2, run_id: str) -> dict:
-    """What Terraform's AWS environment makes for one run, with its default tags."""
-    tags = [{"Key": "sfubench:run", "Value": run_id}, {"Key": "sfubench:owner", "Value": "ci"}]
+def make_run(ec2, started: datetime, hours: float | None = 2, owner: str | None = "ci") -> dict:
+    """What Terraform's AWS environment makes for one run, with its default tags: `hours` None makes
+    a run from before the deadline tag, `owner` None one that is not this project's."""
+    tags = [{"Key": "sfubench:run", "Value": f"r{started:%Y%m%d%H%M%S}"}]
+    if owner:
+        tags.append({"Key": "sfubench:owner", "Value": owner})
+    if hours is not None:
+        tags.append({"Key": "sfubench:deadline", "Value": f"{started + timedelta(hours=hours):%Y-%m-%dT%H:%M:%SZ}"})
 
     def spec(kind):
         return [{"ResourceType": kind, "Tags": tags}]
@@ -35,7 +41,7 @@ def make_run(ec2, run_id: str) -> dict:
     table = ec2.create_route_table(VpcId=vpc, TagSpecifications=spec("route-table"))["RouteTable"]["RouteTableId"]
     ec2.create_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", GatewayId=gw)
     ec2.associate_route_table(RouteTableId=table, SubnetId=subnet)
-    group = ec2.create_security_group(GroupName=f"sfubench-{run_id}-janus", Description="sfu", VpcId=vpc,
+    group = ec2.create_security_group(GroupName=f"sfubench-{tags[0]['Value']}-janus", Description="sfu", VpcId=vpc,
                                       TagSpecifications=spec("security-group"))["GroupId"]
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     instance = ec2.run_instances(ImageId=image, InstanceType="c5.xlarge", MinCount=1, MaxCount=1, SubnetId=subnet,
@@ -58,22 +64,42 @@ def cleanup(env: dict, *args: str) -> subprocess.CompletedProcess:
                           text=True, cwd=ROOT, timeout=300, env={**os.environ, **env})
 
 
-def test_the_sweep_deletes_old_runs_by_their_tags_and_leaves_live_ones(aws, monkeypatch):
+def test_the_sweep_deletes_runs_past_their_deadline_and_leaves_live_ones(aws, monkeypatch):
     for k, v in aws.items():
         monkeypatch.setenv(k, v)
     ec2 = boto3.client("ec2")
     now = datetime.now(timezone.utc)
-    old = make_run(ec2, f"r{now - timedelta(hours=7):%Y%m%d%H%M%S}")
-    young = make_run(ec2, f"r{now - timedelta(hours=1):%Y%m%d%H%M%S}")
+    ended = make_run(ec2, now - timedelta(hours=7), hours=2)            # ended 5 h ago
+    live = make_run(ec2, now - timedelta(hours=7), hours=10)            # 7 h old, 3 h to go
+    young = make_run(ec2, now - timedelta(hours=1), hours=0.5)          # ended, but younger than 6 h
+    legacy = make_run(ec2, now - timedelta(hours=7), hours=None)        # no deadline: start + 24 h
+    old_legacy = make_run(ec2, now - timedelta(hours=25), hours=None)
+    foreign = make_run(ec2, now - timedelta(hours=30), hours=1, owner=None)   # not this project's
     r = cleanup(aws, "--tags", "--older-than", "6h")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert state(ec2, old) == {"instance": "terminated", "vpc": False, "group": False, "gateway": False}
-    assert state(ec2, young) == {"instance": "running", "vpc": True, "group": True, "gateway": True}
-    assert f"sweep: VPC {old['vpc']} deleted" in r.stdout and young["vpc"] not in r.stdout
-    # a second sweep finds nothing more to do; a shorter age takes the younger run too
+    gone = {"instance": "terminated", "vpc": False, "group": False, "gateway": False}
+    kept = {"instance": "running", "vpc": True, "group": True, "gateway": True}
+    assert state(ec2, ended) == gone and state(ec2, old_legacy) == gone
+    for run in (live, young, legacy, foreign):
+        assert state(ec2, run) == kept, run
+    assert f"sweep: VPC {ended['vpc']} deleted" in r.stdout and live["vpc"] not in r.stdout
+    # a second sweep finds nothing more to do; a shorter age takes the young run that ended too
     assert cleanup(aws, "--tags", "--older-than", "6h").stdout == ""
     r = cleanup(aws, "--tags", "--older-than", "30m")
-    assert r.returncode == 0 and state(ec2, young)["vpc"] is False, r.stdout + r.stderr
+    assert r.returncode == 0 and state(ec2, young) == gone and state(ec2, live) == kept, r.stdout + r.stderr
+
+
+def test_what_is_not_the_runs_own_inside_its_vpc_is_left_and_said(aws, monkeypatch):
+    for k, v in aws.items():
+        monkeypatch.setenv(k, v)
+    ec2 = boto3.client("ec2")
+    run = make_run(ec2, datetime.now(timezone.utc) - timedelta(hours=9), hours=2)
+    theirs = ec2.create_subnet(VpcId=run["vpc"], CidrBlock="10.42.9.0/24")["Subnet"]["SubnetId"]   # untagged
+    r = cleanup(aws, "--tags", "--older-than", "6h")
+    assert state(ec2, run)["instance"] == "terminated" and state(ec2, run)["vpc"], r.stdout
+    assert ec2.describe_subnets(SubnetIds=[theirs])["Subnets"] and theirs not in r.stdout
+    assert f"VPC {run['vpc']} NOT deleted" in r.stdout and r.returncode == 1, r.stdout + r.stderr
+    ec2.delete_subnet(SubnetId=theirs)
 
 
 def test_the_sweep_says_what_it_needs(aws):

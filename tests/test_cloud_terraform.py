@@ -48,7 +48,7 @@ def test_logic_module_validates_and_its_tests_pass(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     r = _tf("test", "-no-color", cwd=module, env=data)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "12 passed, 0 failed" in r.stdout
+    assert "14 passed, 0 failed" in r.stdout
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(TF)))

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from .. import encoding, media as media_mod
@@ -26,7 +26,7 @@ from ..progress import Progress
 from ..synthetic import GENERATOR_PORT
 from ..sfu import Adapter
 from ..sites import Provisioned, RemoteSite
-from . import terraform
+from . import sweep, terraform
 from .courier import Courier
 from .kube import SYNTH, GridSpec, KubeGrid, render
 from .reaper import Reaper
@@ -68,8 +68,6 @@ def cloud(name: str) -> Cloud:
         raise ConfigError(f"unknown cloud {name!r}; sfubench knows: {', '.join(CLOUDS)}")
     return CLOUDS[name]
 
-
-MAX_HOURS = 24   # the longest --hours: the hosts power off after it, and a typo must not keep them a week
 
 # The widest address block a run lets in anywhere (SSH, the hosts' clients, the grid's ingress): a
 # typo or a lazy 0.0.0.0/0 must not open the hosts to the internet. IPv4 /8, IPv6 /32.
@@ -136,6 +134,13 @@ def _git_ref() -> tuple[str, bool]:
     return sha, dirty
 
 
+def deadline(run_id: str, hours: float) -> str:
+    """When a run ends (RFC 3339, UTC), from its id's start and its --hours: tagged on everything it
+    makes, so that the sweeper never deletes a live run; "" for an id that is not a start time."""
+    started = sweep.run_started(run_id)
+    return "" if started is None else (started + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def variables(cfg: Config, run_id: str, owner: str, hours: float, courier: Courier | None = None) -> dict:
     """The Terraform environment's variables for a run of `cfg`; `courier` carries the SFU's secrets
     (Terraform gets only its public key)."""
@@ -147,6 +152,7 @@ def variables(cfg: Config, run_id: str, owner: str, hours: float, courier: Couri
             "vpc_cidr": os.environ.get("SFUBENCH_VPC_CIDR") or VPC_CIDR,
             "operator_cidr": os.environ.get("SFUBENCH_OPERATOR_CIDR") or OPERATOR_PLACEHOLDER,
             "git_ref": sha or "0000000", "sfu_profile": cfg.sfu_profile, "hours": hours,
+            "deadline": deadline(run_id, hours),
             "page_origin": cfg.page_address,
             "probe_port": PROBE_PORT, "secrets_public_key": courier.public_key if courier else ""}
 

@@ -1,19 +1,26 @@
-"""The tag sweeper: what lost runs left in AWS, found by the tag every resource of a run carries
-(`sfubench:run`, whose value, the run's id, says when it started) rather than by Terraform state,
-which lives in a run folder that a dead runner's next checkout wipes. `sfubench cloud-cleanup
---tags --older-than 6h` deletes the runs older than that: a run still going is younger, and is
-left alone. Deleted in the order AWS allows: instances (waited until terminated), their security
-groups, then each run VPC's subnets, route tables and internet gateway, then the VPC."""
+"""The tag sweeper: what lost runs left in AWS, found by the tags every resource of a run carries
+(`sfubench:run`, whose value, the run's id, says when it started; `sfubench:owner`; and
+`sfubench:deadline`, when it ends) rather than by Terraform state, which lives in a run folder that
+a dead runner's next checkout wipes. `sfubench cloud-cleanup --tags --older-than 6h` deletes the runs
+whose deadline has passed and that are older than that: a live run is never taken, whatever its
+age. A run made before the deadline tag existed is judged by its start plus MAX_HOURS, the longest
+a run may ask for. Only what carries this project's tags is touched: a resource without the owner
+tag, or one inside a run's VPC without that run's tag, is left (and the VPC with it, said).
+Deleted in the order AWS allows: instances (waited until terminated), their security groups, then
+each run VPC's subnets, route tables and internet gateway, then the VPC."""
 from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from ..config import ConfigError
 from ..progress import Progress
 
 RUN_TAG = "sfubench:run"
+OWNER_TAG = "sfubench:owner"
+DEADLINE_TAG = "sfubench:deadline"
+MAX_HOURS = 24   # the longest --hours a run may ask (cloud-loadtest refuses more)
 DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -30,6 +37,13 @@ def run_started(run_id: str) -> datetime | None:
     """When a run began, from its id (r<UTC %Y%m%d%H%M%S>); None for a tag that is not a run id."""
     try:
         return datetime.strptime(run_id, "r%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def _deadline(text: str) -> datetime | None:
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     except ValueError:
         return None
 
@@ -54,10 +68,16 @@ class Sweeper:
         self.failed: list[str] = []
 
     def stale(self, resource: dict) -> str | None:
-        """The resource's run id when that run is older than the limit, else None."""
-        run_id = _tags(resource).get(RUN_TAG, "")
+        """The resource's run id when it is this project's (its run and owner tags), that run's
+        deadline has passed and it is older than the limit; else None."""
+        tags = _tags(resource)
+        run_id = tags.get(RUN_TAG, "")
         started = run_started(run_id)
-        if started is None or (self.now() - started).total_seconds() < self.older_than_s:
+        if started is None or OWNER_TAG not in tags:
+            return None
+        ends = _deadline(tags.get(DEADLINE_TAG, "")) or started + timedelta(hours=MAX_HOURS)
+        now = self.now()
+        if now < ends or (now - started).total_seconds() < self.older_than_s:
             return None
         return run_id
 
@@ -76,13 +96,13 @@ class Sweeper:
                 self._attempt(f"security group {group['GroupId']}", self.ec2.delete_security_group,
                               GroupId=group["GroupId"])
         for vpc in _tagged(self.ec2, "vpcs", "Vpcs"):
-            if self.stale(vpc):
-                self._vpc(vpc["VpcId"])
+            if run_id := self.stale(vpc):
+                self._vpc(vpc["VpcId"], run_id)
         return self.failed
 
-    def _vpc(self, vpc_id: str) -> None:
-        """A run's own VPC and what Terraform made in it."""
-        in_vpc = [{"Name": "vpc-id", "Values": [vpc_id]}]
+    def _vpc(self, vpc_id: str, run_id: str) -> None:
+        """A run's own VPC and what Terraform made in it (what carries the run's tag)."""
+        in_vpc = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": f"tag:{RUN_TAG}", "Values": [run_id]}]
         for subnet in self.ec2.describe_subnets(Filters=in_vpc)["Subnets"]:
             self._attempt(f"subnet {subnet['SubnetId']}", self.ec2.delete_subnet, SubnetId=subnet["SubnetId"])
         for table in self.ec2.describe_route_tables(Filters=in_vpc)["RouteTables"]:
@@ -94,7 +114,7 @@ class Sweeper:
             self._attempt(f"route table {table['RouteTableId']}", self.ec2.delete_route_table,
                           RouteTableId=table["RouteTableId"])
         gateways = self.ec2.describe_internet_gateways(
-            Filters=[{"Name": "attachment.vpc-id", "Values": [vpc_id]}])["InternetGateways"]
+            Filters=[{"Name": "attachment.vpc-id", "Values": [vpc_id]}, in_vpc[1]])["InternetGateways"]
         for gw in gateways:
             gid = gw["InternetGatewayId"]
             self._attempt(f"internet gateway {gid}", self.ec2.detach_internet_gateway, InternetGatewayId=gid, VpcId=vpc_id)

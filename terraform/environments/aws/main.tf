@@ -17,6 +17,7 @@ module "plan" {
   secrets_public_key = var.secrets_public_key
   hourly_prices      = var.hourly_prices != null ? var.hourly_prices : jsondecode(file("${path.module}/prices.json")).prices
   hours              = var.hours
+  deadline           = var.deadline
 }
 
 data "aws_availability_zones" "up" {

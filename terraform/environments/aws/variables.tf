@@ -107,6 +107,12 @@ variable "hours" {
   default     = 2
 }
 
+variable "deadline" {
+  description = "When the run ends, UTC (RFC 3339), tagged on everything it makes; empty: not tagged."
+  type        = string
+  default     = ""
+}
+
 variable "hourly_prices" {
   description = "On-demand price per hour (USD) by instance type; null: prices.json, the list `make cloud-loadtest --dry-run` estimates with too."
   type        = map(number)

@@ -3,16 +3,18 @@
 # turns these into resources, so another cloud is one small module and this logic is tested once.
 locals {
   prefix = "sfubench-${var.run_id}"
+  # the run's own tags, on everything it makes: its id, its owner and when it ends (the sweeper
+  # deletes only a run's whose deadline has passed)
+  run_tags = merge({ "sfubench:run" = var.run_id, "sfubench:owner" = var.owner },
+  var.deadline == "" ? {} : { "sfubench:deadline" = var.deadline })
 
   hosts = {
     for name, sfu in var.sfus : name => {
       name = "${local.prefix}-${name}"
-      tags = {
-        "sfubench:run"   = var.run_id
-        "sfubench:sfu"   = name
-        "sfubench:owner" = var.owner
-        Name             = "${local.prefix}-${name}"
-      }
+      tags = merge(local.run_tags, {
+        "sfubench:sfu" = name
+        Name           = "${local.prefix}-${name}"
+      })
       ingress = concat(
         [for p in sfu.tcp_ports : { protocol = "tcp", from = p, to = p, cidr = var.client_cidr, why = "signalling and APIs" }],
         [for r in sfu.udp_ranges : { protocol = "udp", from = r.from, to = r.to, cidr = var.client_cidr, why = "media" }],

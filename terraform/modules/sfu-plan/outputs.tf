@@ -10,10 +10,7 @@ output "hosts" {
 
 output "common_tags" {
   description = "Tags for the run's shared resources (network, grid)."
-  value = {
-    "sfubench:run"   = var.run_id
-    "sfubench:owner" = var.owner
-  }
+  value       = local.run_tags
 }
 
 output "cost" {

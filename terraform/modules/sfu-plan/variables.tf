@@ -135,3 +135,13 @@ variable "hours" {
     error_message = "hours must be positive."
   }
 }
+
+variable "deadline" {
+  description = "When the run ends, UTC (RFC 3339): its start and its hours. Tagged on what it makes; empty: not tagged."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.deadline == "" || can(formatdate("YYYY", var.deadline))
+    error_message = "deadline must be an RFC 3339 time such as 2026-12-05T22:00:00Z, or empty."
+  }
+}

@@ -88,6 +88,31 @@ run "unknown_price_gives_no_total" {
   }
 }
 
+run "tags_the_runs_deadline_when_given" {
+  command = plan
+
+  variables {
+    deadline = "2026-12-05T22:00:00Z"
+  }
+  assert {
+    condition     = alltrue([for h in values(output.hosts) : h.tags["sfubench:deadline"] == "2026-12-05T22:00:00Z"])
+    error_message = "every host must carry the run's deadline, which the sweeper reads"
+  }
+  assert {
+    condition     = output.common_tags["sfubench:deadline"] == "2026-12-05T22:00:00Z"
+    error_message = "the shared resources must carry it too"
+  }
+}
+
+run "rejects_a_deadline_that_is_not_a_time" {
+  command = plan
+
+  variables {
+    deadline = "tomorrow"
+  }
+  expect_failures = [var.deadline]
+}
+
 run "rejects_ssh_from_anywhere" {
   command = plan
 
