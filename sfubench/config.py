@@ -496,12 +496,22 @@ def load(cli: dict | None = None, env: dict | None = None, file: str | Path | No
     from . import sites   # the sites know what "auto" stands for where they are
     full = {name: values.get(name, f.default) for name, f in FIELDS.items()}
     if full["shape"] in shapes.SHAPES:   # an unknown one is refused with the other bad values
+        _refuse_foreign(full["shape"], {*from_file, *from_env, *from_cli})
         full = shapes.SHAPES[full["shape"]].adopt(full, set(values))
     kind = site or sites.kind_for(full)
     cfg = Config(**kind.defaults(derived(full)))
     object.__setattr__(cfg, "_auto", frozenset(name for name, value in full.items() if value == AUTO))
     kind.refuse(cfg)
     return cfg
+
+
+def _refuse_foreign(shape: str, given: set[str]) -> None:
+    """ConfigError for another shape's own setting that the user gave: it would be ignored."""
+    own = set(shapes.SHAPES[shape].options)
+    for other in shapes.SHAPES.values():
+        for name in sorted((set(other.options) & given) - own):
+            raise ConfigError(f"{flag_of(name)} is the {other.name} shape's setting; --shape {shape} does not use "
+                              f"it (add --shape {other.name}, or leave it out)")
 
 
 def add_arguments(parser) -> None:

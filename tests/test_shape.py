@@ -174,11 +174,11 @@ def test_shapes_are_found_by_name_and_own_their_settings():
     # a shape's settings are settings like any other: flag, environment, file, docs
     cfg = config.load(cli={"shape": "steady", "steady_minutes": "2.5", "rooms": "3"}, env={})
     assert cfg.steady_minutes == 2.5 and cfg.rooms_cap == 3
-    assert config.load(cli={}, env={"SFUBENCH_STEADY_MINUTES": "4"}).steady_minutes == 4.0
+    assert config.load(cli={}, env={"SFUBENCH_SHAPE": "steady", "SFUBENCH_STEADY_MINUTES": "4"}).steady_minutes == 4.0
     assert config.load(cli={"shape": "until-knee", "max_rooms": "9"}, env={}).rooms_cap == 9
     assert "`--steady-minutes`" in config.markdown() and dataclasses.is_dataclass(cfg)
-    with pytest.raises(config.ConfigError):
-        config.load(cli={"steady_minutes": "0"}, env={})
+    with pytest.raises(config.ConfigError, match="--steady-minutes must be"):
+        config.load(cli={"shape": "steady", "steady_minutes": "0"}, env={})
 
 
 def test_rooms_given_to_the_until_knee_shape_are_its_most_rooms_not_ignored():
@@ -187,3 +187,17 @@ def test_rooms_given_to_the_until_knee_shape_are_its_most_rooms_not_ignored():
     assert config.load(cli={}, env={"SFUBENCH_ROOMS": "3"}).max_rooms == 3
     assert config.load(cli={}, env={}).max_rooms == 40   # not given: the shape's own bound
     assert config.load(cli={"rooms": "2", "shape": "ramp"}, env={}).max_rooms == 40
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"shape": "ramp", "max_rooms": "3"}, "--max-rooms is the until-knee shape's setting; --shape ramp does not use it"),
+    ({"degrade": "lan"}, "--degrade is the degrade shape's setting; --shape until-knee does not use it"),
+    ({"shape": "steady", "ramp_minutes": "5"}, "--ramp-minutes is the until-knee shape's setting"),
+])
+def test_a_setting_of_another_shape_is_refused_not_ignored(given, message):
+    with pytest.raises(config.ConfigError, match=message):
+        config.load(cli=given, env={})
+    if "shape" not in given:
+        return
+    with pytest.raises(config.ConfigError, match=message.split(";")[0]):   # from the environment too
+        config.load(cli={"shape": given["shape"]}, env={config.env_of(k): v for k, v in given.items() if k != "shape"})
