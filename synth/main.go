@@ -198,7 +198,11 @@ func listenForCommands(addr, token string, lines chan<- []byte) (*http.Server, e
 		lines <- body
 		w.WriteHeader(http.StatusNoContent)
 	})
-	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// A command is a small POST: one that takes longer to arrive, or a connection left idle, is not
+	// the engine's, and holds nothing for long.
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second,
+		MaxHeaderBytes: 1 << 14}
 	go srv.Serve(ln)
 	return srv, nil
 }

@@ -115,7 +115,10 @@ func run() error {
 		mux.Handle("/debug/pprof/profile", sfu.Private(http.HandlerFunc(pprof.Profile)))
 		handler = mux
 	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	// No read or write deadline: the signalling's WebSockets live as long as their participants; a
+	// kept-alive connection that carries nothing is let go.
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second,
+		MaxHeaderBytes: 1 << 14}
 	log.Info("sfu-inhouse started", "version", Version, "listen", ln.Addr().String(), "udp", conn.LocalAddr().String())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
