@@ -73,9 +73,17 @@ class CpuGroup:
             d = ROOT / PARENT / self.name
             return {"cpu": d, "cpuacct": d, **({"cpuset": d} if self.cpus else {})}
         out = {c: ROOT / c / PARENT / self.name for c in ("cpu", "cpuacct")}
-        if self.cpus:
-            out["cpuset"] = ROOT / "cpuset" / PARENT / self.name
+        cpuset = ROOT / "cpuset" / PARENT / self.name
+        if self.cpus or cpuset.exists():   # one a run pinned: its own to remove as well
+            out["cpuset"] = cpuset
         return out
+
+    @classmethod
+    def named(cls, prefix: str) -> list["CpuGroup"]:
+        """The groups whose names start with `prefix`, in any controller's hierarchy."""
+        parents = [ROOT / PARENT] if version() == 2 else [ROOT / c / PARENT for c in ("cpu", "cpuacct", "cpuset")]
+        return [cls(name) for name in sorted({d.name for p in parents if p.is_dir() for d in p.iterdir()
+                                              if d.is_dir() and d.name.startswith(prefix)})]
 
     def procs_files(self) -> list[Path]:
         return sorted({d / "cgroup.procs" for d in self._dirs().values()})

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import json
 import os
 import queue
 import signal
@@ -28,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import traffic
+from . import cgroups, traffic
 
 CLONE_NEWNET = 0x40000000
 LOCK_DIR = Path("/run/sfubench")
@@ -135,10 +136,13 @@ class LocalLab:
         return [self.sfu.netns, self.clients.netns, f"{self.prefix}-net"]
 
     # -- lifecycle -------------------------------------------------------------------------
-    def up(self) -> "LocalLab":
+    def up(self, run_path: Path | None = None) -> "LocalLab":
+        """Makes the lab, once every lab an engine left behind when it died (SIGKILL, the OOM
+        killer) is reclaimed; `run_path`, the run folder, is written in the lock for the next."""
         if os.geteuid() != 0:
             raise LabError("the local lab needs root (it creates network namespaces)")
-        self._take_lock()
+        reclaim_abandoned()
+        self._take_lock(run_path)
         if self.exists():
             print(f"lab: removing a stale lab from an earlier run ({self.sfu.netns}, "
                   f"{self.clients.netns})", flush=True)
@@ -222,7 +226,7 @@ class LocalLab:
             os.close(target)
 
     # -- internals ---------------------------------------------------------------------------
-    def _take_lock(self) -> None:
+    def _take_lock(self, run_path: Path | None = None) -> None:
         LOCK_DIR.mkdir(parents=True, exist_ok=True)
         path = LOCK_DIR / f"{self.prefix}.lock"
         self._lock = open(path, "a+")
@@ -230,14 +234,14 @@ class LocalLab:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock.seek(0)
-            owner = self._lock.read().strip() or "?"
+            owner = self._lock.read().split("\n")[0].strip() or "?"
             self._lock.close()
             self._lock = None
             raise LabError(f"another sfubench run (pid {owner}) is using the lab {self.prefix!r}; "
                            f"use --lab-prefix and --lab-subnet to run beside it") from None
         self._lock.seek(0)
         self._lock.truncate()
-        self._lock.write(str(os.getpid()))
+        self._lock.write(f"{os.getpid()}\n{run_path or ''}\n")
         self._lock.flush()
 
     def _release_lock(self) -> None:
@@ -265,6 +269,49 @@ class LocalLab:
     def _pids(netns: str) -> list[int]:
         r = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True)
         return [int(p) for p in r.stdout.split() if int(p) != os.getpid()]
+
+
+def reclaim_abandoned() -> list[str]:
+    """Every lab whose engine died without tearing it down (no live process holds its lock): its
+    namespaces and whatever runs in them, its CPU groups, removed; its run folder's meta.json, if
+    it still says running, marked abandoned (every sample it wrote is kept). Returns the prefixes."""
+    out = []
+    for path in sorted(LOCK_DIR.glob("*.lock")) if LOCK_DIR.exists() else []:
+        with open(path, "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue   # a live engine's
+            lock.seek(0)
+            run_path = (lock.read().split("\n") + ["", ""])[1].strip()
+            prefix = path.stem
+            lab = LocalLab(prefix)
+            groups = cgroups.CpuGroup.named(f"{prefix}-")
+            if not (lab.exists() or groups):
+                continue
+            print(f"lab: reclaiming {prefix!r}, left by an engine that died"
+                  + (f" (its run: {run_path})" if run_path else ""), flush=True)
+            lab._remove()
+            for g in groups:
+                g.remove()
+            if run_path:
+                _mark_abandoned(Path(run_path))
+            out.append(prefix)
+    return out
+
+
+def _mark_abandoned(run_path: Path) -> None:
+    meta = run_path / "meta.json"
+    try:
+        data = json.loads(meta.read_text())
+        if data.get("status") != "running":
+            return
+        data.update(status="abandoned", abandoned_at=time.time())
+        tmp = meta.with_name("meta.json.tmp")
+        tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+        tmp.replace(meta)
+    except (OSError, ValueError):
+        pass   # a folder gone or unreadable: nothing of it to keep
 
 
 def _zombie(pid: int) -> bool:

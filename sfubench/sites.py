@@ -201,7 +201,7 @@ class LocalSite(Site):
         return self._groups
 
     def up(self, run_path: Path, progress) -> None:
-        self.lab.up()
+        self.lab.up(run_path)
         self.held = True
         plan = self.net_plan
         if plan.own is not None:

@@ -114,3 +114,43 @@ def test_an_emulated_link_delays_udp_by_its_profile_and_is_torn_down(media_cache
         assert counters["up"]["packets"] >= 2 and counters["down"]["packets"] >= 2, counters
         emu.stop()
     assert not lab.remaining()
+
+
+def test_a_lab_whose_engine_died_is_reclaimed_by_the_next_run_of_any_prefix(tmp_path):
+    """What SIGKILL leaves: the dead engine's namespaces with its SFU still running in them, its CPU
+    groups with a client in them, an unheld lock naming its run folder, meta.json saying running.
+    The next lab, of another prefix, removes all of it and marks that run abandoned, samples kept."""
+    import json
+    import time
+
+    from sfubench import cgroups
+    run = tmp_path / "20261205T000000Z-janus"
+    run.mkdir()
+    (run / "meta.json").write_text(json.dumps({"status": "running", "sfu": "janus"}))
+    (run / "samples.jsonl").write_text('{"t": 1}\n')
+    dead = LocalLab("sfubd", "127.0.10").up(run)
+    sfu = subprocess.Popen(dead.sfu.command(["sleep", "300"]))
+    dead._release_lock()   # the engine is gone: its lock is no one's
+    group = cgroups.CpuGroup("sfubd-clients", cores=0.5).create()
+    client = subprocess.Popen(["sleep", "300"])
+    for procs in group.procs_files():
+        procs.write_text(str(client.pid))
+    try:
+        with LocalLab("sfubt", "127.0.9"):
+            assert not dead.exists() and not cgroups.CpuGroup.named("sfubd-")
+            for p in (sfu, client):
+                assert p.wait(10) is not None
+            meta = json.loads((run / "meta.json").read_text())
+            assert meta["status"] == "abandoned" and meta["sfu"] == "janus" and meta["abandoned_at"] <= time.time()
+            assert (run / "samples.jsonl").read_text() == '{"t": 1}\n'
+    finally:
+        for p in (sfu, client):
+            p.kill()
+        dead._remove()
+        group.remove()
+
+
+def test_a_live_engines_lab_is_left_alone():
+    with LocalLab("sfubd", "127.0.10") as live:
+        with LocalLab("sfubt", "127.0.9"):
+            assert live.exists()
