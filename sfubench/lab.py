@@ -24,12 +24,13 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cgroups, traffic
+from . import cgroups, reaper, traffic
 
 CLONE_NEWNET = 0x40000000
 LOCK_DIR = Path("/run/sfubench")
@@ -143,6 +144,9 @@ class LocalLab:
             raise LabError("the local lab needs root (it creates network namespaces)")
         reclaim_abandoned()
         self._take_lock(run_path)
+        # from here the lab is ours: should this process die before down(), the reaper removes it
+        self._reaper = reaper.Reaper("sfubench.lab", [self.prefix],
+                                     (run_path or LOCK_DIR) / ("reaper.log" if run_path else f"{self.prefix}.reaper.log"))
         if self.exists():
             print(f"lab: removing a stale lab from an earlier run ({self.sfu.netns}, "
                   f"{self.clients.netns})", flush=True)
@@ -168,6 +172,7 @@ class LocalLab:
         except BaseException:
             self._remove()
             self._release_lock()
+            self._reaper.release()
             raise
         return self
 
@@ -175,6 +180,7 @@ class LocalLab:
         if self.owned:   # a lab another run holds is that run's to remove
             self._remove()
             self._release_lock()
+            self._reaper.release()
 
     @property
     def owned(self) -> bool:
@@ -319,3 +325,16 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except (FileNotFoundError, IndexError):
         return True
+
+
+def main() -> int:
+    """The lab's reaper (sfubench/reaper.py): once the run that made the lab ends without its
+    teardown, its lock is no one's, and every such lab is reclaimed."""
+    if reaper.wait_for_the_run():
+        return 0
+    print(f"reaper: reclaimed {', '.join(reclaim_abandoned()) or 'nothing'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

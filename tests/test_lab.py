@@ -154,3 +154,43 @@ def test_a_live_engines_lab_is_left_alone():
     with LocalLab("sfubd", "127.0.10") as live:
         with LocalLab("sfubt", "127.0.9"):
             assert live.exists()
+
+
+ENGINE = """
+import subprocess, sys, time
+from pathlib import Path
+from sfubench.lab import LocalLab
+lab = LocalLab("sfubk", "127.0.11").up(Path(sys.argv[1]))
+subprocess.Popen(lab.sfu.command(["sleep", "300"]))
+print("up", flush=True)
+time.sleep(300)
+"""
+
+
+def test_an_engine_killed_outright_has_its_lab_reclaimed_at_once_by_its_reaper(tmp_path):
+    """SIGKILL gives the engine no chance to tear down: the reaper it started with the lab sees its
+    pipe close without a word and reclaims the lab, marking the run abandoned, within seconds."""
+    import json
+    import signal
+    import time
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text(json.dumps({"status": "running"}))
+    engine = subprocess.Popen([sys.executable, "-c", ENGINE, str(run)], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parents[1])
+    try:
+        assert engine.stdout.readline().strip() == "up"
+        lab = LocalLab("sfubk", "127.0.11")
+        assert lab.exists()
+        engine.send_signal(signal.SIGKILL)
+        engine.wait(10)
+        deadline = time.monotonic() + 15
+        while (lab.exists() or json.loads((run / "meta.json").read_text())["status"] != "abandoned") \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not lab.exists(), (run / "reaper.log").read_text()
+        assert json.loads((run / "meta.json").read_text())["status"] == "abandoned"
+        assert "reclaimed sfubk" in (run / "reaper.log").read_text()
+    finally:
+        engine.kill()
+        LocalLab("sfubk", "127.0.11")._remove()

@@ -10,52 +10,18 @@ namespace, writing what it did to the run folder's reaper.log.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
-DONE = b"done"
-DEAF_TO = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+from .. import reaper as reaper_mod
 
 
-def _deaf() -> None:
-    """In the child before it executes: ignored signals stay ignored across exec, so there is no
-    moment in its start-up when one of them could still end it."""
-    for sig in DEAF_TO:
-        signal.signal(sig, signal.SIG_IGN)
-
-
-class Reaper:
-    """The parent's side: `release()` once its own teardown is over."""
+class Reaper(reaper_mod.Reaper):
+    """The cloud run's: `release()` once its own teardown is over."""
 
     def __init__(self, env: Path, work: Path, namespace: str | None):
-        read, self._write = os.pipe()   # both ends non-inheritable: no child of the run keeps it open
-        work.mkdir(parents=True, exist_ok=True)
-        log = open(work / "reaper.log", "ab")
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sfubench.cloud.reaper", str(env), str(work), *([namespace] if namespace else [])],
-                stdin=read, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_deaf,
-                cwd=Path(__file__).resolve().parents[2])
-        finally:
-            os.close(read)
-            log.close()
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def release(self) -> None:
-        """The run tore down what it made: the reaper has nothing to do."""
-        os.write(self._write, DONE)
-        os.close(self._write)
-        self.proc.wait()
-
-    def take_over(self) -> None:
-        """The run's own teardown failed: the reaper tries again, on its own, as this process goes on."""
-        os.close(self._write)
+        super().__init__("sfubench.cloud.reaper", [str(env), str(work), *([namespace] if namespace else [])],
+                         work / "reaper.log")
 
 
 def reap(env: Path, work: Path, namespace: str | None) -> int:
@@ -84,12 +50,10 @@ def reap(env: Path, work: Path, namespace: str | None) -> int:
 
 
 def main() -> int:
-    _deaf()
     env, work = Path(sys.argv[1]), Path(sys.argv[2])
     namespace = sys.argv[3] if len(sys.argv) > 3 else None
-    if sys.stdin.buffer.read() == DONE:
+    if reaper_mod.wait_for_the_run():
         return 0
-    print(f"reaper: the run ended before its teardown: destroying what it made (pid {os.getpid()})", flush=True)
     return reap(env, work, namespace)
 
 
