@@ -11,7 +11,6 @@ from fractions import Fraction
 from importlib import metadata
 
 import numpy as np
-from scipy.signal import resample_poly
 
 from . import audiocode
 
@@ -19,6 +18,8 @@ SCORING_RATE = 16_000
 
 
 def resample(pcm: np.ndarray, rate: int, to: int = SCORING_RATE) -> np.ndarray:
+    from scipy.signal import resample_poly   # here: the reports import this module, and need no SciPy
+
     if rate == to:
         return np.asarray(pcm, dtype=np.float64)
     f = Fraction(to, rate)

@@ -16,15 +16,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from statistics import median
 from functools import lru_cache
 from typing import ClassVar
 
-from quality import emodel
+from quality import emodel, speech
 
 from . import catalog
 from .stats import spread
 from .table import Table, rounded
-from .windows import MEASURED, number
+from .windows import MEASURED, mean
 
 @lru_cache(maxsize=65536)
 def _mos(delay_ms: float, loss_pct: float) -> float:
@@ -103,6 +104,28 @@ def audio_series(obs: list[dict]) -> list[dict]:
     return [r for r in rows if len(r) > 1]
 
 
+def speech_stats(records: list[dict]) -> dict:
+    """Over speech.jsonl's records (sfubench/scoring.py: each browser's recording of a stream it
+    heard in a window): the mean ViSQOL and PESQ, and the median mouth-to-ear delay of the streams."""
+    out = {}
+    for key, name in (("visqol", "audio_visqol"), ("pesq", "audio_pesq")):
+        if (v := mean(r.get(key) for r in records)) is not None:
+            out[name] = v
+    delays = [r["mouth_to_ear_ms"] for r in records if r.get("mouth_to_ear_ms") is not None]
+    if delays:
+        out["audio_mouth_to_ear_ms"] = median(delays)
+    return out
+
+
+def speech_series(records: list[dict]) -> list[dict]:
+    """speech_stats by participant count."""
+    groups: dict[int, list[dict]] = defaultdict(list)
+    for r in records:
+        if r.get("participants") is not None:
+            groups[r["participants"]].append(r)
+    return [row for p in sorted(groups) if len(row := {"participants": p, **speech_stats(groups[p])}) > 1]
+
+
 AUDIO_FIGURES = [f for f in (*catalog.FIGURES, *catalog.STEP_FIGURES) if f.section == "audio"]
 
 
@@ -115,11 +138,18 @@ def audio_table(series: list[dict], kinds: set[str]) -> Table:
     synthetic = ("Synthetic receivers do not decode: their concealment, late packets and jitter buffer "
                  "come from a model of a jitter buffer (synth/receive.go), estimates beside the "
                  "browsers' getStats. " if "synthetic" in kinds else "")
+    scored = ""
+    if any(r.get("audio_visqol") is not None for r in series):
+        versions = speech.Scorer.versions()
+        scored = (" ViSQOL, PESQ and the mouth-to-ear delay: browsers' recordings of each stream in each "
+                  f"window, placed and timed by the audio codes in the microphone's speech; scored by "
+                  f"{versions['visqol']}" + (f" and {versions['pesq']}" if versions["pesq"] else "") + ".")
     return Table("audio", "What participants hear, by participant count", ["participants", *(f.name for f in shown)],
                  rows, note=synthetic + "Concealed: samples the jitter buffer synthesised for lost or late "
                  "packets, of all it played out. E-model MOS (ITU-T G.107): per stream, its delay half "
                  "the receiver's round trip plus its jitter buffer's, its loss the packets lost or too "
-                 f"late, Opus taken as Ie {emodel.OPUS_IE:g}, Bpl {emodel.OPUS_BPL:g} (quality/emodel.py says why).")
+                 f"late, Opus taken as Ie {emodel.OPUS_IE:g}, Bpl {emodel.OPUS_BPL:g} (quality/emodel.py says why)."
+                 + scored)
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,17 @@ FIGURES = (
            help="the E-model's mouth-to-ear delay of each received audio stream: the network's one way from "
            "sender to SFU to receiver (half each one's round trip to the SFU) plus the receiver's jitter "
            "buffer's mean delay (no capture, encoding or playout device in it)"),
+    Figure("audio_visqol", "ViSQOL (MOS-LQO)", "score", digits=2, better=1, at_target=True, floor=0.05,
+           short="ViSQOL", plot="ViSQOL of received speech", trend="ViSQOL at target", source="speech",
+           section="audio", help="ViSQOL v3 in speech mode (visqol-python) of what each browser heard of each "
+           "stream, recorded in the window and set against the microphone's speech its audio codes place it in"),
+    Figure("audio_pesq", "PESQ (wideband)", "score", digits=2, better=1, at_target=True, floor=0.05,
+           short="PESQ", source="speech", section="audio",
+           help="PESQ wideband (ITU-T P.862.2) of the same recordings, beside ViSQOL"),
+    Figure("audio_mouth_to_ear_ms", "Mouth-to-ear delay (ms)", "ms", digits=0, better=-1, at_target=True,
+           floor=5, short="Mouth to ear", plot="Mouth-to-ear delay", source="speech", section="audio",
+           help="from the sender's microphone playing an audio code to a receiving browser's recording "
+           "of it (median of a window's codes, then of the streams)"),
     Figure("check_pass_rate", "Checks passed (%)", "%", 100, 1, better=1, at_target=True, floor=0.02,
            short="Checks passed", plot="Video checks passed", trend="Video checks passed", help="share of the video checks that found the video playing"),
     Figure("sfu_cpu", "SFU CPU (cores)", "cores", digits=3, plot="SFU CPU", help="the SFU's CPU"),

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import catalog, runfiles
-from .audio import AudioKneeRule, audio_series, audio_stats
+from .audio import AudioKneeRule, audio_series, audio_stats, speech_series, speech_stats
 from .clientbound import ClientRule
 from .cost import cost_series
 from .knee import Knee
@@ -59,7 +59,8 @@ def headline(a: Analysis) -> dict:
     tq = quality_stats([q for q in run.quality if q.get("phase") == "target"])
     tp = playback_stats([r for r in run.playback if r.get("phase") == "target"])
     ta = audio_stats([o for o in a.audio if o["phase"] == "target"])
-    sources = {"streams": at, "quality": tq, "playback": tp, "audio": ta}   # the catalogue's `source`s
+    heard = speech_stats([r for r in run.speech if r.get("phase") == "target"])
+    sources = {"streams": at, "quality": tq, "playback": tp, "audio": ta, "speech": heard}   # catalogue `source`s
     bound = [h for h in a.health if h["phase"] == "target" and h["client_bound"]]
     started = [p for _, p in a.timeline]
     target_participants = max((o["participants"] for o in target if o["participants"]), default=None)
@@ -129,7 +130,7 @@ def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientR
     server = server_series(run.server, tl)
     series = merge_series(stream_series(obs), freeze_series(totals), quality_series(run.quality),
                           playback_series(run.playback), check_series(run.checks, run.events),
-                          health_series(health), cost, server, audio_series(heard))
+                          health_series(health), cost, server, audio_series(heard), speech_series(run.speech))
     a = Analysis(
         run=run,
         ident=runfiles.identity(run.meta, run.path),

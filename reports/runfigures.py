@@ -188,8 +188,9 @@ def series_panels(name: str):
 
 
 def plot_audio(a: Analysis, out: Path) -> str | None:
-    return _panels(a, out, "audio", [Panel("audio_mos"), Panel("audio_concealed_pct", line="pooled"),
-                                     Panel("audio_delay_ms")], "What participants hear vs participants", audio=True)
+    return _panels(a, out, "audio", [Panel("audio_mos"), Panel("audio_visqol"), Panel("audio_concealed_pct", line="pooled"),
+                                     Panel("audio_delay_ms"), Panel("audio_mouth_to_ear_ms", line="median")],
+                   "What participants hear vs participants", audio=True)
 
 
 def plot_checks(a: Analysis, out: Path) -> str | None:

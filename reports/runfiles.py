@@ -26,7 +26,7 @@ from pathlib import Path
 
 import orjson
 
-RECORD_FILES = ("checks", "events", "quality", "server", "playback", "windows")   # samples.jsonl is streamed
+RECORD_FILES = ("checks", "events", "quality", "server", "playback", "windows", "speech")   # samples.jsonl is streamed
 # a sample of the unreported kind, recognised without parsing it, as the engine and json.dumps write it
 AUDIO_MARKS = (b'"kind":"audio"', b'"kind": "audio"')
 
@@ -41,6 +41,7 @@ class Run:
     server: list[dict] = field(default_factory=list)
     playback: list[dict] = field(default_factory=list)
     windows: list[dict] = field(default_factory=list)
+    speech: list[dict] = field(default_factory=list)   # the after-run scores of what browsers heard
     discarded: dict = field(default_factory=dict)      # window id -> its record, for a discarded window
     missing: list[str] = field(default_factory=list)   # file names not present
     damaged: dict[str, int] = field(default_factory=dict)  # file name -> unreadable lines
@@ -138,7 +139,7 @@ def load(run_dir: str | Path) -> Run:
         setattr(run, name, sorted(_records(path, run.damaged), key=lambda r: r.get("t") or 0))
     run.discarded = {w.get("window"): w for w in run.windows if w.get("discarded")}
     if run.discarded:
-        for name in ("windows", "server", "playback", "quality"):
+        for name in ("windows", "server", "playback", "quality", "speech"):
             setattr(run, name, [r for r in getattr(run, name) if r.get("window") not in run.discarded])
     return run
 

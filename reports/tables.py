@@ -7,7 +7,7 @@ from collections import defaultdict
 
 from . import catalog
 from .series import room_participants
-from .audio import audio_stats
+from .audio import audio_stats, speech_stats
 from .stats import describe, playback_stats, stream_stats
 from .table import Column, Table, rounded, scaled
 from .windows import MEASURED, probe_edges
@@ -99,18 +99,20 @@ def network_table(a) -> Table:
                 name = profile
         st = stream_stats(group)
         pb = playback_stats([r for r in a.run.playback if r.get("window") == window])
-        au = audio_stats(heard.get(window, []))
+        au = {**audio_stats(heard.get(window, [])),
+              **speech_stats([r for r in a.run.speech if r.get("window") == window])}
         rows.append([name, group[0]["phase"], group[0]["participants"], rounded(scaled(st.get("recv_bps"), 1e-6), 3),
                      rounded(st.get("fps"), 1), rounded(st.get("rtt_send_ms"), 1), rounded(st.get("loss_pct"), 2),
                      rounded(st.get("jitter_ms"), 1), rounded(st.get("freezes_per_min"), 2), rounded(pb.get("delay_ms"), 0),
-                     *(rounded(au.get(k), d) for k, d in (("audio_mos", 2), ("audio_concealed_pct", 2),
-                                                          ("audio_delay_ms", 0))),
+                     *(rounded(au.get(k), d) for k, d in (("audio_mos", 2), ("audio_visqol", 2),
+                                                          ("audio_concealed_pct", 2), ("audio_delay_ms", 0))),
                      rounded(link.get(window), 1), _recovery(recovered.get(name)) if group[0]["phase"] == "network" else "",
                      headroom.get(window, "not judged")])
     return Table("network", "Under each network profile: the same participants",
                  ["network", "window", "participants", "recv_bps", "fps", "rtt_send_ms", Column("loss_pct", brief=True),
                   Column("jitter_ms", brief=True), "freezes_per_min", Column("delay_ms", brief=True),
-                  Column("audio_mos", brief=True), Column("audio_concealed_pct", brief=True),
+                  Column("audio_mos", brief=True), Column("audio_visqol", brief=True),
+                  Column("audio_concealed_pct", brief=True),
                   Column("audio_delay_ms", brief=True), "link_loss_pct", "recovery_s", "headroom"], rows,
                  note="The degrade shape measures the same load under each profile after a settling time; "
                       "the target window is under the run's own network. Loss is what the receivers "

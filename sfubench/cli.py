@@ -333,16 +333,22 @@ def _loadtest(args) -> int:
 
 
 def _score_if_needed(run_dir: Path) -> None:
-    """A run that ended before its frames were scored (a crash) still has them in frames/."""
+    """A run that ended before its frames and recordings were scored (a crash) still has them in
+    frames/ and audio/."""
     import json
-    if (run_dir / "quality.jsonl").exists() or not (run_dir / "frames" / "index.jsonl").exists():
+    frames = not (run_dir / "quality.jsonl").exists() and (run_dir / "frames" / "index.jsonl").exists()
+    heard = not (run_dir / "speech.jsonl").exists() and (run_dir / "audio" / "index.jsonl").exists()
+    if not (frames or heard):
         return
     from . import media
     from .progress import Progress
-    from .scoring import score_frames
+    from .scoring import score_frames, score_speech
     meta = json.loads((run_dir / "meta.json").read_text())
-    cache = Path(meta["config"]["cache"]).expanduser()
-    score_frames(run_dir, media.build(meta["media"]["profile"], cache), Progress())
+    built = media.build(meta["media"]["profile"], Path(meta["config"]["cache"]).expanduser())
+    if frames:
+        score_frames(run_dir, built, Progress())
+    if heard:
+        score_speech(run_dir, built, Progress())
 
 
 def _print_summary(run_dir: Path) -> None:

@@ -24,6 +24,7 @@ import math
 import re
 import threading
 import time
+import wave
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,8 @@ def _quantile_ms(counts: Counter, q: float) -> float | None:
 # A captured frame's name is made of its query's values, and its pixels are decoded: both bounded
 # before anything is kept (frames are at most the source's size, 1920x1080 in the largest profile).
 FRAME_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+AUDIO_RATES = (16_000, 24_000, 32_000, 44_100, 48_000)
+MAX_AUDIO_S = 60          # the most seconds a recording may hold (--audio-seconds' bound)
 MAX_FRAME_PIXELS = 4096 * 4096
 LOOKBACK_S = 5.0   # a window's delays match captures up to this long before it opened
 
@@ -395,3 +398,36 @@ class Collector:
             "room": page.room, "user": page.user, "peer": peer,
             "code": framecode.decode(rgb, self.layout),
             "frozen": self.verdict(page.user, peer) == "frozen", "frame": name})
+
+    # -- recorded audio (after the run, for the speech scores and the mouth-to-ear delay) ------
+    def audio(self, query: dict, pcm: bytes) -> None:
+        """A recording a page posted (16-bit mono PCM): of what it heard from `peer`, or (peer being
+        the page's own user) of its microphone. Saved as a WAV in audio/ and listed in
+        audio/index.jsonl with the epoch time of its first sample; one whose names, rate, time or
+        length are out of bounds is dropped."""
+        peer, window = query.get("peer", ""), query.get("window", "")
+        try:
+            rate, t0 = int(query.get("rate", "0")), float(query.get("t0", "nan"))
+        except ValueError:
+            return
+        if not (FRAME_NAME.fullmatch(peer) and window.isdigit() and len(window) <= 9 and rate in AUDIO_RATES
+                and math.isfinite(t0) and 0 < len(pcm) <= 2 * rate * MAX_AUDIO_S and len(pcm) % 2 == 0):
+            return
+        with self.lock:
+            page = self.pages.get(query.get("user", ""))
+            if page is None:
+                return
+            page.seen = time.monotonic()
+        name = f"w{window}-{page.user}-{peer}.wav"
+        folder = self.frames_dir.parent / "audio"
+        folder.mkdir(parents=True, exist_ok=True)
+        with wave.open(str(folder / name), "wb") as f:
+            f.setnchannels(1)
+            f.setsampwidth(2)
+            f.setframerate(rate)
+            f.writeframes(pcm)
+        self.bus.emit("audio", {
+            "t": round(t0, 3), "phase": query.get("phase"), "window": int(window),
+            "participants": int(query["participants"]) if query.get("participants", "").isdigit() else None,
+            "room": page.room, "user": page.user, "peer": peer, "rate": rate, "samples": len(pcm) // 2,
+            "file": name})

@@ -151,6 +151,11 @@ class Settings:
     quality_frames: int = opt(2, "frames of each received video captured after each measurement "
                               "and scored after the run (BRISQUE, PSNR, SSIM, VMAF); 0 turns "
                               "scoring off", min=0, max=100)
+    audio_seconds: float = opt(6.0, "seconds of every received audio track, and of its own microphone, "
+                               "each browser records in every measured window (at most the window's "
+                               "length): scored after the run against the microphone's speech (ViSQOL, "
+                               "PESQ) and timed by its audio codes (mouth-to-ear delay); 0: none",
+                               min=0, max=60, scenario=False)
     play_audio: bool = opt(False, "play received audio out unmuted (it is decoded and played out muted "
                            "either way: its jitter buffer's figures need it)", scenario=False)
     render_video: bool = opt(False, "render received video in the page (costs the clients CPU; "

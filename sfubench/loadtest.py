@@ -37,7 +37,7 @@ from .probes import EngineProbe, MachineProbe
 from .progress import Progress
 from .rundir import STREAMS, RunDir, read
 from .runner import Clients, Runner, Watches
-from .scoring import score_frames
+from .scoring import score_frames, score_speech
 from .sfu import Adapter, AdapterError
 
 
@@ -303,8 +303,9 @@ def _finish(ctx: RunContext, status: str, error: str | None, cleanup: _Cleanup) 
     try:
         with cleanup.interruptible():
             score_frames(run_dir.path, ctx.media, progress)
+            score_speech(run_dir.path, ctx.media, progress)
     except KeyboardInterrupt:
-        progress.say("quality: scoring interrupted; `sfubench report` scores the frames later")
+        progress.say("quality: scoring interrupted; `sfubench report` scores the frames and recordings later")
         status = "interrupted"
     except Exception as e:  # the frames stay in frames/: `sfubench report` can score them again
         progress.say(f"quality: scoring failed ({type(e).__name__}: {e})")

@@ -2,7 +2,8 @@
 probe and sampler (sfubench/web), each adapter's client page folder (/sfu/<name>/) and Debian's
 packaged JavaScript (/javascript/, Debian's own convention, where janus.js lives); and it carries the
 page contract's traffic, handed to the collector: /collect (a record a page posts; the answer holds
-the commands waiting for the page) and /frame (a captured frame). Connections are kept alive:
+the commands waiting for the page), /frame (a captured frame) and /audio (a recording of what a page
+heard, or of its own microphone). Connections are kept alive:
 pages post several times a second. A post must carry the run's token (agent.TOKEN_HEADER; the pages
 have it from their URL's settings, the generators from their environment), or it is refused before
 its body is read; what is served to GETs is the project's own files, the same for every run.
@@ -21,7 +22,7 @@ from .config import ROOT
 
 WEB = Path(__file__).resolve().parent / "web"
 MOUNTS = {"/sfu/": ROOT / "sfu-configs", "/javascript/": Path("/usr/share/javascript"), "/": WEB}
-MAX_BODY = 16 << 20          # a captured PNG is tens of KB; anything this large is not ours
+MAX_BODY = 16 << 20          # a captured PNG is tens of KB, a recording a few MB; anything this large is not ours
 # A page posts several times a second on one kept-alive connection or two: a connection idle this
 # long is not a page's, and this many at once are more than a run's browsers open (64 at most).
 IDLE_TIMEOUT_S = 60
@@ -68,7 +69,7 @@ class _Handler(InTime, SimpleHTTPRequestHandler):
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
             length = -1
-        if self.collector is None or route not in ("/collect", "/frame") or not 0 <= length <= MAX_BODY:
+        if self.collector is None or route not in ("/collect", "/frame", "/audio") or not 0 <= length <= MAX_BODY:
             self.send_error(404 if length >= 0 else 400)
             return
         body = self.rfile.read(length)
@@ -79,7 +80,7 @@ class _Handler(InTime, SimpleHTTPRequestHandler):
                     raise ValueError("not an object")
                 answer = json.dumps(self.collector.collect(msg)).encode()
             else:
-                self.collector.frame(self._query(), body)
+                (self.collector.frame if route == "/frame" else self.collector.audio)(self._query(), body)
                 answer = b"[]"
         except ValueError:
             self.send_error(400)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from reports.runfiles import read_jsonl
 
-STREAMS = ("samples", "checks", "events", "quality", "server", "playback", "windows", "frames")
-FILES = {"frames": "frames/index.jsonl"}   # stream -> file, where it is not <stream>.jsonl
+STREAMS = ("samples", "checks", "events", "quality", "server", "playback", "windows", "frames", "audio")
+FILES = {"frames": "frames/index.jsonl", "audio": "audio/index.jsonl"}   # stream -> file, where not <stream>.jsonl
 
 
 class RunDirError(OSError):

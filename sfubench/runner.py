@@ -454,7 +454,10 @@ class Runner:
         w = self.collector.open_window(Window(phase, self.window, n, self.cfg.sample_interval,
                                               self.status.participants, time.time() + LEAD_S, frozenset(users)))
         self.collector.send({"cmd": "measure", "phase": phase, "window": w.id, "n": n,
-                             "interval": self.cfg.sample_interval, "at": round(w.opened * 1000)}, users)
+                             "interval": self.cfg.sample_interval, "at": round(w.opened * 1000),
+                             "participants": self.status.participants,
+                             # browsers record what they hear (synthetic participants decode nothing)
+                             "record": min(self.cfg.audio_seconds, (n - 1) * self.cfg.sample_interval)}, users)
         return w
 
     def capture(self, phase: str, window: int) -> None:

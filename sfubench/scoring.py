@@ -1,4 +1,5 @@
-"""The after-run quality scores, so that scoring never takes CPU from the browsers mid-measurement.
+"""The after-run quality scores, so that scoring never takes CPU from the browsers mid-measurement:
+of received frames (score_frames) and of received speech (score_speech).
 
 During the run the pages encode a few received frames as PNG after each measurement (the collector
 keeps them in frames/ and lists them in frames/index.jsonl with the code each shows); once the
@@ -10,12 +11,13 @@ its frames and index; `sfubench report` scores them.
 from __future__ import annotations
 
 import json
+import wave
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-from quality import brisque, fullref
+from quality import audiocode, brisque, fullref, speech
 
 INDEX = "index.jsonl"
 
@@ -66,6 +68,55 @@ def score_frames(run_path: Path, media, progress=None) -> int:
             out.write(json.dumps(rec, separators=(",", ":")) + "\n")
     tmp.replace(run_path / "quality.jsonl")
     return len(records)
+
+
+def score_speech(run_path: Path, media, progress=None) -> int:
+    """Scores every recording of what a browser heard (audio/index.jsonl) into speech.jsonl: placed
+    in the microphone's loop by its audio codes, ViSQOL and PESQ against the speech it should be
+    (quality/speech.py), and the mouth-to-ear delay of each code it holds against the sender's own
+    recording of its microphone in the same window. Returns the count."""
+    from .media import AUDIO_RATE
+    from .rundir import read
+
+    records = read(run_path / "audio", "index")
+    heard = [r for r in records if r.get("peer") != r.get("user")]
+    if not heard:
+        return 0
+    if progress:
+        progress.say(f"audio: scoring {len(heard)} recordings of what participants heard (ViSQOL, PESQ, delay)")
+    loop = _wav(media.wav)[0]
+    loop_s = len(loop) / AUDIO_RATE
+    sent = {}
+    for r in records:
+        if r.get("peer") == r.get("user"):
+            pcm, rate = _wav(run_path / "audio" / r["file"])
+            sent[(r["window"], r["user"])] = [(r["t"] / 1000 + t, k) for t, k in audiocode.find(pcm, rate)]
+    scorer = speech.Scorer()
+    rows = []
+    for r in heard:
+        pcm, rate = _wav(run_path / "audio" / r["file"])
+        row = {k: r.get(k) for k in ("t", "phase", "window", "participants", "room", "user", "peer")}
+        row.update(visqol=None, pesq=None, mouth_to_ear_ms=None, codes=0)
+        at = speech.place(pcm, rate, media.marks, len(loop), AUDIO_RATE)
+        if at is not None:
+            ref = speech.reference(loop, AUDIO_RATE, at, len(pcm) / rate, speech.SCORING_RATE)
+            row.update({k: _round(v, 3) for k, v in scorer.score(ref, speech.resample(pcm, rate)).items()})
+        codes = [(r["t"] / 1000 + t, k) for t, k in audiocode.find(pcm, rate)]
+        delays = speech.delays_ms(codes, sent.get((r["window"], r["peer"]), []), loop_s)
+        row.update(codes=len(codes), mouth_to_ear_ms=_round(float(np.median(delays)), 1) if delays else None)
+        rows.append(row)
+    tmp = run_path / "speech.jsonl.tmp"
+    with open(tmp, "w") as out:
+        for row in rows:
+            out.write(json.dumps(row, separators=(",", ":")) + "\n")
+    tmp.replace(run_path / "speech.jsonl")
+    return len(rows)
+
+
+def _wav(path: Path) -> tuple[np.ndarray, int]:
+    """A 16-bit mono WAV's samples as floats, and its rate."""
+    with wave.open(str(path)) as f:
+        return np.frombuffer(f.readframes(f.getnframes()), "<i2") / 32768.0, f.getframerate()
 
 
 def _round(v, digits: int = 2):

@@ -278,3 +278,19 @@ def test_every_participant_hears_every_other_and_the_report_says_what(sfu_run):
     tables = json.loads((run / "tables.json").read_text())
     assert tables["audio_knee"]["participants"] is None and tables["tables"]["audio"]["rows"]
     assert "<h2>Audio</h2>" in (run / "report.html").read_text()
+
+
+def test_what_each_browser_heard_scores_high_and_arrives_soon_on_a_plain_link(sfu_run):
+    """Every browser recorded each stream it heard in each measured window, and its microphone; after
+    the run each recording was placed by the speech's audio codes and scored: through a real SFU on a
+    plain link, ViSQOL at least 4 and a mouth-to-ear delay of a jitter buffer's order."""
+    run, _ = sfu_run
+    a = metrics.analyse(runfiles.load(run))
+    target = [r for r in a.run.speech if r["phase"] == "target"]
+    assert {(r["user"], r["peer"]) for r in target} == {
+        (f"r1u{a}", f"r1u{b}") for a in range(1, USERS + 1) for b in range(1, USERS + 1) if a != b}
+    assert all(r["visqol"] is not None for r in target), target
+    head = a.headline
+    assert head["audio_visqol"] >= 4.0 and 10 < head["audio_mouth_to_ear_ms"] < 300, head
+    index = read(run / "audio", "index")
+    assert len(index) >= len(target) + USERS   # and each microphone's own

@@ -236,10 +236,11 @@ def test_the_degrade_shape_measures_the_same_room_under_each_profile(tmp_path):
 def test_what_participants_hear_follows_the_loss_and_the_delay_of_the_link(tmp_path, capsys):
     """Audio's known answers, a room of two browsers through Janus. Loss: the same room under 2, 5
     and 15 % random loss coming down, then on the plain link (the target, 0 %): from each level to
-    the next concealment rises and the E-model MOS falls (2 % is printed, not judged: Opus's in-band
-    FEC may hide it). Delay: a run on a link 40 ms each way from the start against one on the plain
-    link; a stream crosses it twice (its sender's uplink, its receiver's downlink), so the E-model's
-    mouth-to-ear delay rises by 80 ms. (Not by stepping the delay in one run: a jitter buffer that
+    the next concealment rises and the E-model MOS and ViSQOL fall (2 % is printed, not judged: Opus's
+    in-band FEC may hide it), ViSQOL at least 4 at 0 %. Delay: a run on a link 40 ms each way from the
+    start against one on the plain link; a stream crosses it twice (its sender's uplink, its
+    receiver's downlink), so the E-model's mouth-to-ear delay and the one the audio codes measure
+    rise by 80 ms. (Not by stepping the delay in one run: a jitter buffer that
     saw the step holds more for tens of seconds after it, which is the buffer's answer to the step,
     not the link's delay.)"""
     profiles = {"loss2": "[down]\nloss_pct = 2\n", "loss5": "[down]\nloss_pct = 5\n", "loss15": "[down]\nloss_pct = 15\n"}
@@ -255,14 +256,17 @@ def test_what_participants_hear_follows_the_loss_and_the_delay_of_the_link(tmp_p
     shown = json.loads((run_dir / "tables.json").read_text())["tables"]["network"]
     col = {c: i for i, c in enumerate(shown["columns"])}
     at = {r[0]: r for r in shown["rows"]}
-    mos, concealed = ({n: at[n][col[c]] for n in at} for c in ("Audio MOS", "Concealed (%)"))
-    delay = {}
+    mos, concealed, visqol = ({n: at[n][col[c]] for n in at} for c in ("Audio MOS", "Concealed (%)", "ViSQOL"))
+    delay, heard = {}, {}
     for name, profile in (("plain", "delay_ms = 0\n"), ("far40", "delay_ms = 40\n")):
         (tmp_path / name).mkdir()
         a, _ = target_stats(run(tmp_path / name, profile, users_per_room=2, target_samples=8))
-        delay[name] = a.headline["audio_delay_ms"]
+        delay[name], heard[name] = a.headline["audio_delay_ms"], a.headline["audio_mouth_to_ear_ms"]
     with capsys.disabled():
-        print(f"\naudio: MOS {mos}, concealed {concealed} (%), E-model delay {delay} (ms)")
+        print(f"\naudio: MOS {mos}, ViSQOL {visqol}, concealed {concealed} (%), E-model delay {delay}, "
+              f"mouth to ear {heard} (ms)")
     assert concealed["plain"] < concealed["loss5"] < concealed["loss15"], concealed
     assert mos["plain"] > mos["loss5"] > mos["loss15"], mos
+    assert visqol["plain"] >= 4.0 and visqol["plain"] > visqol["loss5"] > visqol["loss15"], visqol
     assert abs(delay["far40"] - delay["plain"] - 80) <= 15, delay
+    assert abs(heard["far40"] - heard["plain"] - 80) <= 15, heard

@@ -176,6 +176,29 @@ def test_a_captured_frame_is_kept_only_with_safe_names_and_a_bounded_size(server
     assert (tmp_path / "frames" / "w3-r1u1-r1u2-2.png").read_bytes() == small
 
 
+def test_a_recording_is_kept_as_a_wav_only_with_safe_names_a_known_rate_and_a_bounded_length(server, tmp_path):
+    """/audio: a page's recording of what it heard (or of its microphone), 16-bit PCM. A name that is
+    not one, a rate no page records at, an odd or over-long body is dropped; a good one is a WAV in
+    audio/ with the epoch time of its first sample in the index."""
+    import wave
+    url, collector, records = server
+    collector.add_page("r1u1", 1, 1)
+    second = (b"\x01\x00" * 48_000)
+    base = "user=r1u1&phase=target&participants=2&window=3"
+    for query in ("peer=..%2Fx&rate=48000&t0=1000.5", "peer=r1u2&rate=12345&t0=1000.5", "peer=r1u2&rate=48000&t0=nan",
+                  "peer=r1u2&rate=48000&t0=x"):
+        assert request(f"{url}/audio?{base}&{query}", second)[0] in (200, 400), query
+    request(f"{url}/audio?{base}&peer=r1u2&rate=48000&t0=1000.5", second + b"\x00")       # half a sample
+    request(f"{url}/audio?{base}&peer=r1u2&rate=16000&t0=1000.5", b"\x00\x00" * 16_000 * 61)   # past 60 s
+    assert not [r for s, r in records if s == "audio"] and not (tmp_path / "audio").exists()
+    request(f"{url}/audio?{base}&peer=r1u2&rate=48000&t0=1000.5", second)
+    (rec,) = [r for s, r in records if s == "audio"]
+    assert (rec["file"], rec["t"], rec["rate"], rec["samples"], rec["window"]) == ("w3-r1u1-r1u2.wav", 1000.5, 48000,
+                                                                                    48000, 3)
+    with wave.open(str(tmp_path / "audio" / rec["file"])) as f:
+        assert (f.getframerate(), f.getnframes(), f.readframes(1)) == (48000, 48000, b"\x01\x00")
+
+
 def test_connections_beyond_the_bound_are_closed_and_the_rest_still_served(local_media, tmp_path):
     collector = Collector(Bus(), local_media, tmp_path / "frames")
     with PageServer(TOKEN, collector=collector, max_connections=3) as pages:

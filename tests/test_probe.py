@@ -94,7 +94,7 @@ def test_a_measurement_is_one_command_and_every_page_answers_on_time(session):
     at = time.time() + LEAD_S
     w = collector.open_window(Window("target", 7, 3, 1.0, 2, at, frozenset(USERS)))
     collector.send({"cmd": "measure", "phase": "target", "window": 7, "n": 3, "interval": 1.0,
-                    "at": round(at * 1000)})
+                    "at": round(at * 1000), "participants": 2, "record": 2.0})
     assert wait_for(lambda: w.complete, timeout=10)
     time.sleep(FRAME_FLUSH_S)
     health = collector.close_window(w)
@@ -137,3 +137,23 @@ def test_captured_frames_are_saved_with_their_code(session):
     assert len(index) == 4 and all(r["peer"] == PEER[r["user"]] and r["participants"] == 2 for r in index)
     assert all(isinstance(r["code"], int) for r in index), index
     assert all((folder / "frames" / r["frame"]).stat().st_size > 10_000 for r in index)
+
+
+def test_a_page_records_what_it_hears_and_its_microphone_in_a_window(session):
+    """The measurement above asked for 2 s of audio: each page posted its microphone's and what it
+    heard of its peer, 48 kHz PCM, begun within the window's first second; what it heard is speech
+    (not the silence of a recorder that got nothing)."""
+    import wave
+
+    import numpy as np
+    collector, records, folder = session
+    assert wait_for(lambda: len([r for s, r in records if s == "audio" and r["window"] == 7]) >= 4, timeout=15)
+    got = {(r["user"], r["peer"]): r for s, r in records if s == "audio" and r["window"] == 7}
+    assert set(got) == {(u, p) for u in USERS for p in (u, PEER[u])}
+    opened = min(r["t"] for r in got.values())
+    for r in got.values():
+        assert (r["rate"], r["samples"], r["participants"]) == (48000, 96000, 2), r
+        assert r["t"] - opened < 1000, r
+        with wave.open(str(folder / "audio" / r["file"])) as f:
+            pcm = np.frombuffer(f.readframes(f.getnframes()), "<i2") / 32768.0
+        assert np.sqrt(np.mean(pcm ** 2)) > 0.005, (r["file"], float(np.sqrt(np.mean(pcm ** 2))))

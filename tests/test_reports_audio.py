@@ -120,6 +120,10 @@ def test_a_runs_report_has_an_audio_section_its_table_and_both_knees(degrading):
     assert shown["columns"][:2] == ["Participants", "Audio MOS (E-model)"]
     by_count = {r[0]: r for r in shown["rows"]}
     assert by_count[7][1] > by_count[max(by_count)][1]   # MOS falls as the SFU degrades
+    # the recordings' scores beside the E-model, the scorers named with their versions
+    visqol = shown["columns"].index("ViSQOL (MOS-LQO)")
+    assert by_count[7][visqol] > by_count[max(by_count)][visqol] and "visqol-python 3.8.0" in shown["note"]
+    assert a.headline["audio_visqol"] is not None and a.headline["audio_mouth_to_ear_ms"] is not None
 
 
 def test_every_figure_of_the_audio_table_is_one_catalogue_entry_of_its_section():

@@ -91,7 +91,10 @@
       if (track.kind === 'video') {
         sampler.follow(String(user), track);
         if (settings.render) show(track, 'video');
-      } else if (user !== self) {
+        return;
+      }
+      recorder.add(String(user), track);
+      if (user !== self) {
         // Chromium's jitter buffer runs only while something plays the track out: without it a
         // received audio track counts no sample (reports/audio.py reads what it played). A muted
         // element pulls it, decoding and concealing as a played one, and sends nothing to a device.
@@ -154,6 +157,57 @@
       },
       capture(cmd) { worker.postMessage({capture: cmd}); },
       setFollow(on) { worker.postMessage({follow: on}); },
+    };
+  })();
+
+  // -- audio: a stated span of each received track and of the microphone, recorded in a window ----
+  // Recorded as PCM in an AudioWorklet (recorder.js) and posted to /audio with the epoch time of its
+  // first sample: the engine scores what was heard against the microphone's speech after the run and
+  // times its audio codes (quality/speech.py). The microphone's own recording gives the codes' send
+  // times, as the sampler's camera frames give the frame codes'.
+  const recorder = (() => {
+    const tracks = new Map();       // user -> the audio track that is theirs (self: the microphone)
+    let ctx = null;
+    let loaded = null;
+    async function context() {
+      if (!ctx) {
+        ctx = new AudioContext({sampleRate: 48000});
+        loaded = ctx.audioWorklet.addModule('/recorder.js');
+      }
+      await loaded;
+      if (ctx.state !== 'running') await ctx.resume();
+      return ctx;
+    }
+    function epoch(contextTime) {
+      const now = ctx.getOutputTimestamp();
+      return performance.timeOrigin + now.performanceTime + (contextTime - now.contextTime) * 1000;
+    }
+    function one(c, user, track, cmd) {
+      const source = c.createMediaStreamSource(new MediaStream([track]));
+      const node = new AudioWorkletNode(c, 'sfubench-recorder', {
+        numberOfOutputs: 1, processorOptions: {frames: Math.round(cmd.record * c.sampleRate)}});
+      const mute = c.createGain();
+      mute.gain.value = 0;   // the graph pulls the node only if it leads to the destination
+      source.connect(node).connect(mute).connect(c.destination);
+      node.port.onmessage = (e) => {
+        source.disconnect();
+        node.disconnect();
+        const q = new URLSearchParams({user: self, peer: user, phase: cmd.phase, window: cmd.window,
+                                       participants: cmd.participants, rate: c.sampleRate,
+                                       t0: epoch(e.data.started)});
+        fetch('/audio?' + q, {method: 'POST', headers, body: e.data.pcm.buffer}).catch(() => {});
+      };
+    }
+    return {
+      add(user, track) { tracks.set(user, track); },
+      async record(cmd) {
+        const c = await context();
+        const wait = cmd.at - Date.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        for (const [user, track] of tracks) {
+          if (track.readyState === 'live') one(c, user, track, cmd);
+        }
+      },
     };
   })();
 
@@ -246,7 +300,11 @@
   }
 
   function obey(cmd) {
-    if (cmd.cmd === 'measure') measure(cmd);
+    if (cmd.cmd === 'measure') {
+      measure(cmd);
+      // a recording that cannot start (no AudioContext here) is missing from the window's, said there
+      if (cmd.record) recorder.record(cmd).catch(() => {});
+    }
     else if (cmd.cmd === 'capture') sampler.capture(cmd);
     else if (cmd.cmd === 'follow') sampler.setFollow(Boolean(cmd.on));
     else if (cmd.cmd === 'leave' && api.onleave) api.onleave();

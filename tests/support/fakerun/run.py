@@ -74,6 +74,7 @@ class Records:
     checks: list = field(default_factory=list)
     quality: list = field(default_factory=list)
     playback: list = field(default_factory=list)
+    speech: list = field(default_factory=list)
     measurements: list = field(default_factory=list)   # (first sample t, phase, participants sampled, samples)
 
 
@@ -139,6 +140,7 @@ def _rooms(spec: FakeRun, plan: Plan, m: Model, rng) -> Records:
                 pair = rng.sample(members, 2)
                 rec.quality.append(scores.quality(rng, m, (rt + 13000, "ramp", p, r), pair, spec.reference))
                 rec.playback.append(scores.playback(rng, m, (rt + 12000, "ramp", p, r), pair, 1.0))
+                rec.speech.append(scores.speech(m, (rt + 12000, "ramp", p, r), pair))
     return rec
 
 
@@ -154,6 +156,7 @@ def _target(spec: FakeRun, plan: Plan, rec: Records, m: Model, rng) -> None:
                 pair = rng.sample(plan.users[r], 2)
                 rec.quality.append(scores.quality(rng, m, (plan.target_t + 4000, "target", p, r), pair, spec.reference))
                 rec.playback.append(scores.playback(rng, m, (plan.target_t + 3000, "target", p, r), pair, 7.0))
+                rec.speech.append(scores.speech(m, (plan.target_t + 3000, "target", p, r), pair))
     rec.events.append({"t": plan.end_t, "event": "run_finished", "room": None, "participants": p, "status": "ok"})
 
 
@@ -205,6 +208,7 @@ def _write(run_dir: Path, spec: FakeRun, rec: Records, windows: list[dict], prob
     _write_jsonl(run_dir / "checks.jsonl", sorted(rec.checks, key=lambda c: c["t"]))
     if spec.quality and not spec.crashed:
         _write_jsonl(run_dir / "quality.jsonl", sorted(rec.quality, key=lambda q: q["t"]))
+        _write_jsonl(run_dir / "speech.jsonl", sorted(rec.speech, key=lambda q: q["t"]))
     if spec.quality:   # the engine appends playback live, so a crashed run keeps it
         _write_jsonl(run_dir / "playback.jsonl", sorted(rec.playback, key=lambda q: q["t"]))
     if spec.server and not spec.crashed:

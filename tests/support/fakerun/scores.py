@@ -1,4 +1,5 @@
-"""The scores of captured frames (quality.jsonl) and the frame codes' playback (playback.jsonl)."""
+"""The scores of captured frames (quality.jsonl), the frame codes' playback (playback.jsonl) and the
+recordings of what browsers heard (speech.jsonl)."""
 from __future__ import annotations
 
 from .model import Model
@@ -30,3 +31,12 @@ def playback(rng, m: Model, at: tuple, pair: tuple, duration: float) -> dict:
             "freeze_s": round(freezes * (0.5 + rng.random()), 3), "longest_freeze_s": 0.0,
             "delay_ms": round((80 + 400 * d) * m.noise(0.2), 1),
             "delay_ms_p90": round((120 + 600 * d) * m.noise(0.2), 1), "delays": int(fps * duration)}
+
+
+def speech(m: Model, at: tuple, pair: tuple) -> dict:
+    """A recording's scores, drawn from no random number: the other figures stay as they were."""
+    (t, phase, p, room), (user, peer) = at, pair
+    d = m.degradation(p)
+    return {"t": t, "phase": phase, "window": None, "participants": p, "room": room, "user": user, "peer": peer,
+            "visqol": round(4.6 - 2.5 * d, 3), "pesq": round(4.2 - 2.5 * d, 3),
+            "mouth_to_ear_ms": round(90 + 300 * d, 1), "codes": 2}
