@@ -4,15 +4,19 @@
 
 One room against a real SFU in the lab, at the local profile (7 participants, 320x180@15) and at the
 paper profile (3 participants, 540x360@30: 7 would need more than this machine's 2 cores). Once the
-room is validated, the clients' cgroup CPU is read over three spans of the same length: idle (no
+room is validated, the clients' cgroup CPU is read over four spans of the same length: idle (no
 frame codes read, no getStats), following (every frame's code read, as during checks and windows),
-and measuring (frame codes and a getStats round every second: a measurement window). Not a test:
+measuring (frame codes and a getStats round every second: a measurement window, recording no audio)
+and recording (the same window, every browser recording what it hears and its microphone for the
+span, as --audio-seconds asks). Received audio is played out muted throughout (its jitter buffer's
+figures need it), so it is in every span. Not a test:
 the figures depend on the machine, printed beside them. Exit codes: 0 ok, 1 a run failed, 2 bad
 input, 130 interrupted.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
@@ -45,8 +49,12 @@ def spans(seconds: float, found: dict):
             runner.read_probes(phase, runner.window, "start")
             time.sleep(seconds)
             runner.read_probes(phase, runner.window, "end")
-        runner.measure("target", int(seconds) + 1)
-        found["measuring"] = runner.window
+        asked = runner.cfg
+        for phase, record in (("measuring", 0.0), ("recording", seconds)):
+            runner.cfg = dataclasses.replace(asked, audio_seconds=record)
+            runner.measure("target", int(seconds) + 1)
+            found[phase] = runner.window
+        runner.cfg = asked
     return scenario
 
 
@@ -76,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir, status = loadtest.run(cfg, Progress(open(os.devnull, "w")), spans(args.seconds, found))
         except KeyboardInterrupt:
             return 130
-        if status != "ok" or len(found) != 3:
+        if status != "ok" or len(found) != 4:
             print(f"bench/clients.py: the {profile} run did not complete ({status}); see {out}", file=sys.stderr)
             return 1
         c = {phase: cores(run_dir, w) for phase, w in found.items()}
@@ -88,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
               f"measuring ({c['measuring']:.2f} in all; SFU {sfu:.2f})")
         print(f"         measurement overhead: following frame codes +{c['following'] - c['idle']:.2f} cores, "
               f"getStats every second +{c['measuring'] - c['following']:.2f} cores over idle "
-              f"{c['idle']:.2f}")
+              f"{c['idle']:.2f}; recording what each hears +{(c['recording'] - c['measuring']) / users:.3f} "
+              "cores per participant")
     return 0
 
 
