@@ -175,7 +175,7 @@ def test_deploy_scale_with_rooms_and_teardown(cluster):
         policy = k8s.NetworkingV1Api(api).read_namespaced_network_policy("runner-only", "sfubench-t1")
         assert policy.spec.ingress[1]._from[0].ip_block.cidr == "10.20.0.5/32"
         labels = core.read_namespace("sfubench-t1").metadata.labels
-        assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+        assert labels["pod-security.kubernetes.io/enforce"] == "restricted"   # the pods above were admitted
         # the hub by its Ready pod's address, as a runner in the VPC reaches it (no cluster DNS)
         (hub,) = core.list_namespaced_pod("sfubench-t1", label_selector="app.kubernetes.io/name=selenium-hub").items
         assert grid.url() == f"http://{hub.status.pod_ip}:4444" and hub.status.pod_ip
@@ -280,6 +280,25 @@ def test_runner_role_is_confined_to_its_namespace(cluster):
         with pytest.raises(ApiException) as e:
             k8s.AppsV1Api(cluster.api(token)).delete_namespaced_deployment("selenium-hub", "sfubench-t2")
         assert e.value.status == 403
+    finally:
+        grid.teardown(timeout=120)
+
+
+def test_a_pod_the_restricted_profile_refuses_is_never_created(cluster):
+    """The namespace enforces Pod Security's restricted profile: the hub stripped of its security
+    context (root allowed, capabilities kept) never gets a pod, and the server says why."""
+    objects = kube.render("small")
+    hub = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "selenium-hub")
+    del hub["spec"]["template"]["spec"]["securityContext"]
+    del hub["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    grid = kube.KubeGrid(cluster.api(), "sfubench-t5", kube.GridSpec(objects=objects))
+    core = k8s.CoreV1Api(cluster.api())
+    try:
+        with pytest.raises(kube.KubeError):
+            grid.deploy(timeout=20)
+        assert not core.list_namespaced_pod("sfubench-t5").items
+        reasons = " ".join(e.message or "" for e in core.list_namespaced_event("sfubench-t5").items)
+        assert "violates PodSecurity \"restricted" in reasons, reasons
     finally:
         grid.teardown(timeout=120)
 
