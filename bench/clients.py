@@ -51,7 +51,7 @@ def spans(seconds: float, found: dict):
             runner.read_probes(phase, runner.window, "end")
         asked = runner.cfg
         for phase, record in (("measuring", 0.0), ("recording", seconds)):
-            runner.cfg = dataclasses.replace(asked, audio_seconds=record)
+            runner.cfg = dataclasses.replace(asked, audio_seconds=record, audio_windows="all")
             runner.measure("target", int(seconds) + 1)
             found[phase] = runner.window
         runner.cfg = asked

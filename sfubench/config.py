@@ -152,10 +152,14 @@ class Settings:
                               "and scored after the run (BRISQUE, PSNR, SSIM, VMAF); 0 turns "
                               "scoring off", min=0, max=100)
     audio_seconds: float = opt(6.0, "seconds of every received audio track, and of its own microphone, "
-                               "each browser records in every measured window (at most the window's "
-                               "length): scored after the run against the microphone's speech (ViSQOL, "
-                               "PESQ) and timed by its audio codes (mouth-to-ear delay); 0: none",
+                               "each browser records in a measured window (at most the window's length): "
+                               "scored after the run against the microphone's speech (ViSQOL, PESQ) and "
+                               "timed by its audio codes (mouth-to-ear delay); 0: none",
                                min=0, max=60, scenario=False)
+    audio_windows: str = opt("target", "the measured windows browsers record in: target (the run's last, at "
+                             "its most participants: seconds of scoring after the run), all (every ramp, "
+                             "target and network window: ViSQOL against participants, some seconds of "
+                             "scoring per recording)", choices=("target", "all"), scenario=False)
     play_audio: bool = opt(False, "play received audio out unmuted (it is decoded and played out muted "
                            "either way: its jitter buffer's figures need it)", scenario=False)
     render_video: bool = opt(False, "render received video in the page (costs the clients CPU; "

@@ -457,8 +457,14 @@ class Runner:
                              "interval": self.cfg.sample_interval, "at": round(w.opened * 1000),
                              "participants": self.status.participants,
                              # browsers record what they hear (synthetic participants decode nothing)
-                             "record": min(self.cfg.audio_seconds, (n - 1) * self.cfg.sample_interval)}, users)
+                             "record": self.recording(phase, n)}, users)
         return w
+
+    def recording(self, phase: str, n: int) -> float:
+        """Seconds of what it hears each browser records in a window of `phase` and `n` samples."""
+        if self.cfg.audio_windows != "all" and phase != "target":
+            return 0.0
+        return min(self.cfg.audio_seconds, (n - 1) * self.cfg.sample_interval)
 
     def capture(self, phase: str, window: int) -> None:
         """Every live participant encodes `quality_frames` frames of each remote video as PNG."""

@@ -249,6 +249,7 @@ def test_what_participants_hear_follows_the_loss_and_the_delay_of_the_link(tmp_p
     cfg = config.load(cli={"sfu": "janus", "preset": "browsers", "out": str(tmp_path), "background_interval": 0,
                            "lab_prefix": PREFIX, "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
                            "quality_frames": 0, "users_per_room": 2, "network_samples": 8, "target_samples": 8,
+                           "audio_windows": "all",
                            "shape": "degrade", "degrade": ",".join(str(tmp_path / f"{n}.toml") for n in profiles)},
                       env={})
     run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
