@@ -505,7 +505,10 @@ def load(cli: dict | None = None, env: dict | None = None, file: str | Path | No
     from . import sites   # the sites know what "auto" stands for where they are
     full = {name: values.get(name, f.default) for name, f in FIELDS.items()}
     if full["shape"] in shapes.SHAPES:   # an unknown one is refused with the other bad values
-        _refuse_foreign(full["shape"], {*from_file, *from_env, *from_cli})
+        # what the user set, to a value other than the default: a study hands every setting on, an
+        # auto one as its site resolved it (ramp_minutes), which is not the user's to refuse
+        _refuse_foreign(full["shape"], {name for name in {*from_file, *from_env, *from_cli}
+                                        if FIELDS[name].default not in (values[name], AUTO)})
         full = shapes.SHAPES[full["shape"]].adopt(full, set(values))
     kind = site or sites.kind_for(full)
     cfg = Config(**kind.defaults(derived(full)))
@@ -515,7 +518,7 @@ def load(cli: dict | None = None, env: dict | None = None, file: str | Path | No
 
 
 def _refuse_foreign(shape: str, given: set[str]) -> None:
-    """ConfigError for another shape's own setting that the user gave: it would be ignored."""
+    """ConfigError for another shape's own setting that the user set: it would be ignored."""
     own = set(shapes.SHAPES[shape].options)
     for other in shapes.SHAPES.values():
         for name in sorted((set(other.options) & given) - own):
