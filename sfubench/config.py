@@ -505,11 +505,12 @@ def load(cli: dict | None = None, env: dict | None = None, file: str | Path | No
     from . import sites   # the sites know what "auto" stands for where they are
     full = {name: values.get(name, f.default) for name, f in FIELDS.items()}
     if full["shape"] in shapes.SHAPES:   # an unknown one is refused with the other bad values
-        # what the user set, to a value other than the default: a study hands every setting on, an
-        # auto one as its site resolved it (ramp_minutes), which is not the user's to refuse
-        _refuse_foreign(full["shape"], {name for name in {*from_file, *from_env, *from_cli}
-                                        if FIELDS[name].default not in (values[name], AUTO)})
-        full = shapes.SHAPES[full["shape"]].adopt(full, set(values))
+        # what the user set (not a preset), to a value other than the default: an auto one as a
+        # site resolved it (a study hands on ramp_minutes so) is not the user's
+        given = {name for name in {*from_file, *from_env, *from_cli}
+                 if FIELDS[name].default not in (values[name], AUTO)}
+        _refuse_foreign(full["shape"], given)
+        full = shapes.SHAPES[full["shape"]].adopt(full, given)
     kind = site or sites.kind_for(full)
     cfg = Config(**kind.defaults(derived(full)))
     object.__setattr__(cfg, "_auto", frozenset(name for name, value in full.items() if value == AUTO))

@@ -29,7 +29,7 @@ from reports import metrics, runfiles
 from reports import study as study_report
 
 from . import calibrate, quiet
-from .config import ROOT, Config, ConfigError, as_toml, available_sfus, cpu_list
+from .config import FIELDS, ROOT, Config, ConfigError, as_toml, available_sfus, cpu_list
 from .progress import Progress
 from .sfu import Adapter
 
@@ -160,8 +160,11 @@ class Study:
             signal.signal(sig, self._forward)
         try:
             self._save()
+            # the settings each run is given: those not at their default (an auto one as resolved
+            # here), so that a run reads as given only what the study was given or sized
             self.out.joinpath("scenario.toml").write_text(as_toml(
-                {k: v for k, v in dataclasses.asdict(self.cfg).items() if k not in PER_RUN}))
+                {k: v for k, v in dataclasses.asdict(self.cfg).items()
+                 if k not in PER_RUN and v != FIELDS[k].default}))
             if not todo:
                 self.progress.say(f"study: nothing left to do: every run is recorded in {self.out / STATE}")
             n = 0

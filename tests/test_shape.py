@@ -203,3 +203,8 @@ def test_a_setting_of_another_shape_is_refused_not_ignored(given, message):
         return
     with pytest.raises(config.ConfigError, match=message.split(";")[0]):   # from the environment too
         config.load(cli={"shape": given["shape"]}, env={config.env_of(k): v for k, v in given.items() if k != "shape"})
+
+
+def test_a_presets_rooms_do_not_bound_the_until_knee_shape():
+    # the browsers preset's one room is its own ramp's: a run that asks for until-knee keeps its bound
+    assert config.load(cli={"preset": "browsers", "shape": "until-knee", "max_rooms": "8"}, env={}).max_rooms == 8
