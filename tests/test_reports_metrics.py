@@ -318,7 +318,7 @@ def test_load_tolerates_damage(tmp_path):
     assert run.damaged == {}
     assert sum(1 for _ in runfiles.iter_video_samples(run)) > 0
     assert run.damaged == {"samples.jsonl": 1}      # the cut-off last line, found while streaming
-    assert set(run.missing) == {"quality.jsonl", "server.jsonl"}
+    assert set(run.missing) == {"quality.jsonl", "speech.jsonl", "server.jsonl"}   # both scored after a run
     (d / "meta.json").write_text("{not json")
     assert "meta.json" in runfiles.load(d).missing
 
