@@ -74,6 +74,19 @@ def _playout(first: dict, last: dict) -> dict:
 _NUMBER = (int, float)
 
 
+def _between(first: dict, last: dict, obs: dict) -> None:
+    """A stream's bitrate, span, losses and packets expected between two of its samples, into `obs`."""
+    obs["bps"] = bitrate(first, last)
+    t0, t1 = number(first.get("t")), obs["t"]
+    if t0 is not None and t1 is not None:
+        obs["dt"] = (t1 - t0) / 1000.0
+    lost, packets = _delta(first, last, "packetsLost"), _delta(first, last, "packets")
+    if lost is not None and packets is not None:
+        obs["lost"] = lost
+        # received packets do not count the lost ones; sent packets do
+        obs["expected"] = packets + lost if obs["direction"] == "recv" else packets
+
+
 def _heard(first: dict, last: dict, within: list[dict], phase, window) -> dict:
     """One audio stream in one window, with what an audio stream has of _observe's (no frames) and,
     received, its playout."""
@@ -87,13 +100,7 @@ def _heard(first: dict, last: dict, within: list[dict], phase, window) -> dict:
     jitter = _avg(within, "jitter") if received else None
     obs["jitter_ms"] = jitter * 1000.0 if jitter is not None else None
     if first is not last:
-        obs["bps"] = bitrate(first, last)
-        t0, t1 = number(first.get("t")), obs["t"]
-        if t0 is not None and t1 is not None:
-            obs["dt"] = (t1 - t0) / 1000.0
-        lost, packets = _delta(first, last, "packetsLost"), _delta(first, last, "packets")
-        if lost is not None and packets is not None:
-            obs["lost"], obs["expected"] = lost, packets + lost if received else packets
+        _between(first, last, obs)
         if received:
             obs["playout"] = _playout(first, last)
     return obs
@@ -129,15 +136,7 @@ def _observe(first: dict | None, last: dict, within: list[dict], phase, window) 
         obs["fps"] = _avg(within, "framesPerSecond")
     obs["jitter_ms"] = jitter * 1000.0 if jitter is not None else None
     if first is not None and first is not last:
-        obs["bps"] = bitrate(first, last)
-        t0, t1 = number(first.get("t")), obs["t"]
-        if t0 is not None and t1 is not None:
-            obs["dt"] = (t1 - t0) / 1000.0
-        lost, packets = _delta(first, last, "packetsLost"), _delta(first, last, "packets")
-        if lost is not None and packets is not None:
-            obs["lost"] = lost
-            # received packets do not count the lost ones; sent packets do
-            obs["expected"] = packets + lost if get("direction") == "recv" else packets
+        _between(first, last, obs)
         obs["freezes"] = _delta(first, last, "freezeCount")
         obs["nacks"] = _delta(first, last, "nackCount")
         obs["plis"] = _delta(first, last, "pliCount")

@@ -366,6 +366,13 @@ class Collector:
                 "delay_ms_p90": round(float(np.percentile(delays, 90)), 1) if delays else None,
                 "delays": len(delays)})
 
+    def _heard_from(self, query: dict) -> Page | None:
+        """The page a /frame or /audio post names (its last message now), or None; under the lock."""
+        page = self.pages.get(query.get("user", ""))
+        if page is not None:
+            page.seen = time.monotonic()
+        return page
+
     # -- captured frames (after the window, for the after-run scores) -------------------------
     def frame(self, query: dict, png: bytes) -> None:
         """A received frame as PNG: saved in frames/ and listed in frames/index.jsonl. The image is
@@ -383,10 +390,9 @@ class Collector:
         except (OSError, ValueError, Image.DecompressionBombError):
             return
         with self.lock:
-            page = self.pages.get(query.get("user", ""))
+            page = self._heard_from(query)
             if page is None:
                 return
-            page.seen = time.monotonic()
             name = f"w{window}-{page.user}-{peer}-{i}.png"
             w = int(window)
             self.captured[w] += 1
@@ -414,10 +420,9 @@ class Collector:
                 and math.isfinite(t0) and 0 < len(pcm) <= 2 * rate * MAX_AUDIO_S and len(pcm) % 2 == 0):
             return
         with self.lock:
-            page = self.pages.get(query.get("user", ""))
-            if page is None:
-                return
-            page.seen = time.monotonic()
+            page = self._heard_from(query)
+        if page is None:
+            return
         name = f"w{window}-{page.user}-{peer}.wav"
         folder = self.frames_dir.parent / "audio"
         folder.mkdir(parents=True, exist_ok=True)

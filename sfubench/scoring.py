@@ -62,11 +62,7 @@ def score_frames(run_path: Path, media, progress=None) -> int:
             vmafs = at_size = [None] * len(vmaf_batch)
         for (rec, _), v, own in zip(vmaf_batch, vmafs, at_size):
             rec["vmaf"], rec["vmaf_layer"] = _round(v), _round(own)
-    tmp = run_path / "quality.jsonl.tmp"
-    with open(tmp, "w") as out:
-        for rec in records:
-            out.write(json.dumps(rec, separators=(",", ":")) + "\n")
-    tmp.replace(run_path / "quality.jsonl")
+    _write_whole(run_path / "quality.jsonl", records)
     return len(records)
 
 
@@ -105,12 +101,18 @@ def score_speech(run_path: Path, media, progress=None) -> int:
         delays = speech.delays_ms(codes, sent.get((r["window"], r["peer"]), []), loop_s)
         row.update(codes=len(codes), mouth_to_ear_ms=_round(float(np.median(delays)), 1) if delays else None)
         rows.append(row)
-    tmp = run_path / "speech.jsonl.tmp"
-    with open(tmp, "w") as out:
-        for row in rows:
-            out.write(json.dumps(row, separators=(",", ":")) + "\n")
-    tmp.replace(run_path / "speech.jsonl")
+    _write_whole(run_path / "speech.jsonl", rows)
     return len(rows)
+
+
+def _write_whole(path: Path, records: list[dict]) -> None:
+    """Scores as JSON lines, written then renamed: the file is whole or absent (a crash mid-write
+    leaves the recordings to score again)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as out:
+        for rec in records:
+            out.write(json.dumps(rec, separators=(",", ":")) + "\n")
+    tmp.replace(path)
 
 
 def _wav(path: Path) -> tuple[np.ndarray, int]:
