@@ -79,5 +79,5 @@ class RunDir:
 
 def read(path: Path, stream: str) -> list[dict]:
     """Reads one stream; a last line cut short by a crash is skipped, not fatal."""
-    file = path / f"{stream}.jsonl"
+    file = path / FILES.get(stream, f"{stream}.jsonl")
     return read_jsonl(file)[0] if file.exists() else []

@@ -79,11 +79,14 @@ def test_loadtest_through_a_remote_grid(mini, tmp_path):
     assert len(checks) == 9 and all(c["ok"] for c in checks), checks
 
     # the browsers ran on the node (the hub's only one) and their media crossed the bridge to the
-    # SFU's host; the runner's host carried the pages and the stats, not the media
+    # SFU's host; the runner's host carried the pages, the stats and the pages' audio recordings
+    # (uploaded once, kept in audio/), not the media
     assert [n["uri"] for n in mini.status["nodes"]] == [f"http://{mini.address('node')}:5555"]
     sent, got = mini.bytes("node", "tx") - before["node"], mini.bytes("sfu", "rx") - before["sfu"]
     runner = mini.bytes("run", "rx") + mini.bytes("run", "tx") - before["run"]
-    assert sent > 1e6 and got > 1e6 and runner < got / 2, (sent, got, runner)
+    recorded = sum(f.stat().st_size for f in (run_dir / "audio").glob("*.wav"))
+    assert recorded > 0 and len(read(run_dir, "audio")) == 9, recorded   # 3 pages: 2 peers + microphone
+    assert sent > 1e6 and got > 1e6 and runner - recorded < got / 2, (sent, got, runner, recorded)
 
     # and the videos played: the frame codes arrive at close to the clip's rate, as locally
     tables = json.loads((run_dir / "tables.json").read_text())
