@@ -141,7 +141,7 @@ def test_captured_frames_are_saved_with_their_code(session):
 
 def test_a_page_records_what_it_hears_and_its_microphone_in_a_window(session):
     """The measurement above asked for 2 s of audio: each page posted its microphone's and what it
-    heard of its peer, 48 kHz PCM, begun within the window's first second; what it heard is speech
+    heard of its peer, 16 kHz PCM (what the scorers take), begun within the window's first second; what it heard is speech
     (not the silence of a recorder that got nothing)."""
     import wave
 
@@ -152,7 +152,7 @@ def test_a_page_records_what_it_hears_and_its_microphone_in_a_window(session):
     assert set(got) == {(u, p) for u in USERS for p in (u, PEER[u])}
     opened = min(r["t"] for r in got.values())
     for r in got.values():
-        assert (r["rate"], r["samples"], r["participants"]) == (48000, 96000, 2), r
+        assert (r["rate"], r["samples"], r["participants"]) == (16000, 32000, 2), r
         assert r["t"] - opened < 1000, r
         with wave.open(str(folder / "audio" / r["file"])) as f:
             pcm = np.frombuffer(f.readframes(f.getnframes()), "<i2") / 32768.0

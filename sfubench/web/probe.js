@@ -169,9 +169,10 @@
     const tracks = new Map();       // user -> the audio track that is theirs (self: the microphone)
     let ctx = null;
     let loaded = null;
+    let recording = 0;              // recordings under way: the context runs while there is one
     async function context() {
       if (!ctx) {
-        ctx = new AudioContext({sampleRate: 48000});
+        ctx = new AudioContext({sampleRate: 16000, latencyHint: 'playback'});
         loaded = ctx.audioWorklet.addModule('/recorder.js');
       }
       await loaded;
@@ -182,31 +183,45 @@
       const now = ctx.getOutputTimestamp();
       return performance.timeOrigin + now.performanceTime + (contextTime - now.contextTime) * 1000;
     }
-    function one(c, user, track, cmd) {
-      const source = c.createMediaStreamSource(new MediaStream([track]));
+    function done(c) {
+      // between recordings the context renders nothing: it costs the page no audio thread
+      if (--recording === 0) c.suspend().catch(() => {});
+    }
+    function all(c, users, cmd) {
       const node = new AudioWorkletNode(c, 'sfubench-recorder', {
-        numberOfOutputs: 1, processorOptions: {frames: Math.round(cmd.record * c.sampleRate)}});
+        numberOfInputs: users.length, numberOfOutputs: 1,
+        processorOptions: {frames: Math.round(cmd.record * c.sampleRate)}});
+      const sources = users.map((user, k) => {
+        const source = c.createMediaStreamSource(new MediaStream([tracks.get(user)]));
+        source.connect(node, 0, k);
+        return source;
+      });
       const mute = c.createGain();
       mute.gain.value = 0;   // the graph pulls the node only if it leads to the destination
-      source.connect(node).connect(mute).connect(c.destination);
+      node.connect(mute).connect(c.destination);
       node.port.onmessage = (e) => {
-        source.disconnect();
+        const t0 = epoch(e.data.started);
+        sources.forEach((s) => s.disconnect());
         node.disconnect();
-        const q = new URLSearchParams({user: self, peer: user, phase: cmd.phase, window: cmd.window,
-                                       participants: cmd.participants, rate: c.sampleRate,
-                                       t0: epoch(e.data.started)});
-        fetch('/audio?' + q, {method: 'POST', headers, body: e.data.pcm.buffer}).catch(() => {});
+        mute.disconnect();
+        done(c);
+        users.forEach((user, k) => {
+          const q = new URLSearchParams({user: self, peer: user, phase: cmd.phase, window: cmd.window,
+                                         participants: cmd.participants, rate: c.sampleRate, t0});
+          fetch('/audio?' + q, {method: 'POST', headers, body: e.data.pcm[k].buffer}).catch(() => {});
+        });
       };
     }
     return {
       add(user, track) { tracks.set(user, track); },
       async record(cmd) {
+        recording++;
         const c = await context();
         const wait = cmd.at - Date.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-        for (const [user, track] of tracks) {
-          if (track.readyState === 'live') one(c, user, track, cmd);
-        }
+        const users = [...tracks.keys()].filter((user) => tracks.get(user).readyState === 'live');
+        if (users.length) all(c, users, cmd);
+        else done(c);
       },
     };
   })();
