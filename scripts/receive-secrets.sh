@@ -1,7 +1,7 @@
 #!/bin/sh
 # The one thing a run's SSH key may do on an SFU host: its authorized_keys line forces this command
-# (restrict,command=...), whatever the client asks to run. It writes the SFU's secrets, read from
-# stdin as SFUBENCH_<SFU>_<KEY>=VALUE lines, to FILE, whole or not at all (a rename), readable by
+# (restrict,command=...), whatever the client asks to run. It writes the run's token and the SFU's
+# secrets, read from stdin as SFUBENCH_<NAME>=VALUE lines, to FILE, whole or not at all (a rename), readable by
 # its owner only; `sfubench serve --secrets FILE` waits for it. Anything else on stdin is refused.
 #   receive-secrets.sh FILE
 set -eu

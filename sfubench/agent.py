@@ -299,17 +299,19 @@ class InTime:
             self.server.on_request(self.connection, False)
 
 
-def serve_probe(probe, address: str, port: int = PROBE_PORT, token: str = "", log=None) -> ThreadingHTTPServer:
+def serve_probe(probe, address: str, port: int, token: str, log=None) -> ThreadingHTTPServer:
     """Answers GET /probe with `probe.sample()` and GET /facts with this host's machine_facts(), and
     with `log` (a file) GET /log with its last 256 KB, from a thread, until the returned server's
-    shutdown(); with a `token`, only to requests that carry it."""
+    shutdown(); only to requests that carry the run's `token` (there is no open mode)."""
+    if not token:
+        raise ValueError("a probe answers only to the run's token: none given")
     lock = threading.Lock()
 
     class Handler(InTime, BaseHTTPRequestHandler):
         timeout = 10
 
         def do_GET(self):
-            if token and not token_carried(self.headers, token):
+            if not token_carried(self.headers, token):
                 self.send_error(403)
                 return
             if self.path == "/facts":

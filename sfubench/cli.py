@@ -114,7 +114,8 @@ def _add_host_commands(sub) -> None:
     cc.add_argument("--tags", action="store_true",
                     help="instead, find the runs' resources in AWS by their sfubench:run tag (what a lost "
                     "state left: a dead runner's folder is gone), through boto3 with the AWS CLI's "
-                    "credentials and region")
+                    "credentials and region, and their grids' namespaces by their sfubench/run label "
+                    "where a kubeconfig is found")
     cc.add_argument("--older-than", default="6h", metavar="DURATION",
                     help="with --tags: delete only runs started longer ago than this (6h, 90m, 2d; "
                     "default 6h): a run still going is younger")
@@ -221,7 +222,7 @@ def _cloud_cleanup(args) -> int:
     from .cloud import run as cloud_run
     from .cloud import sweep
     if args.tags:
-        failed = sweep.sweep(args.older_than)
+        failed = sweep.sweep(args.older_than, core=cloud_run.kube_core())
     else:
         failed = cloud_run.cleanup(args.out)
     for line in failed:

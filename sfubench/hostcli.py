@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from . import config as config_mod
-from .agent import PROBE_PORT
+from .agent import PROBE_PORT, TOKEN_ENV
 from .cliutil import EXIT_FAILED, UsageError, one_line, require
 from .synthetic import GENERATOR_PORT
 
@@ -32,8 +32,9 @@ def add_commands(sub) -> None:
                     help="port of this host's probe of its SFU (GET /probe: CPU, memory, UDP and "
                     "interface counters), which a remote run reads")
     sv.add_argument("--secrets", type=Path, default=None, metavar="FILE",
-                    help="for an SFU with secrets: wait, after installing, for FILE (KEY=VALUE lines "
-                    "the runner delivers over SSH) and start the SFU with them")
+                    help="wait, after installing, for FILE (KEY=VALUE lines the runner delivers over "
+                    f"SSH): the run's token ({TOKEN_ENV}), which the probe answers to, and the SFU's "
+                    f"secrets if it has any; without it the token comes from {TOKEN_ENV}")
 
     ge = sub.add_parser("generate", help="run a generator of synthetic participants on this host for "
                         "remote runs (a cloud's synth pod)", description="Encode the clip (cached) and "
@@ -55,19 +56,27 @@ def serve(args) -> int:
     import signal
     import time
     from . import probes
-    from .agent import TOKEN_ENV, serve_probe
+    from .agent import serve_probe
     from .lab import host_of
     from .sfu import Adapter
     from .sfuserver import SfuFailed
     host = host_of(args.address)
     cache = Path(args.cache).expanduser() if args.cache else config_mod.cache_root()
     adapter = Adapter.load(args.sfu, profile=args.sfu_profile)
-    if adapter.secrets and args.secrets is None:
-        raise UsageError(f"{adapter.name} has secrets: give --secrets FILE, where the runner delivers them")
+    if args.secrets is None and adapter.secrets:
+        raise UsageError(f"{adapter.name} has secrets: give --secrets FILE, where the runner delivers them "
+                         "with the run's token")
+    if args.secrets is None and not os.environ.get(TOKEN_ENV):
+        raise UsageError(f"the probe answers only to the run's token: give --secrets FILE, where the runner "
+                         f"delivers it, or set {TOKEN_ENV}")
     print(f"serve: installing {adapter.name} {adapter.version} (skipped when installed)", flush=True)
     adapter.install(cache)
+    delivered = await_secrets(args.secrets, adapter.name) if args.secrets else {}
+    token = delivered.get(TOKEN_ENV) or os.environ.get(TOKEN_ENV, "")
+    if not token:
+        raise UsageError(f"{args.secrets} holds no {TOKEN_ENV}: the probe answers only to the run's token")
     if adapter.secrets:
-        adapter.use_secrets(await_secrets(args.secrets, adapter.name))
+        adapter.use_secrets(delivered)
     args.out.mkdir(parents=True, exist_ok=True)
 
     def stop(signum, frame):   # systemd stops the service with SIGTERM: a clean stop, exit 0
@@ -76,14 +85,14 @@ def serve(args) -> int:
     signal.signal(signal.SIGTERM, stop)
     # the host's own probe of its SFU, which a remote run reads as a local run reads its lab's; it
     # answers before the SFU's health check does, so a runner that saw the SFU finds the probe; to
-    # the run's token only where the host was given one
+    # the run's token only
     started = []
 
     def pids() -> list[int]:
         return started[0].pids() if started else []
 
     probe = serve_probe(probes.TreeProbe("sfu", pids, lambda: next(iter(pids()), None), host.interface),
-                        args.address, args.probe_port, os.environ.get(TOKEN_ENV, ""), log=args.out / "sfu.log")
+                        args.address, args.probe_port, token, log=args.out / "sfu.log")
     print(f"serve: probe at http://{args.address}:{args.probe_port}/probe", flush=True)
     try:
         started.append(adapter.start(host, args.out, cache, args.page_origin))
@@ -107,7 +116,6 @@ def generate(args) -> int:
     """A synthetic participants' generator as a service: the clip and the binary as a local run
     gets them, then sfubench-synth in its place, listening."""
     from . import encoding, media, synthetic
-    from .agent import TOKEN_ENV
     from .sfu import Adapter
     if not os.environ.get(TOKEN_ENV):
         raise UsageError(f"{TOKEN_ENV} must hold the run's token (the runner's Secret): commands without it "
@@ -128,10 +136,12 @@ def generate(args) -> int:
 
 def await_secrets(path: Path, sfu: str) -> dict[str, str]:
     """The secrets file the runner delivers (scripts/receive-secrets.sh writes it whole, by rename):
-    its secrets must be the runner's, which signs the participants' tokens with them."""
+    the run's token, and the SFU's secrets if it has any, which must be the runner's (it signs the
+    participants' tokens with them)."""
     import time
     if not path.exists():
-        print(f"serve: waiting for {sfu}'s secrets at {path} (the runner delivers them over SSH)", flush=True)
+        print(f"serve: waiting at {path} for the run's token (and {sfu}'s secrets, if any), which the "
+              "runner delivers over SSH", flush=True)
     while not path.exists():
         time.sleep(1)
     env = {}

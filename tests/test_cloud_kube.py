@@ -8,6 +8,7 @@ import json
 import secrets
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 
 import kubernetes_validate
 import pytest
@@ -16,7 +17,9 @@ from kubernetes.client.exceptions import ApiException
 
 from sfubench import config
 from sfubench import grid as grid_mod
-from sfubench.cloud import kube
+from sfubench.cloud import courier as courier_mod
+from sfubench.cloud import kube, sweep
+from sfubench.sfu import Adapter
 from sfubench.sites import RemoteSite
 
 from support.controlplane import NODE_LEASE_S, ControlPlane
@@ -164,9 +167,12 @@ def test_generators_scale_with_a_rooms_synthetic_participants(cluster):
 
 def test_deploy_scale_with_rooms_and_teardown(cluster):
     api = cluster.api()
-    grid = kube.KubeGrid(api, "sfubench-t1", kube.GridSpec(overlay="small", token=RUN_TOKEN, runner_cidr="10.20.0.5/32"))
+    run = {sweep.RUN_TAG: "r20261205120000", sweep.OWNER_TAG: "ci", sweep.DEADLINE_TAG: "2026-12-05T14:00:00Z"}
+    grid = kube.KubeGrid(api, "sfubench-t1", kube.GridSpec(overlay="small", token=RUN_TOKEN, runner_cidr="10.20.0.5/32",
+                                                           run=run))
     apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
     try:
+        grid.reach_sfu("10.42.0.9")
         grid.deploy(timeout=120)
         assert _ready_pods(core, "sfubench-t1", "selenium-hub") == 1
         # the run's token in the Secret the pods read, the runner alone admitted, Pod Security on
@@ -174,8 +180,18 @@ def test_deploy_scale_with_rooms_and_teardown(cluster):
         assert base64.b64decode(secret.data["token"]).decode() == RUN_TOKEN
         policy = k8s.NetworkingV1Api(api).read_namespaced_network_policy("runner-only", "sfubench-t1")
         assert policy.spec.ingress[1]._from[0].ip_block.cidr == "10.20.0.5/32"
-        labels = core.read_namespace("sfubench-t1").metadata.labels
-        assert labels["pod-security.kubernetes.io/enforce"] == "restricted"   # the pods above were admitted
+        # out of the namespace, the pods reach the cluster's DNS, the runner and the SFU host only
+        assert policy.spec.policy_types == ["Ingress", "Egress"]
+        outside = [peer for rule in policy.spec.egress for peer in rule.to if peer.ip_block]
+        assert [p.ip_block.cidr for p in outside] == ["10.20.0.5/32", "10.42.0.9/32"]
+        assert not [p.ip_block._except for p in outside if p.ip_block._except]
+        dns = [rule for rule in policy.spec.egress if any(p.namespace_selector is not None for p in rule.to)]
+        assert len(dns) == 1 and {p.port for p in dns[0].ports} == {53}
+        meta = core.read_namespace("sfubench-t1").metadata
+        assert meta.labels["pod-security.kubernetes.io/enforce"] == "restricted"   # the pods above were admitted
+        # the run's tags, by which the tag sweeper finds the namespace once its runner is gone
+        assert meta.labels[sweep.NS_RUN] == "r20261205120000"
+        assert (meta.annotations[sweep.NS_OWNER], meta.annotations[sweep.NS_DEADLINE]) == ("ci", "2026-12-05T14:00:00Z")
         # the hub by its Ready pod's address, as a runner in the VPC reaches it (no cluster DNS)
         (hub,) = core.list_namespaced_pod("sfubench-t1", label_selector="app.kubernetes.io/name=selenium-hub").items
         assert grid.url() == f"http://{hub.status.pod_ip}:4444" and hub.status.pod_ip
@@ -329,6 +345,51 @@ def test_cleanup_deletes_the_grid_a_killed_run_left(cluster, tmp_path, monkeypat
     assert "sfubench-r20261123000000" not in names
 
 
+def test_the_tag_sweep_deletes_the_namespaces_of_dead_runs_only(cluster):
+    """`cloud-cleanup --tags` with a kubeconfig: the grid namespaces of runs whose deadline has
+    passed and that are older than --older-than go; a live run's (older than that), a young one's,
+    another owner's (no owner annotation) and a namespace that is no run's stay."""
+    core = k8s.CoreV1Api(cluster.api())
+    now = datetime.now(timezone.utc)
+
+    def namespace(name: str, started_h: float, deadline_h: float | None, owner: str | None = "ci") -> None:
+        tags = {sweep.RUN_TAG: f"r{now - timedelta(hours=started_h):%Y%m%d%H%M%S}"}
+        if owner:
+            tags[sweep.OWNER_TAG] = owner
+        if deadline_h is not None:
+            tags[sweep.DEADLINE_TAG] = f"{now - timedelta(hours=deadline_h):%Y-%m-%dT%H:%M:%SZ}"
+        annotations = {k: v for k, v in sweep.namespace_annotations(tags).items() if v}
+        core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(
+            name=name, labels=sweep.namespace_labels(tags), annotations=annotations)))
+
+    namespace("sfubench-expired", 10, 8)
+    namespace("sfubench-before-deadlines", 30, None)   # judged by its start plus the longest --hours
+    namespace("sfubench-live", 10, -1)
+    namespace("sfubench-young", 1, 0.5)
+    namespace("sfubench-others", 10, 8, owner=None)
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="not-a-run")))
+    ours = {"sfubench-expired", "sfubench-before-deadlines", "sfubench-live", "sfubench-young", "sfubench-others",
+            "not-a-run"}
+    try:
+        said = []
+
+        class Said:
+            def say(self, line):
+                said.append(line)
+        assert sweep.Sweeper(None, sweep.duration_s("6h"), Said(), core=core).sweep() == []
+        left = {n.metadata.name for n in core.list_namespace().items
+                if n.status.phase != "Terminating" and n.metadata.name in ours}
+        assert left == {"sfubench-live", "sfubench-young", "sfubench-others", "not-a-run"}, (left, said)
+        assert sorted(line.split(" deleted")[0] for line in said) == [
+            "sweep: namespace sfubench-before-deadlines", "sweep: namespace sfubench-expired"], said
+    finally:
+        for name in ours:
+            try:
+                core.delete_namespace(name)
+            except ApiException:
+                pass
+
+
 def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path, monkeypatch):
     """The orchestration of `cloud-loadtest`: the grid really deployed on the control plane, the
     engine given Terraform's address and the grid's URL and scaling listener, and both torn down
@@ -370,19 +431,29 @@ def test_a_cloud_run_tears_everything_down_when_the_run_fails(cluster, tmp_path,
         seen["token"] = base64.b64decode(secret.data["token"]).decode() == site.token and len(site.token) >= 32
         policy = k8s.NetworkingV1Api(cluster.api()).read_namespaced_network_policy("runner-only", "sfubench-r1")
         seen["admitted"] = policy.spec.ingress[1]._from[0].ip_block.cidr
+        seen["reached"] = [p.ip_block.cidr for rule in policy.spec.egress for p in rule.to if p.ip_block]
         raise RuntimeError("the SFU stopped answering")
+
+    class Courier(courier_mod.Courier):   # stand-in for the SSH delivery: no host at 10.42.0.9 here
+        def deliver(self, address, timeout=900, say=None):
+            calls.append(("deliver", address))
 
     monkeypatch.setattr(terraform, "Hosts", Hosts)
     monkeypatch.setattr(loadtest, "run", failing_run)
     monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
     cfg = _cfg(out=str(tmp_path), page_address="10.42.0.5")
-    with pytest.raises(RuntimeError, match="stopped answering"):
-        cloud_run._apply_and_run(cloud_run.cloud("aws"), cfg, {"run_id": "r1", "vpc_cidr": "10.42.0.0/16",
-                                                               "git_ref": "b940d9a"}, "r1", _Quiet(), None)
-    assert calls == [("init", "aws", "r1", "r1-cloud-aws"), ("apply",), ("destroy",)]
+    courier = Courier(Adapter.load("janus"), secrets.token_urlsafe(24))
+    try:
+        with pytest.raises(RuntimeError, match="stopped answering"):
+            cloud_run._apply_and_run(cloud_run.cloud("aws"), cfg, {"run_id": "r1", "vpc_cidr": "10.42.0.0/16",
+                                                                   "git_ref": "b940d9a"}, "r1", _Quiet(), courier)
+    finally:
+        courier.close()
+    assert calls == [("init", "aws", "r1", "r1-cloud-aws"), ("apply",), ("deliver", "10.42.0.9"), ("destroy",)]
     assert seen == {"sfu": "10.42.0.9", "grid": "the hub pod", "answering is enough": True, "node_cache": "/media",
                     "listeners": [["events"]], "live": True, "probes": ["clients"],
-                    "generators": ("http://synth:9480/command", []), "token": True, "admitted": "10.42.0.0/16"}
+                    "generators": ("http://synth:9480/command", []), "token": True, "admitted": "10.42.0.0/16",
+                    "reached": ["10.42.0.0/16", "10.42.0.9/32"]}
     names = [n.metadata.name for n in k8s.CoreV1Api(cluster.api()).list_namespace().items]
     assert "sfubench-r1" not in names
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import pytest
 import yaml
 
 from sfubench import config
-from sfubench.agent import PROBE_PORT
+from sfubench.agent import PROBE_PORT, TOKEN_HEADER
 from sfubench.cloud import run as cloud_run
 from sfubench.cloud import terraform
 from sfubench.cloud.courier import Courier
@@ -63,49 +65,53 @@ def caches() -> dict[Path, str]:
     return binds
 
 
-def user_data(sfu: str, host: BareHost, commit: str, courier: Courier | None) -> str:
+def user_data(sfu: str, host: BareHost, commit: str, courier: Courier) -> str:
     """The user_data Terraform renders for `sfu`'s host of a run whose VPC is the host's subnet."""
     plan = terraform.plan_offline({
         "run_id": "rh1", "owner": "ci", "sfus": terraform.sfus_variable([sfu]), "vpc_cidr": f"{host.subnet}.0/24",
         "operator_cidr": f"{host.router}/32", "repo_url": f"file://{HOST_REPO}", "git_ref": commit,
         "page_origin": host.router, "hours": 1, "probe_port": PROBE_PORT,
-        "secrets_public_key": courier.public_key if courier else ""}, "aws")
+        "secrets_public_key": courier.public_key}, "aws")
     return plan["hosts"][sfu]["user_data"]
 
 
-def healthy(adapter: Adapter, host: BareHost, work: Path) -> dict:
+def healthy(adapter: Adapter, host: BareHost, work: Path, token: str) -> dict:
     """Waits for the host's probe, then for its SFU's own health check as a run attaches to it;
-    returns the host's facts."""
-    host.wait_for(f"http://{host.address}:{PROBE_PORT}/facts", INSTALL_TIMEOUT_S)
+    returns the host's facts, read with the run's `token`. A forged request (no token, or another)
+    gets 403 and nothing of the host."""
+    url = f"http://{host.address}:{PROBE_PORT}/facts"
+    host.wait_for(url, INSTALL_TIMEOUT_S)   # any answer: the probe is up
     adapter.attach(Host("", "", host.address), work, INSTALL_TIMEOUT_S, host.router)
-    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
-            f"http://{host.address}:{PROBE_PORT}/facts", timeout=10) as r:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    for forged in ({}, {TOKEN_HEADER: token + "x"}):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            opener.open(urllib.request.Request(url, headers=forged), timeout=10)
+        assert e.value.code == 403 and b"hostname" not in e.value.read()
+    with opener.open(urllib.request.Request(url, headers={TOKEN_HEADER: token}), timeout=10) as r:
         return json.loads(r.read())
 
 
 def rehearse(sfu: str, image: Path, repo: tuple[Path, str], work: Path) -> dict:
-    """Boots a bare host on `sfu`'s user_data (its secrets delivered over SSH as a run delivers
-    them) and waits until its SFU is healthy; returns its facts."""
+    """Boots a bare host on `sfu`'s user_data (the run's token and its secrets delivered over SSH as
+    a run delivers them) and waits until its SFU is healthy; returns its facts."""
     bare, commit = repo
     host = BareHost(work)
     adapter = Adapter.load(sfu)
-    courier = Courier(adapter) if adapter.secrets else None
+    courier = Courier(adapter, secrets.token_urlsafe(16))
     data = user_data(sfu, host, commit, courier)
     try:   # from the boot on: whatever fails, the namespace, the router's rules and the root go
         host.boot(image, data, binds={bare: HOST_REPO, **caches()})
-        if courier:
-            courier.deliver(host.address, INSTALL_TIMEOUT_S)
-        return healthy(adapter, host, work)
+        courier.deliver(host.address, INSTALL_TIMEOUT_S)
+        return healthy(adapter, host, work, courier.token)
     finally:
         (work / "cloud-init-output.log").write_text(host.output())
         host.down()
-        if courier:
-            courier.close()
+        courier.close()
 
 
 @full
 @pytest.mark.parametrize("sfu", LOCAL)
-def test_rehearsal_a_bare_host_brings_its_sfu_up_from_the_rendered_user_data(sfu, image, repo, tmp_path):
+def test_rehearsal_a_bare_host_brings_its_sfu_up_and_its_probe_refuses_a_forged_token(sfu, image, repo, tmp_path):
     facts = rehearse(sfu, image, repo, tmp_path)
     assert facts["hostname"] == BareHost.NAME and facts["cpus"] >= 1, facts   # the bare host's, not ours
 
@@ -154,7 +160,10 @@ def test_rehearsal_the_nightlys_cleanup_passes_after_a_clean_run(image, repo, tm
     run_id = cloud_run.run_id_for()
     host = BareHost(tmp_path / "host")
     host.work.mkdir()
-    (tmp_path / "user-data").write_text(user_data("janus", host, commit, None))
+    courier = Courier(Adapter.load("janus"), secrets.token_urlsafe(16))
+    keys = contextlib.ExitStack()
+    keys.callback(courier.close)
+    (tmp_path / "user-data").write_text(user_data("janus", host, commit, courier))
     (tmp_path / "environment").mkdir()
     (tmp_path / "environment" / "main.tf").write_text(HOST_ENVIRONMENT)
     script = Path(__file__).parent / "support" / "barehost.py"
@@ -166,12 +175,14 @@ def test_rehearsal_the_nightlys_cleanup_passes_after_a_clean_run(image, repo, tm
     try:
         hosts.apply()
         assert hosts.outputs()["sfus"]["janus"]["address"] == host.address
-        facts = healthy(Adapter.load("janus"), host, tmp_path)
+        courier.deliver(host.address, INSTALL_TIMEOUT_S)   # the run's token, as run_on hands it over
+        facts = healthy(Adapter.load("janus"), host, tmp_path, courier.token)
         assert facts["hostname"] == BareHost.NAME and facts["cpus"] >= 1, facts   # the bare host's, not ours
         hosts.destroy()   # the run's teardown
         assert not host.running() and not Path("/run/netns", host.name).exists()
     finally:
         host.down()   # nothing to do unless the teardown failed
+        keys.close()
 
     with moto_server() as aws, contextlib.ExitStack() as stack:
         cluster = ControlPlane(tmp_path / "controlplane").start()

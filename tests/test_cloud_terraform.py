@@ -71,7 +71,7 @@ def test_firewall_ports_come_from_the_adapters():
 
 @pytest.fixture(scope="module")
 def courier():
-    c = Courier(Adapter.load("livekit"))
+    c = Courier(Adapter.load("livekit"), "a-runs-token-0123456789")
     yield c
     c.close()
 
@@ -110,18 +110,18 @@ def test_rendered_cloud_init_is_valid_bash_for_every_sfu(plan, tmp_path):
         ROOT / "terraform" / "modules" / "aws-sfu-host" / "main.tf").read_text()
 
 
-def test_secrets_reach_their_host_over_ssh_never_through_cloud_init(plan, courier):
+def test_the_token_and_secrets_reach_every_host_over_ssh_never_through_cloud_init(plan, courier):
     """Only the run key's public half is in cloud-init (and so in Terraform's state), forced to the
-    one command that writes the secrets file; `sfubench serve` waits for that file."""
-    livekit = plan["hosts"]["livekit"]["user_data"]
-    assert (f'restrict,command="/opt/sfubench/scripts/receive-secrets.sh {courier_mod.HOST_FILE}" '
-            f"{courier.public_key}\n") in livekit
-    assert f"--secrets {courier_mod.HOST_FILE}" in livekit
-    for value in courier.adapter.secret_env().values():
-        assert value not in livekit
+    one command that writes the secrets file; on every SFU's host `sfubench serve` waits for that
+    file, which brings the run's token its probe answers to (and the SFU's secrets, if any)."""
     for name, host in plan["hosts"].items():
-        if name != "livekit":
-            assert "sfubench-secrets" not in host["user_data"] and "--secrets" not in host["user_data"], name
+        data = host["user_data"]
+        assert (f'restrict,command="/opt/sfubench/scripts/receive-secrets.sh {courier_mod.HOST_FILE}" '
+                f"{courier.public_key}\n") in data, name
+        assert f"--secrets {courier_mod.HOST_FILE}" in data, name
+        assert courier.token not in data and "SFUBENCH_RUN_TOKEN" not in data, name
+        for value in courier.adapter.secret_env().values():
+            assert value not in data, name
 
 
 def test_receive_secrets_writes_the_file_whole_and_refuses_anything_else(tmp_path):
@@ -220,7 +220,7 @@ def test_an_sfu_with_secrets_plans_their_delivery_and_keeps_no_key(tmp_path, mon
     code = cli.main(["cloud-loadtest", "--sfu", "livekit", "--dry-run", "--out", str(tmp_path / "runs")])
     out = capsys.readouterr()
     assert code == 0, out.err
-    assert "secrets: livekit's, over SSH with a key made for this run" in out.out + out.err
+    assert "the run's token and livekit's secrets: over SSH with a key made for this run" in out.out + out.err
     assert set(Path(tempfile.gettempdir()).glob("sfubench-courier-*")) == keys
     assert not (tmp_path / "runs").exists()
 
@@ -246,10 +246,14 @@ def test_the_hosts_go_into_the_clusters_subnet_and_admit_its_vpc_and_its_pages(m
     cfg = config.load(cli={"sfu": "inhouse", "page_address": "172.31.4.5"}, env={}, site=RemoteSite)
     monkeypatch.delenv("SFUBENCH_SUBNET_ID", raising=False)
     monkeypatch.delenv("SFUBENCH_VPC_CIDR", raising=False)
-    assert "subnet_id" not in cloud_run.variables(cfg, "r1", "ci", 1.0)   # a VPC of the run's own
-    monkeypatch.setenv("SFUBENCH_SUBNET_ID", "subnet-0abc")
-    monkeypatch.setenv("SFUBENCH_VPC_CIDR", "172.31.0.0/16")
-    tfvars = cloud_run.variables(cfg, "r1", "ci", 1.0)
+    courier = Courier(Adapter.load("inhouse"), "a-runs-token-0123456789")
+    try:
+        assert "subnet_id" not in cloud_run.variables(cfg, "r1", "ci", 1.0, courier)   # a VPC of the run's own
+        monkeypatch.setenv("SFUBENCH_SUBNET_ID", "subnet-0abc")
+        monkeypatch.setenv("SFUBENCH_VPC_CIDR", "172.31.0.0/16")
+        tfvars = cloud_run.variables(cfg, "r1", "ci", 1.0, courier)
+    finally:
+        courier.close()
     assert tfvars["subnet_id"] == "subnet-0abc" and tfvars["vpc_cidr"] == "172.31.0.0/16"
     plan = terraform.plan_offline(tfvars, "aws")
     assert {r["cidr"] for r in plan["hosts"]["inhouse"]["ingress"] if r["from"] != 22} == {"172.31.0.0/16"}

@@ -191,11 +191,13 @@ def test_an_sfu_with_secrets_gets_them_over_ssh_and_nowhere_else(mini, tmp_path)
     assert runner.returncode == 0, stdout[-4000:] + mini.log("sfu") + mini.log("sshd-sfu")
     result = json.loads(stdout.strip().splitlines()[-1])
     assert result["status"] == "ok", stdout[-3000:]
-    assert "secrets: livekit's delivered to" in stdout
+    assert "secrets: the run's token and livekit's secrets delivered to" in stdout
 
     # the host took the runner's secrets (tokens signed with them were accepted: every video played)
+    # and the run's token, which its probe answered to (below), from nowhere else
     secrets = dict(line.split("=", 1) for line in received.read_text().splitlines())
-    assert sorted(secrets) == ["SFUBENCH_LIVEKIT_API_KEY", "SFUBENCH_LIVEKIT_API_SECRET"]
+    assert sorted(secrets) == ["SFUBENCH_LIVEKIT_API_KEY", "SFUBENCH_LIVEKIT_API_SECRET", "SFUBENCH_RUN_TOKEN"]
+    assert secrets["SFUBENCH_RUN_TOKEN"] == mini.token
     assert received.stat().st_mode & 0o777 == 0o600
     assert "serve: secrets received" in mini.log("sfu")
     run_dir = Path(result["run_dir"])

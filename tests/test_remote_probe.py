@@ -13,7 +13,7 @@ import urllib.request
 import psutil
 import pytest
 
-from sfubench.agent import serve_probe
+from sfubench.agent import TOKEN_HEADER, serve_probe
 from sfubench.probes import RemoteProbe, TreeProbe
 
 TOKEN = secrets.token_urlsafe(16)   # a run's
@@ -28,10 +28,10 @@ def busy():
 
 
 def test_the_remote_probe_reads_what_the_hosts_probe_measures(busy):
-    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid], lambda: busy.pid, "lo"), "127.0.0.1", 0)
+    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid], lambda: busy.pid, "lo"), "127.0.0.1", 0, TOKEN)
     url = f"http://127.0.0.1:{server.server_address[1]}/probe"
     try:
-        probe = RemoteProbe("sfu", url)
+        probe = RemoteProbe("sfu", url, token=TOKEN)
         first = probe.sample(phase="target", window=1, edge="start")
         time.sleep(1.0)
         before = sum(psutil.Process(busy.pid).cpu_times()[:2])
@@ -52,22 +52,22 @@ def test_the_remote_probe_reads_what_the_hosts_probe_measures(busy):
 
 
 def test_a_probe_that_stops_answering_leaves_its_rows_out(busy):
-    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid]), "127.0.0.1", 0)
+    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid]), "127.0.0.1", 0, TOKEN)
     url = f"http://127.0.0.1:{server.server_address[1]}/probe"
-    probe = RemoteProbe("sfu", url, timeout=1)
+    probe = RemoteProbe("sfu", url, timeout=1, token=TOKEN)
     server.shutdown()
     server.server_close()
     assert probe.sample(edge="end") is None and url in probe.error
     with pytest.raises(OSError):
-        RemoteProbe("sfu", url, timeout=1)
+        RemoteProbe("sfu", url, timeout=1, token=TOKEN)
 
 
 def test_the_probe_answers_only_its_path(busy):
-    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid]), "127.0.0.1", 0)
+    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid]), "127.0.0.1", 0, TOKEN)
     try:
         with pytest.raises(urllib.error.HTTPError) as e:
-            urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
-                f"http://127.0.0.1:{server.server_address[1]}/", timeout=3)
+            urllib.request.build_opener(urllib.request.ProxyHandler({})).open(urllib.request.Request(
+                f"http://127.0.0.1:{server.server_address[1]}/", headers={TOKEN_HEADER: TOKEN}), timeout=3)
         assert e.value.code == 404
     finally:
         server.shutdown()
@@ -76,9 +76,9 @@ def test_the_probe_answers_only_its_path(busy):
 def test_a_name_of_many_nodes_is_their_sum_and_a_node_that_goes_keeps_its_count(busy, monkeypatch):
     """A headless Service's name resolves to one address per node; the cluster's DNS is not here, so
     the resolver answers that name with two loopback addresses, each a real probe server."""
-    first = serve_probe(TreeProbe("clients", lambda: [busy.pid]), "127.0.0.1", 0)
+    first = serve_probe(TreeProbe("clients", lambda: [busy.pid]), "127.0.0.1", 0, TOKEN)
     port = first.server_address[1]
-    second = serve_probe(TreeProbe("clients", lambda: [os.getpid()]), "127.0.0.2", port)
+    second = serve_probe(TreeProbe("clients", lambda: [os.getpid()]), "127.0.0.2", port, TOKEN)
     nodes = ["127.0.0.1", "127.0.0.2"]
     real = socket.getaddrinfo
 
@@ -89,10 +89,10 @@ def test_a_name_of_many_nodes_is_their_sum_and_a_node_that_goes_keeps_its_count(
 
     monkeypatch.setattr(socket, "getaddrinfo", resolve)
     try:
-        probe = RemoteProbe("clients", f"http://chrome-node-probe.sfubench-r1.svc:{port}/probe")
+        probe = RemoteProbe("clients", f"http://chrome-node-probe.sfubench-r1.svc:{port}/probe", token=TOKEN)
         both = probe.sample()
-        one = json.loads(urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
-            f"http://127.0.0.1:{port}/probe", timeout=3).read())
+        one = json.loads(urllib.request.build_opener(urllib.request.ProxyHandler({})).open(urllib.request.Request(
+            f"http://127.0.0.1:{port}/probe", headers={TOKEN_HEADER: TOKEN}), timeout=3).read())
         assert both["hosts"] == 2 and both["cores"] == 2 * os.cpu_count()
         assert both["cpu_s"] > one["cpu_s"] - 1.0 and both["rss"] > one["rss"], (both, one)
         second.shutdown()
@@ -108,7 +108,7 @@ def test_a_name_of_many_nodes_is_their_sum_and_a_node_that_goes_keeps_its_count(
 def test_a_forged_probe_request_without_the_runs_token_is_refused(busy):
     """An agent given the run's token answers only requests that carry it: the runner's probe reads
     it, anyone else gets 403 and no figure."""
-    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid]), "127.0.0.1", 0, token=TOKEN)
+    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid]), "127.0.0.1", 0, TOKEN)
     url = f"http://127.0.0.1:{server.server_address[1]}/probe"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
@@ -132,9 +132,9 @@ def test_the_remote_probe_measures_how_far_a_hosts_clock_is_from_the_runners(bus
             row = super().sample(**fields)
             row["t"] += 300
             return row
-    server = serve_probe(Ahead("sfu", lambda: [busy.pid]), "127.0.0.1", 0)
+    server = serve_probe(Ahead("sfu", lambda: [busy.pid]), "127.0.0.1", 0, TOKEN)
     try:
-        probe = RemoteProbe("sfu", f"http://127.0.0.1:{server.server_address[1]}/probe")
+        probe = RemoteProbe("sfu", f"http://127.0.0.1:{server.server_address[1]}/probe", token=TOKEN)
         row = probe.sample(edge="end")
     finally:
         server.shutdown()
@@ -157,7 +157,7 @@ def test_the_probe_serves_a_bounded_number_of_connections(busy):
     import socket
 
     from sfubench.agent import PROBE_CONNECTIONS
-    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid]), "127.0.0.1", 0)
+    server = serve_probe(TreeProbe("sfu", lambda: [busy.pid]), "127.0.0.1", 0, TOKEN)
     try:
         host, port = server.server_address[:2]
         held = [socket.create_connection((host, port), timeout=5) for _ in range(PROBE_CONNECTIONS)]

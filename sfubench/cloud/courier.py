@@ -1,8 +1,9 @@
-"""An SFU's secrets (LiveKit's API key and secret) reach its cloud host over SSH, never through
-Terraform: cloud-init and Terraform's state would hold them in plain text, and the state lives in
-the run's folder. The runner makes a key pair for the run, outside that folder; Terraform carries
-only the public half, which the host lets do one thing: write the secrets file that `sfubench serve
---secrets` waits for (its authorized_keys line forces scripts/receive-secrets.sh)."""
+"""The run's token (which the host's probe answers to) and an SFU's secrets (LiveKit's API key and
+secret) reach its cloud host over SSH, never through Terraform: cloud-init and Terraform's state
+would hold them in plain text, and the state lives in the run's folder. The runner makes a key pair
+for the run, outside that folder; Terraform carries only the public half, which the host lets do one
+thing: write the secrets file that `sfubench serve --secrets` waits for (its authorized_keys line
+forces scripts/receive-secrets.sh). Every SFU's host gets one, secrets of its own or not."""
 from __future__ import annotations
 
 import shutil
@@ -11,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..agent import TOKEN_ENV
 from ..sfu import Adapter
 
 USER = "sfubench-secrets"                   # the host's account for the key (terraform/modules/sfu-plan)
@@ -23,10 +25,14 @@ class CourierError(RuntimeError):
 
 
 class Courier:
-    """The run's key pair and the delivery of `adapter`'s secrets with it; `close` deletes the key."""
+    """The run's key pair and the delivery of the run's `token` and `adapter`'s secrets with it;
+    `close` deletes the key."""
 
-    def __init__(self, adapter: Adapter, user: str = USER):
-        self.adapter, self.user = adapter, user
+    def __init__(self, adapter: Adapter, token: str, user: str = USER):
+        self.adapter, self.token, self.user = adapter, token, user
+        if not shutil.which("ssh-keygen"):
+            raise CourierError("ssh-keygen (the OpenSSH client) is needed: the run's token goes to the SFU "
+                               "host over SSH")
         self.dir = Path(tempfile.mkdtemp(prefix="sfubench-courier-"))   # 0700, not the run folder
         self.key = self.dir / "key"
         r = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"sfubench {adapter.name}",
@@ -47,9 +53,9 @@ class Courier:
                 "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR", f"{self.user}@{address}"]
 
     def deliver(self, address: str, timeout: float = 900, say=lambda message: None) -> None:
-        """Writes the secrets to the host at `address`, retrying while it boots (no SSH yet, or its
-        cloud-init has not made the account); the secrets go on stdin, never on a command line."""
-        text = "".join(f"{k}={v}\n" for k, v in self.adapter.secret_env().items())
+        """Writes the token and the secrets to the host at `address`, retrying while it boots (no SSH
+        yet, or its cloud-init has not made the account); they go on stdin, never on a command line."""
+        text = "".join(f"{k}={v}\n" for k, v in {TOKEN_ENV: self.token, **self.adapter.secret_env()}.items())
         deadline = time.monotonic() + timeout
         said = False
         while True:
@@ -57,12 +63,12 @@ class Courier:
             if r.returncode == 0:
                 return
             if r.returncode != 255:   # the host's receiver answered: retrying would not change it
-                raise CourierError(f"{address} refused {self.adapter.name}'s secrets: {r.stderr.strip()}")
+                raise CourierError(f"{address} refused the run's secrets: {r.stderr.strip()}")
             if time.monotonic() > deadline:
-                raise CourierError(f"could not deliver {self.adapter.name}'s secrets to {self.user}@{address} "
+                raise CourierError(f"could not deliver the run's secrets to {self.user}@{address} "
                                    f"in {timeout:.0f} s: {r.stderr.strip()}")
             if not said:
-                say(f"secrets: waiting for SSH on {address} to take {self.adapter.name}'s secrets")
+                say(f"secrets: waiting for SSH on {address} to take the run's token and secrets")
                 said = True
             time.sleep(RETRY_S)
 

@@ -8,7 +8,7 @@ import json
 import math
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yaml
 from kubernetes import client as k8s
@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from ..agent import PROBE_PORT
 from ..config import ROOT
 from ..probes import RemoteProbe
+from . import sweep
 from .tools import tool
 
 MANIFESTS = ROOT / "k8s"
@@ -105,7 +106,8 @@ class GridSpec:
     per commit: a tag that never moves); `media`: (profile, digest) of the runner's fake media,
     which each node's init container must reproduce; `pull_secret`: a registry's credentials (a
     Docker config.json's text) where the images are private, applied with the grid as Secret
-    `sfubench-pull` that every pod pulls with."""
+    `sfubench-pull` that every pod pulls with; `run`: the run's id, owner and deadline (sweep.Tags),
+    on the namespace, by which `cloud-cleanup --tags` finds it once its runner is gone."""
     overlay: str = "base"
     objects: list | None = None
     sfu: str | None = None
@@ -114,6 +116,7 @@ class GridSpec:
     commit: str = ""
     media: tuple[str, str] | None = None
     pull_secret: str = ""
+    run: dict = field(default_factory=dict)
 
 
 class KubeGrid:
@@ -136,7 +139,13 @@ class KubeGrid:
         if token:
             _named(self.objects, "Secret", RUN_SECRET)["stringData"]["token"] = token
         if runner_cidr:
-            _named(self.objects, "NetworkPolicy", POLICY)["spec"]["ingress"][1]["from"][0]["ipBlock"]["cidr"] = runner_cidr
+            policy = _named(self.objects, "NetworkPolicy", POLICY)["spec"]
+            policy["ingress"][1]["from"][0]["ipBlock"]["cidr"] = runner_cidr
+            policy["egress"][2]["to"][0]["ipBlock"]["cidr"] = runner_cidr
+        if spec.run:
+            meta = _named(self.objects, "Namespace", namespace)["metadata"]
+            meta.setdefault("labels", {}).update(sweep.namespace_labels(spec.run))
+            meta["annotations"] = {**meta.get("annotations", {}), **sweep.namespace_annotations(spec.run)}
         for container in self._containers():
             if commit and container["image"].startswith(IMAGE + ":"):
                 container["image"] = f"{IMAGE}:{commit}"
@@ -191,6 +200,11 @@ class KubeGrid:
         return math.ceil(synthetic * (cfg.users_per_room - 1) / self.streams_per_generator)
 
     # -- lifecycle -------------------------------------------------------------------------------
+    def reach_sfu(self, address: str) -> None:
+        """Lets the pods reach the run's SFU host (and, beside the runner, nothing else outside):
+        known once Terraform has made it, before `deploy`."""
+        _named(self.objects, "NetworkPolicy", POLICY)["spec"]["egress"][3]["to"][0]["ipBlock"]["cidr"] = f"{address}/32"
+
     def deploy(self, timeout: float = 300) -> None:
         """Applies the grid (server-side apply, so a rerun updates it) and waits for the hub."""
         dyn = dynamic.DynamicClient(self.api)

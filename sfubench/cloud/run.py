@@ -95,15 +95,15 @@ def check_cidrs() -> None:
 def missing(c: Cloud, cfg: Config) -> list[str]:
     """What the run needs and this machine lacks, named (not the secrets themselves)."""
     out = c.credentials()
-    kubeconfig = os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
-    if not all(Path(p).exists() for p in kubeconfig.split(os.pathsep) if p):
-        out.append(f"a kubeconfig for the grid's cluster (KUBECONFIG or ~/.kube/config; looked at {kubeconfig})")
+    if not _found_kubeconfig():
+        out.append(f"a kubeconfig for the grid's cluster (KUBECONFIG or ~/.kube/config; looked at {_kubeconfig()})")
     if not os.environ.get("SFUBENCH_OPERATOR_CIDR"):
         out.append("SFUBENCH_OPERATOR_CIDR (the only address SSH to the SFU hosts may come from, e.g. 203.0.113.7/32)")
     if not cfg.page_address:
         out.append("--page-address (this runner's address that the grid's nodes reach, inside the VPC)")
-    if Adapter.load(cfg.sfu).secrets and not (shutil.which("ssh") and shutil.which("ssh-keygen")):
-        out.append(f"the OpenSSH client (ssh, ssh-keygen): {cfg.sfu}'s secrets go to its host over SSH")
+    if not (shutil.which("ssh") and shutil.which("ssh-keygen")):
+        out.append("the OpenSSH client (ssh, ssh-keygen): the run's token and the SFU's secrets go to its host "
+                   "over SSH")
     try:
         _pull_secret()
     except ValueError as e:
@@ -141,9 +141,9 @@ def deadline(run_id: str, hours: float) -> str:
     return "" if started is None else (started + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def variables(cfg: Config, run_id: str, owner: str, hours: float, courier: Courier | None = None) -> dict:
-    """The Terraform environment's variables for a run of `cfg`; `courier` carries the SFU's secrets
-    (Terraform gets only its public key)."""
+def variables(cfg: Config, run_id: str, owner: str, hours: float, courier: Courier) -> dict:
+    """The Terraform environment's variables for a run of `cfg`; `courier` carries the run's token
+    and the SFU's secrets (Terraform gets only its public key)."""
     sha, _ = _git_ref()
     # SFUBENCH_SUBNET_ID: the cluster's own subnet, so that its nodes and the runner reach the hosts
     # (SFUBENCH_VPC_CIDR then names that VPC's block, the only one the hosts admit clients from)
@@ -154,14 +154,30 @@ def variables(cfg: Config, run_id: str, owner: str, hours: float, courier: Couri
             "git_ref": sha or "0000000", "sfu_profile": cfg.sfu_profile, "hours": hours,
             "deadline": deadline(run_id, hours),
             "page_origin": cfg.page_address,
-            "probe_port": PROBE_PORT, "secrets_public_key": courier.public_key if courier else ""}
+            "probe_port": PROBE_PORT, "secrets_public_key": courier.public_key}
+
+
+def _kubeconfig() -> str:
+    return os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
+
+
+def _found_kubeconfig() -> bool:
+    return all(Path(p).exists() for p in _kubeconfig().split(os.pathsep) if p)
 
 
 def _kube_api():
     """A client from the kubeconfig as kubectl reads it; KUBECONFIG is read now, not when the
     kubernetes package was imported (it reads it then)."""
     from kubernetes import config as kubeconfig
-    return kubeconfig.new_client_from_config(config_file=os.environ.get("KUBECONFIG") or "~/.kube/config")
+    return kubeconfig.new_client_from_config(config_file=_kubeconfig())
+
+
+def kube_core():
+    """The cluster's core API where a kubeconfig is found (the tag sweeper's namespaces), else None."""
+    if not _found_kubeconfig():
+        return None
+    from kubernetes import client as k8s
+    return k8s.CoreV1Api(_kube_api())
 
 
 def run_id_for() -> str:
@@ -185,9 +201,9 @@ def describe_plan(c: Cloud, cfg: Config, plan: dict, grid: KubeGrid, needs: list
             note = " (a placeholder: SFUBENCH_OPERATOR_CIDR is unset)" if r["cidr"] == OPERATOR_PLACEHOLDER else ""
             lines.append(f"    allow {r['protocol']} {ports} from {r['cidr']}{note} ({r['why']})")
         lines.append(f"    cloud-init: {len(h['user_data'].splitlines())} lines, starts `sfubench serve --sfu {name}`")
-        if "--secrets" in h["user_data"]:
-            lines.append(f"    secrets: {name}'s, over SSH with a key made for this run (it may only write "
-                         "them; Terraform gets its public half), from the operator's address")
+        has = f" and {name}'s secrets" if Adapter.load(name).secrets else ""
+        lines.append(f"    the run's token{has}: over SSH with a key made for this run (it may only write "
+                     "them; Terraform gets its public half), from the operator's address")
     peak = grid.nodes_for(cfg, cfg.rooms_cap)
     node = next(o for o in grid.objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "chrome-node")
     req = node["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
@@ -240,7 +256,8 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
                           f"{sha[:12]} and would not run them; commit (and push) first")
     run_id = run_id_for()
     adapter = Adapter.load(cfg.sfu, profile=cfg.sfu_profile)
-    courier = Courier(adapter) if adapter.secrets else None
+    # the run's token: in the grid's Secret, the SFU host's secrets file and the engine's memory only
+    courier = Courier(adapter, secrets.token_urlsafe(24))
     try:
         tfvars = variables(cfg, run_id, owner, hours, courier)
         plan = terraform.plan_offline(tfvars, c.name)
@@ -250,21 +267,20 @@ def cloud_loadtest(cfg: Config, cloud_name: str, dry_run: bool, owner: str, hour
             return None, "dry-run"
         return _apply_and_run(c, cfg, tfvars, run_id, progress, courier)
     finally:
-        if courier:
-            courier.close()
+        courier.close()
 
 
-def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, progress: Progress,
+def run_on(cfg: Config, address: str, grid_url: str, courier: Courier, progress: Progress,
            provisioned: Provisioned = Provisioned()) -> tuple[Path, str]:
-    """The engine's own run against an SFU host that `sfubench serve` runs, the adapter's secrets
-    handed to the host first; from the runner's host, inside the VPC. `provisioned`: what the
+    """The engine's own run against an SFU host that `sfubench serve` runs, the run's token and the
+    adapter's secrets handed to the host first; from the runner's host, inside the VPC. `provisioned`: what the
     provisioner gives the run beyond the addresses (sites.Provisioned); the generators it runs
     (`sfubench generate`) take commands at their Service's port unless --synthetic-generators
     says where."""
     from .. import loadtest
-    if courier:
-        courier.deliver(address, say=progress.say)
-        progress.say(f"secrets: {cfg.sfu}'s delivered to {address}")
+    courier.deliver(address, say=progress.say)
+    has = f" and {cfg.sfu}'s secrets" if courier.adapter.secrets else ""
+    progress.say(f"secrets: the run's token{has} delivered to {address}")
     generators_url = cfg.synthetic_generators or (
         f"http://{SYNTH}:{GENERATOR_PORT}/command" if provisioned.generators else "")
     site = RemoteSite(address, grid_url, cfg.page_address, cfg.node_cache or "/media",
@@ -274,22 +290,25 @@ def run_on(cfg: Config, address: str, grid_url: str, courier: Courier | None, pr
 
 
 def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: Progress,
-                   courier: Courier | None) -> tuple[Path, str]:
+                   courier: Courier) -> tuple[Path, str]:
     work = Path(cfg.out) / f"{run_id}-cloud-{c.name}"   # what `cleanup` finds if this process is killed
     env = terraform.environment(c.name)
     hosts = terraform.Hosts(env, tfvars, work)
-    token = secrets.token_urlsafe(24)   # the run's: in the grid's Secret and the engine's memory only
+    token = courier.token
     media = media_mod.build(cfg.media, cfg.cache_dir())   # the runner's copy, which the nodes must match
     grid = KubeGrid(_kube_api(), f"sfubench-{run_id}", GridSpec(
         overlay=c.overlay, sfu=cfg.sfu, token=token,
         runner_cidr=os.environ.get("SFUBENCH_RUNNER_CIDR") or tfvars["vpc_cidr"],
-        commit=tfvars["git_ref"], media=(cfg.media, media.digest()), pull_secret=_pull_secret()))
+        commit=tfvars["git_ref"], media=(cfg.media, media.digest()), pull_secret=_pull_secret(),
+        run={sweep.RUN_TAG: run_id, sweep.OWNER_TAG: tfvars.get("owner", ""),
+             sweep.DEADLINE_TAG: tfvars.get("deadline", "")}))
     reaper = Reaper(env, work, grid.namespace)   # before anything exists: it outlives this process
     try:
         progress.say(f"terraform: creating the {cfg.sfu} host (state in {work})")
         hosts.apply()
         address = hosts.outputs()["sfus"][cfg.sfu]["address"]
         progress.say(f"kubernetes: deploying the grid into namespace {grid.namespace}")
+        grid.reach_sfu(address)
         grid.deploy()
         return run_on(cfg, address, grid.url(), courier, progress, Provisioned(
             listeners=(grid.listener(cfg),), probes=(grid.probe(),), generators=lambda: grid.addresses(SYNTH),
@@ -315,10 +334,10 @@ def _apply_and_run(c: Cloud, cfg: Config, tfvars: dict, run_id: str, progress: P
 
 
 @contextlib.contextmanager
-def secrets_in_environment(courier: Courier | None):
+def secrets_in_environment(courier: Courier):
     """The engine takes an adapter's secrets from the environment (sfu.Adapter.load): for the run,
     they are the ones the host was given, so the tokens it mints are the host's."""
-    env = courier.adapter.secret_env() if courier else {}
+    env = courier.adapter.secret_env()
     before = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:

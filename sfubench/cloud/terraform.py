@@ -23,14 +23,14 @@ class TerraformError(RuntimeError):
 
 
 def sfus_variable(names: list[str]) -> dict:
-    """The `sfus` variable: per adapter its version, TCP ports, UDP ranges, whether it has
-    secrets, and the toolchains its install needs on a bare host (sfu-configs/)."""
+    """The `sfus` variable: per adapter its version, TCP ports, UDP ranges and the toolchains its
+    install needs on a bare host (sfu-configs/)."""
     out = {}
     for name in names:
         a = Adapter.load(name)
         tcp, udp = a.firewall()
         out[name] = {"version": a.version, "tcp_ports": tcp,
-                     "udp_ranges": [{"from": lo, "to": hi} for lo, hi in udp], "secrets": bool(a.secrets),
+                     "udp_ranges": [{"from": lo, "to": hi} for lo, hi in udp],
                      "toolchains": a.data.get("toolchains", [])}
     return out
 

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -195,14 +196,19 @@ class BareHost:
         return bool(done) and done[-1] != "user_data exited 0"
 
     def wait_for(self, url: str, timeout: float) -> None:
-        """Until `url` answers, from this side of the link; raises with the user_data's output's end
-        when the user_data exited first, the host stopped, or `timeout` s passed."""
+        """Until `url` answers (if only to refuse), from this side of the link; raises with the
+        user_data's output's end when the user_data exited first, the host stopped, or `timeout` s
+        passed."""
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
+            try:
                 with opener.open(url, timeout=3):
                     return
+            except urllib.error.HTTPError:
+                return
+            except OSError:
+                pass
             if not self.running() or self.failed():
                 break
             time.sleep(2)

@@ -107,10 +107,12 @@ class MiniCloud:
         p.wait(30)
 
     def serve_sfu(self, sfu: str, cache: Path, secrets: Path | None = None) -> None:
-        """The SFU host's service, as cloud-init starts it."""
+        """The SFU host's service, as cloud-init starts it; with `secrets`, the run's token too
+        comes only in that file, as in the cloud."""
         self.spawn("sfu", "sfu", [sys.executable, "-m", "sfubench.cli", "serve", "--sfu", sfu,
                                   "--address", self.address("sfu"), "--out", str(self.work / "sfu"),
-                                  "--cache", str(cache), *(["--secrets", str(secrets)] if secrets else [])])
+                                  "--cache", str(cache), *(["--secrets", str(secrets)] if secrets else [])],
+                   env={TOKEN_ENV: ""} if secrets else None)
 
     def sshd(self, host: str, authorized_keys: str) -> None:
         """OpenSSH's server on `host`'s address, port 22, letting root in with `authorized_keys`

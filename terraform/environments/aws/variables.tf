@@ -67,9 +67,8 @@ variable "probe_port" {
 }
 
 variable "secrets_public_key" {
-  description = "The public half of the run's SSH key, which may only deliver the secrets of the SFUs that have them (see modules/sfu-plan)."
+  description = "The public half of the run's SSH key, which may only deliver the run's token and the SFUs' secrets (see modules/sfu-plan)."
   type        = string
-  default     = ""
 }
 
 variable "key_name" {

@@ -29,7 +29,6 @@ locals {
         git_ref  = var.git_ref
         origin   = var.page_origin
         run_id   = var.run_id
-        secrets  = sfu.secrets
         tools    = sfu.toolchains
         key      = var.secrets_public_key
         # the host powers off (and, as the provider module asks, terminates) once the run's budgeted

@@ -1,11 +1,6 @@
 output "hosts" {
   description = "Per SFU: its host's name, tags, ingress rules and cloud-init script."
   value       = local.hosts
-
-  precondition {
-    condition     = var.secrets_public_key != "" || alltrue([for s in values(var.sfus) : !s.secrets])
-    error_message = "an SFU with secrets needs secrets_public_key: its host takes them over SSH only."
-  }
 }
 
 output "common_tags" {

@@ -17,12 +17,11 @@ variable "owner" {
 }
 
 variable "sfus" {
-  description = "The SFUs under test, by adapter name, as the runner reads them from sfu-configs/<name>/sfu.toml: version, TCP ports, UDP port ranges, whether it has secrets (delivered over SSH, never in cloud-init), and the toolchains its install needs on a bare host (steps of scripts/deps.sh)."
+  description = "The SFUs under test, by adapter name, as the runner reads them from sfu-configs/<name>/sfu.toml: version, TCP ports, UDP port ranges, and the toolchains its install needs on a bare host (steps of scripts/deps.sh)."
   type = map(object({
     version    = string
     tcp_ports  = list(number)
     udp_ranges = list(object({ from = number, to = number }))
-    secrets    = optional(bool, false)
     toolchains = optional(list(string), [])
   }))
   validation {
@@ -101,12 +100,11 @@ variable "probe_port" {
 }
 
 variable "secrets_public_key" {
-  description = "The public half of the run's SSH key, for the SFUs with secrets: on their hosts it may only write the secrets file (a forced command). The secrets themselves never pass through Terraform."
+  description = "The public half of the run's SSH key: on every SFU host it may only write the secrets file (a forced command) that holds the run's token, which the host's probe answers to, and the SFU's secrets if it has any. Neither passes through Terraform."
   type        = string
-  default     = ""
   validation {
-    condition     = var.secrets_public_key == "" || can(regex("^ssh-ed25519 [A-Za-z0-9+/=]+( [A-Za-z0-9@._ -]*)?$", var.secrets_public_key))
-    error_message = "secrets_public_key must be one ssh-ed25519 public key line, or empty."
+    condition     = can(regex("^ssh-ed25519 [A-Za-z0-9+/=]+( [A-Za-z0-9@._ -]*)?$", var.secrets_public_key))
+    error_message = "secrets_public_key must be one ssh-ed25519 public key line: every host takes the run's token over SSH."
   }
 }
 

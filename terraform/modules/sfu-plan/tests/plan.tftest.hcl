@@ -1,13 +1,14 @@
 # Offline tests of the SFU hosts' logic: no provider, no cloud API.
 
 variables {
-  run_id        = "nightly-42"
-  owner         = "ci"
-  client_cidr   = "10.42.0.0/16"
-  operator_cidr = "203.0.113.7/32"
-  git_ref       = "b940d9a"
-  probe_port    = 9470
-  hourly_prices = { "c5.2xlarge" = 0.34 }
+  run_id             = "nightly-42"
+  owner              = "ci"
+  client_cidr        = "10.42.0.0/16"
+  operator_cidr      = "203.0.113.7/32"
+  git_ref            = "b940d9a"
+  probe_port         = 9470
+  secrets_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGt1c3RvbWtleXRoYXRpc29ubHlmb3J0ZXN0cw sfubench"
+  hourly_prices      = { "c5.2xlarge" = 0.34 }
   sfus = {
     janus   = { version = "1.1.2", tcp_ports = [8188, 8088], udp_ranges = [{ from = 20000, to = 20999 }] }
     inhouse = { version = "0.1.0", tcp_ports = [7000], udp_ranges = [{ from = 7001, to = 7001 }] }
@@ -158,37 +159,35 @@ run "rejects_bad_udp_range" {
   expect_failures = [var.sfus]
 }
 
-run "secrets_go_over_ssh_with_the_runs_key_only" {
+run "the_token_and_secrets_go_over_ssh_with_the_runs_key_only" {
   command = plan
 
   variables {
     sfus = {
-      livekit = { version = "1.13.5", tcp_ports = [7880], udp_ranges = [{ from = 50000, to = 60000 }], secrets = true }
+      livekit = { version = "1.13.5", tcp_ports = [7880], udp_ranges = [{ from = 50000, to = 60000 }] }
       janus   = { version = "1.1.2", tcp_ports = [8188], udp_ranges = [{ from = 20000, to = 20999 }] }
     }
-    secrets_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGt1c3RvbWtleXRoYXRpc29ubHlmb3J0ZXN0cw sfubench livekit"
   }
   assert {
-    condition     = strcontains(output.hosts["livekit"].user_data, "restrict,command=\"/opt/sfubench/scripts/receive-secrets.sh /etc/sfubench/secrets.env\" ssh-ed25519 AAAAC3")
-    error_message = "the run's key may only write the secrets file"
+    condition = alltrue([for h in values(output.hosts) : strcontains(h.user_data,
+    "restrict,command=\"/opt/sfubench/scripts/receive-secrets.sh /etc/sfubench/secrets.env\" ssh-ed25519 AAAAC3")])
+    error_message = "on every host the run's key may only write the secrets file"
   }
   assert {
-    condition     = strcontains(output.hosts["livekit"].user_data, "--secrets /etc/sfubench/secrets.env")
-    error_message = "serve must wait for the delivered secrets"
+    condition     = alltrue([for h in values(output.hosts) : strcontains(h.user_data, "--secrets /etc/sfubench/secrets.env")])
+    error_message = "serve must wait for the delivered token (and secrets) on every host"
   }
   assert {
-    condition     = !strcontains(output.hosts["janus"].user_data, "sfubench-secrets")
-    error_message = "an SFU without secrets gets no key"
+    condition     = alltrue([for h in values(output.hosts) : !strcontains(h.user_data, "SFUBENCH_RUN_TOKEN")])
+    error_message = "the token is never in user data"
   }
 }
 
-run "secrets_without_a_key_are_refused" {
+run "a_plan_without_the_runs_key_is_refused" {
   command = plan
 
   variables {
-    sfus = {
-      livekit = { version = "1.13.5", tcp_ports = [7880], udp_ranges = [{ from = 50000, to = 60000 }], secrets = true }
-    }
+    secrets_public_key = ""
   }
-  expect_failures = [output.hosts]
+  expect_failures = [var.secrets_public_key]
 }
