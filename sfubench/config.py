@@ -505,10 +505,8 @@ def load(cli: dict | None = None, env: dict | None = None, file: str | Path | No
     from . import sites   # the sites know what "auto" stands for where they are
     full = {name: values.get(name, f.default) for name, f in FIELDS.items()}
     if full["shape"] in shapes.SHAPES:   # an unknown one is refused with the other bad values
-        # what the user set (not a preset), to a value other than the default: an auto one as a
-        # site resolved it (a study hands on ramp_minutes so) is not the user's
-        given = {name for name in {*from_file, *from_env, *from_cli}
-                 if FIELDS[name].default not in (values[name], AUTO)}
+        # what the user set (not a preset), to a value other than the default
+        given = {name for name in {*from_file, *from_env, *from_cli} if values[name] != FIELDS[name].default}
         _refuse_foreign(full["shape"], given)
         full = shapes.SHAPES[full["shape"]].adopt(full, given)
     kind = site or sites.kind_for(full)
@@ -518,11 +516,15 @@ def load(cli: dict | None = None, env: dict | None = None, file: str | Path | No
     return cfg
 
 
+def foreign_to(shape: str) -> set[str]:
+    """The other shapes' own settings, which `shape` does not use."""
+    return set(shapes.options()) - set(shapes.SHAPES[shape].options)
+
+
 def _refuse_foreign(shape: str, given: set[str]) -> None:
     """ConfigError for another shape's own setting that the user set: it would be ignored."""
-    own = set(shapes.SHAPES[shape].options)
     for other in shapes.SHAPES.values():
-        for name in sorted((set(other.options) & given) - own):
+        for name in sorted(set(other.options) & given & foreign_to(shape)):
             raise ConfigError(f"{flag_of(name)} is the {other.name} shape's setting; --shape {shape} does not use "
                               f"it (add --shape {other.name}, or leave it out)")
 

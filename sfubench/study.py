@@ -29,7 +29,7 @@ from reports import metrics, runfiles
 from reports import study as study_report
 
 from . import calibrate, quiet
-from .config import FIELDS, ROOT, Config, ConfigError, as_toml, available_sfus, cpu_list
+from .config import FIELDS, ROOT, Config, ConfigError, as_toml, available_sfus, cpu_list, foreign_to
 from .progress import Progress
 from .sfu import Adapter
 
@@ -160,11 +160,12 @@ class Study:
             signal.signal(sig, self._forward)
         try:
             self._save()
-            # the settings each run is given: those not at their default (an auto one as resolved
-            # here), so that a run reads as given only what the study was given or sized
+            # the settings each run is given: those its shape uses that are not at their default
+            # (an auto one as resolved here), so that a run reads as given only what the study was
+            # given or sized
+            unused = {*PER_RUN, *foreign_to(self.cfg.shape)}
             self.out.joinpath("scenario.toml").write_text(as_toml(
-                {k: v for k, v in dataclasses.asdict(self.cfg).items()
-                 if k not in PER_RUN and v != FIELDS[k].default}))
+                {k: v for k, v in dataclasses.asdict(self.cfg).items() if k not in unused and v != FIELDS[k].default}))
             if not todo:
                 self.progress.say(f"study: nothing left to do: every run is recorded in {self.out / STATE}")
             n = 0

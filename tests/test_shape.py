@@ -193,6 +193,7 @@ def test_rooms_given_to_the_until_knee_shape_are_its_most_rooms_not_ignored():
     ({"shape": "ramp", "max_rooms": "3"}, "--max-rooms is the until-knee shape's setting; --shape ramp does not use it"),
     ({"degrade": "lan"}, "--degrade is the degrade shape's setting; --shape until-knee does not use it"),
     ({"shape": "steady", "knee_resolution": "3"}, "--knee-resolution is the until-knee shape's setting"),
+    ({"shape": "ramp", "ramp_minutes": "5"}, "--ramp-minutes is the until-knee shape's setting; --shape ramp"),
 ])
 def test_a_setting_of_another_shape_is_refused_not_ignored(given, message):
     # at its default it changes nothing: a study hands every setting on to each run
