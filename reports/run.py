@@ -50,7 +50,7 @@ def _notes(a: Analysis) -> list[str]:
 
 
 def _cards(a: Analysis) -> str:
-    h, k = a.headline, a.knee
+    h, k, heard = a.headline, a.knee, a.audio_knee
     target = h["target_participants"]
     passed = sum(r["passed"] for r in a.rooms)
     quality = " · ".join(x for x in (
@@ -76,6 +76,15 @@ def _cards(a: Analysis) -> str:
          f"{h['freezes_per_min']:.2f} freezes / stream-min" if h["freezes_per_min"] is not None else "", ""),
         ("SFU CPU per participant", f"{server * 100:.2f} %" if server is not None else "not measured",
          "of one core, at target" if server is not None else "no CPU probe data", ""),
+        ("Audio knee", str(heard.participants) if heard.participants is not None else "none",
+         {"audio_mos": "E-model MOS fell", "concealment": "concealment climbed",
+          "client": "client-bound: the load generator, not the SFU"}.get(heard.criterion,
+                                                                          "heard well at every load measured"),
+         "knee" if heard.participants is not None else ""),
+        ("Audio MOS at target", html.fmt_num(h["audio_mos"], 2), " · ".join(x for x in (
+            f"ViSQOL {h['audio_visqol']:.2f}" if h["audio_visqol"] is not None else "",
+            f"{h['audio_concealed_pct']:.1f} % concealed" if h["audio_concealed_pct"] is not None else "") if x)
+         or "E-model (G.107)", ""),
     ])
 
 
