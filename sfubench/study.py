@@ -29,7 +29,8 @@ from reports import metrics, runfiles
 from reports import study as study_report
 
 from . import calibrate, quiet
-from .config import FIELDS, ROOT, Config, ConfigError, as_toml, available_sfus, cpu_list, foreign_to
+from .config import (FIELDS, ROOT, Config, ConfigError, as_toml, available_sfus, cpu_list, env_of, foreign_to,
+                     redact)
 from .progress import Progress
 from .sfu import Adapter
 
@@ -89,6 +90,7 @@ class Study:
         self.local = {s: "local" in Adapter.load(s).where for s in sfus}
         self.state = self._load_state()
         self.child: subprocess.Popen | None = None
+        self.secret_env: dict[str, str] = {}   # settings handed to each run in its environment
         self.session: int | None = None   # the last run's, whose processes must be gone before the next
         self.signals = 0
 
@@ -114,6 +116,17 @@ class Study:
                                   f"{', '.join(differ)}): give another --out, or the same settings")
             return {**state, "scenario": scenario}
         return {"scenario": scenario, "runs": []}
+
+    def _write_scenario(self) -> None:
+        """scenario.toml, the settings each run is given: those its shape uses that are not at their
+        default (an auto one as resolved here), so that a run reads as given only what the study was
+        given or sized; a URL with a password goes to each run in its environment instead, never
+        into a file."""
+        unused = {*PER_RUN, *foreign_to(self.cfg.shape)}
+        given = {k: v for k, v in dataclasses.asdict(self.cfg).items() if k not in unused and v != FIELDS[k].default}
+        secret = {k for k, v in given.items() if isinstance(v, str) and redact(v) != v}
+        self.secret_env = {env_of(k): given[k] for k in secret}
+        self.out.joinpath("scenario.toml").write_text(as_toml({k: v for k, v in given.items() if k not in secret}))
 
     def _save(self) -> None:
         self.state.update(sfus=self.sfus, repeat=self.repeat)
@@ -160,12 +173,7 @@ class Study:
             signal.signal(sig, self._forward)
         try:
             self._save()
-            # the settings each run is given: those its shape uses that are not at their default
-            # (an auto one as resolved here), so that a run reads as given only what the study was
-            # given or sized
-            unused = {*PER_RUN, *foreign_to(self.cfg.shape)}
-            self.out.joinpath("scenario.toml").write_text(as_toml(
-                {k: v for k, v in dataclasses.asdict(self.cfg).items() if k not in unused and v != FIELDS[k].default}))
+            self._write_scenario()
             if not todo:
                 self.progress.say(f"study: nothing left to do: every run is recorded in {self.out / STATE}")
             n = 0
@@ -288,7 +296,7 @@ class Study:
         with open(logs / f"{sfu}-{repeat}{attempt}.log", "w") as log:
             self.child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                           cwd=ROOT, start_new_session=True, bufsize=1,
-                                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                          env={**os.environ, **self.secret_env, "PYTHONUNBUFFERED": "1"})
             self.session = self.child.pid
             for line in self.child.stdout:
                 log.write(line)

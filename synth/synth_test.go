@@ -212,10 +212,10 @@ func TestSendsRunOnARealTimeThreadWherePermitted(t *testing.T) {
 	}
 }
 
-// TestCommandsOverHTTPReachTheLoop: -listen's endpoint hands each JSON
+// TestCommandsOverHTTPReachTheLoopAndForgedOnesAreRefused: -listen's endpoint hands each JSON
 // command carrying the run's token to the loop stdin's lines go to, and
 // refuses anything else: a forged command (no token, a wrong one) with 403.
-func TestCommandsOverHTTPReachTheLoop(t *testing.T) {
+func TestCommandsOverHTTPReachTheLoopAndForgedOnesAreRefused(t *testing.T) {
 	token := "t" + strconv.FormatInt(time.Now().UnixNano(), 36) // the run's: never the same twice
 	lines := make(chan []byte, 1)
 	srv, err := listenForCommands("127.0.0.1:0", token, lines)

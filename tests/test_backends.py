@@ -3,6 +3,7 @@ lives in (created, upgraded from an old schema, written by runners at once), and
 real runs push their live samples to while a Prometheus scrapes it, queried through its HTTP API
 as the Grafana dashboard queries it."""
 import json
+import os
 import subprocess
 import sys
 import time
@@ -74,6 +75,44 @@ def test_postgres_loses_nothing_when_runners_record_at_once(postgres_server, tmp
         assert conn.execute("SELECT version FROM schema_version").fetchall() == [(resultsdb.VERSION,)]
     from reports import metrics, runfiles
     assert stored == sum(len(history.values(metrics.analyse(runfiles.load(r)))) for r in runs)
+
+
+def test_a_password_in_the_results_url_is_redacted_from_folder_report_log_and_process_list(postgres_server, tmp_path):
+    """A real run recording into PostgreSQL through a URL with a password, given in the environment
+    as a user keeps it off the command line: the run is recorded, and the password is in no file
+    of the run folder (the report and meta.json included), nowhere in what the run printed, and in
+    no process's command line while it ran. (The test server trusts local connections, so the
+    password is carried, not checked: what is asserted is where it goes.)"""
+    import secrets
+    import psutil
+    password = "pw-" + secrets.token_hex(12)
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE sfubench LOGIN PASSWORD '{password}'")
+        conn.execute("CREATE DATABASE redact OWNER sfubench")
+    url = postgres_server.replace("postgres@", f"sfubench:{password}@").rsplit("/", 1)[0] + "/redact"
+    out = tmp_path / "runs"
+    args = ["--sfu", "inhouse", "--preset", "browsers", "--rooms", "1", "--users-per-room", "2", "--ramp-samples", "2",
+            "--target-samples", "3", "--quality-frames", "0", "--background-interval", "0", "--lab-prefix", "sfbpr",
+            "--lab-subnet", "127.0.23", "--out", str(out)]
+    p = subprocess.Popen([sys.executable, "-m", "sfubench.cli", "loadtest", *args], cwd=ROOT, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         env={**os.environ, "SFUBENCH_RESULTS_DB": url})
+    shown = []
+    while p.poll() is None:   # every process's command line, as `ps` shows them, while the run lasts
+        for proc in psutil.process_iter(["cmdline"]):
+            if password in " ".join(proc.info["cmdline"] or []):
+                shown.append(proc.info["cmdline"])
+        time.sleep(0.2)
+    printed = p.stdout.read()
+    assert p.returncode == 0, printed[-3000:]
+    assert not shown and password not in printed, shown
+    (run,) = [d for d in out.iterdir() if d.is_dir()]
+    files = [f for f in run.rglob("*") if f.is_file()]
+    assert run / "report.html" in files and run / "meta.json" in files
+    assert not [f for f in files if password.encode() in f.read_bytes()]
+    assert "sfubench:***@" in (run / "meta.json").read_text()
+    with psycopg.connect(url) as conn:   # recorded all the same
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
 
 
 def test_postgres_and_pushgateway_take_two_concurrent_loadtests_and_prometheus_sees_the_dashboards_data(

@@ -231,6 +231,31 @@ def test_a_dropped_session_sighup_cleans_up_as_ctrl_c_does(tmp_path):
     assert_nothing_left(run)
 
 
+def test_a_loadtest_engine_killed_by_sigkill_leaves_nothing_and_its_run_abandoned(tmp_path):
+    """SIGKILL (the OOM killer, a CI timeout) gives the engine no teardown at all: its reaper sees
+    the engine gone and removes the SFU, the browsers, the namespaces and the groups; the run folder
+    keeps every sample written before, and meta.json says `abandoned`."""
+    run = Run(tmp_path, "--rooms", "2", "--background-interval", "1")
+    run.until("r2u1 joining")
+    before = (run.folder / "samples.jsonl").read_text()
+    assert before and json.loads((run.folder / "meta.json").read_text())["status"] == "running"
+    run.proc.send_signal(signal.SIGKILL)
+    code, _, _ = run.finish()
+    assert code == -signal.SIGKILL
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            assert_nothing_left(run)
+            assert json.loads((run.folder / "meta.json").read_text())["status"] == "abandoned"
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    assert (run.folder / "samples.jsonl").read_text().startswith(before)
+    assert "reaper: reclaimed sfubf" in (run.folder / "reaper.log").read_text()
+
+
 def test_a_second_ctrl_c_stops_at_once_and_says_what_is_left(tmp_path):
     run = Run(tmp_path)
     run.until("r1u3 joining")

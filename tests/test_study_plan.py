@@ -64,3 +64,19 @@ def test_an_sfu_left_with_one_counted_run_runs_again_up_to_the_bound(tmp_path):
     assert a_study(tmp_path, runs[:1], repeat=1)._extra(["janus"]) == []   # one asked for: one is the answer
     none = [{"sfu": "janus", "repeat": 1, "status": "failed"}, {"sfu": "janus", "repeat": 2, "status": "failed"}]
     assert a_study(tmp_path, none)._extra(["janus"]) == []   # a failing SFU is not run again and again
+
+
+def test_each_runs_settings_hold_what_its_shape_uses_and_no_password(tmp_path):
+    """scenario.toml, the settings every run of the study is given: the study's own that are not at
+    their default, none of another shape's, and a results database's password never: that URL goes
+    to each run in its environment (what `sfubench loadtest` reads as SFUBENCH_RESULTS_DB)."""
+    url = "postgresql://sfubench:s3cret-pw@db.internal:5432/sfubench"
+    s = study.Study(config.load(cli={"sfu_cpus": "0.4", "shape": "ramp", "rooms": "3", "results_db": url}, env={}),
+                    ["janus"], 1, tmp_path)
+    s._write_scenario()
+    text = (tmp_path / "scenario.toml").read_text()
+    assert "s3cret-pw" not in text and "results-db" not in text
+    assert s.secret_env == {"SFUBENCH_RESULTS_DB": url}
+    given = config.load(file=tmp_path / "scenario.toml", env=s.secret_env, cli={"sfu": "janus"})
+    assert (given.shape, given.rooms, given.sfu_cpus, given.results_db) == ("ramp", 3, 0.4, url)
+    assert "ramp-minutes" not in text and "max-rooms" not in text   # the until-knee shape's, unused here
