@@ -45,14 +45,11 @@ class Entry:
     why: list[str] = field(default_factory=list)
 
 
-def _step(a: Analysis) -> int:
-    return int((a.ident["config"] or {}).get("users_per_room") or 1)
-
-
 def knee_span(e: Entry, audio: bool = False) -> Span | None:
     """The SFU's knee (`audio`: its audio knee) over its runs that measured it: a run with no knee
-    bounds it from below (the participants reached, plus a room), one that stopped on a knee counts
-    it (Knee.judged); a client-bound run measured the clients, and counts not."""
+    bounds it from below (above the participants it reached: narrowed down, a knee could lie at any
+    count past them, not only at the next room), one that stopped on a knee counts it (Knee.judged);
+    a client-bound run measured the clients, and counts not."""
     values, open_above = [], False
     for a in e.analyses:
         knee = a.audio_knee if audio else a.knee
@@ -61,7 +58,7 @@ def knee_span(e: Entry, audio: bool = False) -> Span | None:
         if knee.judged is not None:
             values.append(knee.judged)
         else:
-            values.append((a.headline["participants"] or 0) + _step(a))
+            values.append(a.headline["participants"] or 0)
             open_above = True
     return Span(tuple(values), open_above) if values else None
 
