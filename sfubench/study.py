@@ -84,7 +84,8 @@ def retry_reason(record: dict, a) -> str | None:
 class Study:
     def __init__(self, cfg: Config, sfus: list[str], repeat: int, out: Path, progress: Progress | None = None,
                  bounds: Bounds = Bounds()):
-        self.cfg, self.sfus, self.repeat, self.out = cfg, sfus, repeat, Path(out)
+        # absolute: the runs are started from the checkout, and their folders found from anywhere
+        self.cfg, self.sfus, self.repeat, self.out = cfg, sfus, repeat, Path(out).resolve()
         self.progress = progress or Progress()
         self.bounds = bounds
         self.local = {s: "local" in Adapter.load(s).where for s in sfus}
@@ -114,8 +115,18 @@ class Study:
                 differ = sorted(k for k in set(scenario) | set(recorded) if scenario.get(k) != recorded.get(k))
                 raise ConfigError(f"{self.out} holds a study of another scenario (it differs in "
                                   f"{', '.join(differ)}): give another --out, or the same settings")
+            for record in state.get("runs", []):
+                record["run_dir"] = self._found(record.get("run_dir"))
             return {**state, "scenario": scenario}
         return {"scenario": scenario, "runs": []}
+
+    def _found(self, run_dir: str | None) -> str | None:
+        """A recorded run folder as it is now: one that is not where it was recorded (a study moved,
+        or one whose record holds paths from where it was started) is looked for in its runs/."""
+        if not run_dir or Path(run_dir).exists():
+            return run_dir
+        moved = self.out / "runs" / Path(run_dir).name
+        return str(moved) if moved.exists() else run_dir
 
     def _write_scenario(self) -> None:
         """scenario.toml, the settings each run is given: those its shape uses that are not at their

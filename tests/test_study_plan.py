@@ -80,3 +80,16 @@ def test_each_runs_settings_hold_what_its_shape_uses_and_no_password(tmp_path):
     given = config.load(file=tmp_path / "scenario.toml", env=s.secret_env, cli={"sfu": "janus"})
     assert (given.shape, given.rooms, given.sfu_cpus, given.results_db) == ("ramp", 3, 0.4, url)
     assert "ramp-minutes" not in text and "max-rooms" not in text   # the until-knee shape's, unused here
+
+
+def test_a_study_read_from_elsewhere_finds_its_runs_in_its_folder(tmp_path, monkeypatch):
+    """A record made where the study was started holds run folders relative to there; read from
+    another directory (or moved), the study finds each in its own runs/."""
+    monkeypatch.chdir(tmp_path)
+    cfg = config.load(cli={"sfu_cpus": "0.4"}, env={})
+    scenario = study.Study(cfg, ["janus"], 1, "study").state["scenario"]
+    run = fakerun.make_run(tmp_path / "study" / "runs", knee=14)
+    (tmp_path / "study" / "study.json").write_text(json.dumps({"scenario": scenario, "runs": [
+        {"sfu": "janus", "repeat": 1, "attempt": 1, "status": "ok", "run_dir": f"elsewhere/runs/{run.name}"}]}))
+    s = study.Study(cfg, ["janus"], 1, "study")
+    assert s.out.is_absolute() and [r["run_dir"] for r in s.counted("janus")] == [str(run)]
