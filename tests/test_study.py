@@ -18,7 +18,7 @@ import pytest
 
 from reports import metrics, runfiles, scenario, verify
 from reports import study as study_report
-from sfubench import calibrate
+from sfubench import calibrate, cgroups
 from sfubench.shapes.until_knee import RAMP_BOUND
 
 from support.tiers import full, tiered
@@ -177,11 +177,12 @@ def test_a_run_client_bound_at_its_first_count_is_run_again_and_the_retry_counte
     proc = study(tmp_path, *args)
     hog, lines = None, []
     # outside the clients' cgroup, on their CPU, ahead of them: a group of its own with ten times the
-    # weight of sfubench's, so they get a tenth of it (a nice value would not do: the kernel's
-    # autogroups weigh the hog's session as one, whatever its nice)
-    ahead = Path("/sys/fs/cgroup/cpu/sfubench-test-hog")
+    # default weight, which sfubench's groups have, so they get a tenth of it (a nice value would
+    # not do: the kernel's autogroups weigh the hog's session as one, whatever its nice)
+    v1 = cgroups.version() == 1
+    ahead = cgroups.ROOT / ("cpu" if v1 else "") / "sfubench-test-hog"
     ahead.mkdir(exist_ok=True)
-    (ahead / "cpu.shares").write_text("10240")
+    (ahead / ("cpu.shares" if v1 else "cpu.weight")).write_text("10240" if v1 else "1000")
     try:
         for line in proc.stdout:
             lines.append(line)
