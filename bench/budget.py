@@ -25,9 +25,11 @@ Where the generator cannot push the load twice the budget needs, the run ends cl
 bench says so, gives the load it did measure (below which the SFU coped: a lower bound of the
 ratio), and measures the doubling where the generator can push it: the default run at half the
 budget, judged against the one at the budget. That round is then judged by the doubling below, and
-the table shows both. A ratio outside the band says how far a room's step between the two knees
-leaves it (each SFU's limit lies within a room below its knee). Not a test: figures depend on the machine; printed beside them. Exit codes:
-0 ok, 1 a run failed, 2 bad input, 130 interrupted.
+the table shows both. A ratio outside the band says how far the steps below the two knees leave it
+(each SFU's limit lies within a step below its knee), and the CPU and the cost of a forwarded packet
+where each run last coped: the ratio is the one times the inverse of the other, and an SFU that
+forwards more cheaply once saturated beats the band from above. Not a test: figures depend on the
+machine; printed beside them. Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 interrupted.
 """
 from __future__ import annotations
 
@@ -68,9 +70,12 @@ def knee(name: str, cores: float, out: Path, prefix: str, subnet: str) -> dict:
     # what the SFU could use of its budget: given a whole core, SFUs used 0.78-0.96 of it here, so
     # twice a budget may not be twice the CPU
     used = max((r["sfu_cores_fwd"] for r in analysis.cost if r.get("sfu_cores_fwd") is not None), default=None)
+    # what a forwarded packet cost where the SFU last coped: the premise of the band is that it stays
+    coped = next((r for r in analysis.cost if r["participants"] == k.coped), {})
     return {"cores": cores, "knee": k.participants, "criterion": k.criterion, "detail": k.detail,
             "step": k.participants - k.coped if k.participants and k.coped else cfg.users_per_room,
-            "sfu_cores_used": used, "run": str(run_dir)}
+            "sfu_cores_used": used, "us_per_packet_coped": coped.get("sfu_us_per_packet"),
+            "sfu_cores_coped": coped.get("sfu_cores_fwd"), "run": str(run_dir)}
 
 
 def judge(one: dict, two: dict, base: float) -> dict:
@@ -87,7 +92,21 @@ def judge(one: dict, two: dict, base: float) -> dict:
         return {"ratio": ratio, "bound": True,
                 "verdict": f"the generator could not reach it: client-bound at {two['knee']}, the SFU coping "
                            f"below it, so the ratio is at least {ratio:.2f}x"}
-    return {"ratio": ratio, "bound": False, "verdict": in_band(ratio) + resolution(one, two)}
+    return {"ratio": ratio, "bound": False, "verdict": in_band(ratio) + resolution(one, two) + efficiency(one, two)}
+
+
+def efficiency(one: dict, two: dict) -> str:
+    """Where a ratio outside the band comes from: the packets an SFU forwards go as the CPU it
+    uses over what a packet costs it, so where the cost moved between the knees the ratio is not
+    the CPU's. An SFU that forwards more cheaply once saturated (more packets a wakeup) gains more
+    than twice the participants from twice the CPU."""
+    ratio = two["knee"] / one["knee"]
+    a, b = one.get("us_per_packet_coped"), two.get("us_per_packet_coped")
+    ca, cb = one.get("sfu_cores_coped"), two.get("sfu_cores_coped")
+    if EXPECTED[0] <= ratio <= EXPECTED[1] or not (a and b and ca and cb):
+        return ""
+    return (f"; where it last coped it used {ca:.2f} then {cb:.2f} core ({cb / ca:.2f}x) at {a:.1f} then "
+            f"{b:.1f} µs a forwarded packet ({a / b:.2f}x the packets per CPU-second)")
 
 
 def resolution(one: dict, two: dict) -> str:

@@ -63,3 +63,18 @@ def test_a_round_the_generator_cannot_finish_is_judged_by_the_doubling_below_it(
     # with no knee at half the budget either, the round keeps its lower bound
     knees[1.0], knees[0.25] = run(77, "client"), run(None, "client")
     assert budget.summarise([budget.one_round("inhouse", 0.5, knee_at)])["verdict"].startswith("at least 1.57x")
+
+
+def test_a_ratio_outside_the_band_says_what_the_sfu_gained_per_packet():
+    # Janus here at 0.19 and 0.38 core: 28 and 70 participants coped, 9.04 and 7.28 µs a packet there
+    one = {**run(29), "step": 1, "us_per_packet_coped": 9.04, "sfu_cores_coped": 0.188}
+    two = {**run(71), "step": 1, "us_per_packet_coped": 7.28, "sfu_cores_coped": 0.38}
+    verdict = budget.judge(one, two, 0.19)["verdict"]
+    assert verdict.startswith("OUTSIDE the expected range (the steps of 1 and 1")
+    assert verdict.endswith("; where it last coped it used 0.19 then 0.38 core (2.02x) at 9.0 then 7.3 µs "
+                            "a forwarded packet (1.24x the packets per CPU-second)")
+    # inside the band, or without the cost, nothing is added
+    assert budget.judge({**run(70), "us_per_packet_coped": 9.0, "sfu_cores_coped": 0.5},
+                        {**run(126), "us_per_packet_coped": 6.0, "sfu_cores_coped": 1.0},
+                        0.5)["verdict"] == "as expected"
+    assert "µs" not in budget.judge(run(29), run(71), 0.19)["verdict"]
