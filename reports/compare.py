@@ -227,7 +227,8 @@ def versions_table(analyses: list[Analysis], names: list[str]) -> tuple[Table, l
     per_run = []
     for a in analyses:
         i = a.ident
-        items = {"SFU version": i["version"], "Chrome version": i["chrome"], "git sha": (i["git_sha"] or "")[:12],
+        items = {"SFU version": i["version"], "SFU released": i["released"], "Chrome version": i["chrome"],
+                 "git sha": (i["git_sha"] or "")[:12],
                  "status": a.headline["status"] or "unfinished"}
         items.update({f"sfu option {k}": v for k, v in html.flatten(i["options"])})
         items.update({f"machine.{k}": v for k, v in html.flatten(i["machine"])})

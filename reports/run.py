@@ -134,7 +134,8 @@ def _link_text(net: dict) -> str:
 def _meta(a: Analysis) -> str:
     ident, run = a.ident, a.run
     sfu = run.meta.get("sfu") if isinstance(run.meta.get("sfu"), dict) else {}
-    items = [("SFU", ident["sfu"]), ("SFU version", ident["version"]), ("SFU installed", sfu.get("installed")),
+    items = [("SFU", ident["sfu"]), ("SFU version", ident["version"]), ("SFU released", ident["released"]),
+             ("SFU installed", sfu.get("installed")),
              ("SFU options", ", ".join(f"{k}={v}" for k, v in ident["options"].items()) or None),
              ("Chrome version", ident["chrome"]), ("git sha", ident["git_sha"]),
              ("status", run.meta.get("status")), ("error", run.meta.get("error"))]

@@ -145,12 +145,13 @@ def load(run_dir: str | Path) -> Run:
 
 
 def identity(meta: dict, run_dir: Path) -> dict:
-    """SFU name/version/options, Chrome version, git sha, machine — whatever meta holds."""
+    """SFU name/version/release date/options, Chrome version, git sha, machine — whatever meta holds."""
     sfu = meta.get("sfu")
     if isinstance(sfu, dict):
         name, version, options = sfu.get("name"), sfu.get("version"), sfu.get("options") or {}
+        released = sfu.get("released")
     else:
-        name, version, options = sfu, None, {}
+        name, version, options, released = sfu, None, {}, None
     if not name:
         # the folder is named <UTC timestamp>-<sfu>
         name = Path(run_dir).name.split("-", 1)[-1]
@@ -161,6 +162,7 @@ def identity(meta: dict, run_dir: Path) -> dict:
         "run": Path(run_dir).name,
         "sfu": str(name),
         "version": version,
+        "released": released,
         "options": options,
         "chrome": chrome,
         "git_sha": meta.get("git_sha"),

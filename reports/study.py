@@ -43,6 +43,11 @@ class Entry:
     analyses: list[Analysis] = field(default_factory=list)
     asked: int = 0
     why: list[str] = field(default_factory=list)
+    version: str | None = None     # the adapter's, and when it was released: what was compared
+    released: str | None = None
+
+    def version_cell(self) -> str | None:
+        return f"{self.version} ({self.released})" if self.version and self.released else self.version
 
 
 def knee_span(e: Entry, audio: bool = False) -> Span | None:
@@ -105,17 +110,18 @@ def knee_table(entries: list[Entry], load: int | None) -> Table:
         note = "; ".join(e.why)
         if e.analyses and knees[e.sfu] is None:
             note = "; ".join(filter(None, [note, "every run client-bound: the clients, not the SFU, were the limit"]))
-        rows.append([_rank_cell(rank, e.sfu), e.sfu, f"{len(e.analyses)}/{e.asked}", per_run or None,
+        rows.append([_rank_cell(rank, e.sfu), e.sfu, e.version_cell(), f"{len(e.analyses)}/{e.asked}", per_run or None,
                      knees[e.sfu].text() if knees[e.sfu] else None, ", ".join(criteria) or None,
                      cost[e.sfu].text(1) if cost[e.sfu] else None, note or None])
         keys.append(e.sfu)
     for e in entries:
         ref = reference.of(e.sfu)
         if ref:
-            rows.append([None, f"{ref['label']} (2018 study)", None, None, ref.get("knee"), None, None,
+            rows.append([None, f"{ref['label']} (2018 study)", None, None, None, ref.get("knee"), None, None,
                          "published figure: other hardware, browsers, versions and media"])
             keys.append(f"2018:{e.sfu}")
-    return Table("knees", "Each SFU's knee over its repeats", ["rank", "sfu", "runs", "knee_per_run", "knee_span",
+    return Table("knees", "Each SFU's knee over its repeats", ["rank", "sfu", "sfu_version", "runs", "knee_per_run",
+                 "knee_span",
                  "criterion", Column("sfu_us_per_packet", qualifier=f" at {load or '—'}", unit=""), "note"],
                  rows, note="Rank: 1 + the SFUs whose lowest knee is above this one's highest (level SFUs share "
                  "a rank, marked =). A run without a knee bounds it from below (>); one that stopped on a knee its "
@@ -205,6 +211,7 @@ def summary(entries: list[Entry], load: int | None) -> dict:
         k, heard = knees[e.sfu], knee_span(e, audio=True)
         stream, packet = cost_span(e, load, "sfu_mhz_per_stream"), cost_span(e, load, "sfu_us_per_packet")
         out[e.sfu] = {
+            "version": e.version, "released": e.released,
             "runs": [str(a.run.path) for a in e.analyses], "asked": e.asked, "why": e.why,
             "knees": [None if a.knee.client_bound else a.knee.judged for a in e.analyses],
             "unconfirmed": [a.knee.participants is None and a.knee.stopped_on is not None for a in e.analyses],

@@ -184,7 +184,7 @@ def _list_sfus(args) -> int:
     for name in config_mod.available_sfus():
         a = Adapter.load(name)
         where = " and ".join(a.where) if a.where != ["cloud"] else "the cloud only"
-        print(f"{name:10} {a.version:10} runs in {where}; "
+        print(f"{name:10} {a.version:10} released {a.released}; runs in {where}; "
               + ("publishes simulcast" if a.simulcast else "publishes one layer (no --simulcast)")
               + (" (synthetic participants too)" if a.synthetic_simulcast else "")
               + f"; codecs {', '.join(a.codecs)}"

@@ -118,7 +118,7 @@ class Adapter:
             data = tomllib.loads((folder / "sfu.toml").read_text())
         except FileNotFoundError:
             raise AdapterError(f"no adapter {name!r} (expected {folder}/sfu.toml)") from None
-        for key in ("name", "version", "client", "start", "health"):
+        for key in ("name", "version", "released", "client", "start", "health"):
             if key not in data:
                 raise AdapterError(f"{folder}/sfu.toml lacks {key!r}")
         unknown = [c for c in data.get("codecs", []) if c not in CODECS]
@@ -163,6 +163,11 @@ class Adapter:
     @property
     def version(self) -> str:
         return self.data["version"]
+
+    @property
+    def released(self) -> str:
+        """When that version was released (kept in sfu.toml: nothing is looked up at run time)."""
+        return self.data["released"]
 
     @property
     def self_signed(self) -> bool:

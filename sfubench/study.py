@@ -337,9 +337,10 @@ class Study:
             runs = sorted((r for r in self.state["runs"] if r["sfu"] == sfu),
                           key=lambda r: (r["repeat"], r.get("attempt", 1)))
             asked = max([self.repeat] + [r["repeat"] for r in runs]) if self.local[sfu] else 0
-            entry = study_report.Entry(sfu, asked=asked)
+            adapter = Adapter.load(sfu)
+            entry = study_report.Entry(sfu, asked=asked, version=adapter.version, released=adapter.released)
             if not self.local[sfu]:
-                data = Adapter.load(sfu).data
+                data = adapter.data
                 entry.why.append(f"runs in the cloud only ({data.get('why_cloud', 'not installable here')}): "
                                  f"make cloud-loadtest SFU={sfu}")
             for r in runs:

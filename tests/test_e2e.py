@@ -18,6 +18,7 @@ import pytest
 
 from reports import metrics, runfiles, windows
 from sfubench.rundir import read
+from sfubench.sfu import Adapter
 
 from support.interrupt import as_a_terminal_starts_it
 from support.tiers import full
@@ -120,6 +121,7 @@ def test_run_folder_records_versions_events_and_quality(sfu_run):
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "ok"
     assert meta["sfu"]["version"] in meta["sfu"]["installed"]
+    assert meta["sfu"]["released"] == Adapter.load(meta["sfu"]["name"]).released
     assert meta["chrome"]["version"].split(".")[0].isdigit()
     assert meta["cpu"]["clients_per_participant"] > 0 and meta["cpu"]["sfu_cores"] > 0
     events = [e["event"] for e in read(run, "events")]

@@ -27,7 +27,8 @@ def entries(tmp_path_factory):
 
     return [Entry("inhouse", [run("inhouse", knee=42), run("inhouse", knee=42)], 2),
             Entry("janus", [run("janus", knee=21), run("janus", knee=28)], 2),
-            Entry("mediasoup", [run("mediasoup", knee=21), run("mediasoup", knee=28)], 2),
+            Entry("mediasoup", [run("mediasoup", knee=21), run("mediasoup", knee=28)], 2,
+                  version="3.13.16", released="2024-01-10"),
             Entry("livekit", [run("livekit", client_bound_after=14), run("livekit", client_bound_after=14)], 2),
             Entry("medooze", [], 2, ["repeat 1: failed: installing medooze failed: npm ERR! 404"]),
             Entry("jitsi", [], 0, ["runs in the cloud only: make cloud-loadtest SFU=jitsi"])]
@@ -83,6 +84,8 @@ def test_the_record_has_each_sfus_knee_spread_and_cost(built, entries):
     assert results["medooze"]["runs"] == [] and "npm ERR" in results["medooze"]["why"][0]
     load = results["janus"]["cost"]["participants"]
     assert load and load < min(results["janus"]["knees"]) and results["janus"]["cost"]["us_per_packet"]["median"] > 0
+    # what was compared: each SFU's version and when it was released
+    assert (results["mediasoup"]["version"], results["mediasoup"]["released"]) == ("3.13.16", "2024-01-10")
 
 
 def test_the_words_follow_the_intervals(built):
@@ -102,6 +105,8 @@ def test_every_sfu_is_a_row_and_the_2018_figures_stand_beside(built):
     assert sfus[:6] == ["inhouse", "janus", "mediasoup", "livekit", "medooze", "jitsi"] or \
         set(sfus[:6]) == {"inhouse", "janus", "mediasoup", "livekit", "medooze", "jitsi"}
     notes = {row[1]: row[-1] for row in knees["rows"]}
+    versions = {row[1]: row[knees["columns"].index("SFU version")] for row in knees["rows"]}
+    assert versions["mediasoup"] == "3.13.16 (2024-01-10)" and versions["janus"] is None
     assert "cloud only" in notes["jitsi"] and "every run client-bound" in notes["livekit"]
     assert "Janus 0.4.3 (2018 study)" in sfus and reference.of("janus")["knee"] == 270
     table4 = json.loads((out / "tables.json").read_text())["tables"]["cmp-table4"]
