@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import compare, export, html, plotting, reference, scenario, tables
+from . import compare, export, html, plotting, price, reference, scenario, tables
 from .confidence import Span, ranks, verdicts
 from .audio import AudioKneeRule
 from .knee import KneeRule
@@ -22,8 +22,8 @@ from .table import Column, Table
 
 FIGURES = ("fig-cmp-bitrate", "fig-cmp-rtt", "fig-cmp-quality", "fig-cmp-delay", "fig-cmp-audio", "fig-cmp-checks",
            "fig-cmp-server")
-TABLES = ("table-knees", "table-study-audio", "table-study-cost", "table-cmp-table4", "table-cmp-table5", "table-cmp-table6",
-          "table-study2018")
+TABLES = ("table-knees", "table-study-audio", "table-study-cost", "table-study-price", "table-cmp-table4",
+          "table-cmp-table5", "table-cmp-table6", "table-study2018")
 
 # Tables IV–VI side by side: the columns the 2018 study published, and its key for each
 REFERENCE_COLUMNS = {
@@ -66,6 +66,17 @@ def knee_span(e: Entry, audio: bool = False) -> Span | None:
             values.append(a.headline["participants"] or 0)
             open_above = True
     return Span(tuple(values), open_above) if values else None
+
+
+def per_vcpu(e: Entry):
+    """The SFU's knees over the cores of budget its runs had: participants per vCPU (price.py)."""
+    cores = next((a.ident["config"].get("sfu_cpus") for a in e.analyses), None)
+    return price.per_vcpu(knee_span(e), cores)
+
+
+def profile(e: Entry) -> str | None:
+    return next((a.run.meta["sfu"].get("profile") for a in e.analyses if isinstance(a.run.meta.get("sfu"), dict)),
+                None)
 
 
 def coped(a: Analysis) -> set[int]:
@@ -202,8 +213,9 @@ def plots(entries: list[Entry], out: Path) -> dict[str, str | None]:
     return compare.plots(runs, names, out, colors=colors, prefix="study")
 
 
-def summary(entries: list[Entry], load: int | None) -> dict:
-    """study.json's results: per SFU its runs, knee and spread, and cost per stream."""
+def summary(entries: list[Entry], load: int | None, offer: dict | None = None) -> dict:
+    """study.json's results: per SFU its runs, knee and spread, cost per stream and, with the
+    cloud's `offer`, its price per participant-hour."""
     knees = {e.sfu: knee_span(e) for e in entries}
     rank, audio_rank = ranks(knees), ranks({e.sfu: knee_span(e, audio=True) for e in entries})
     out = {}
@@ -231,21 +243,25 @@ def summary(entries: list[Entry], load: int | None) -> dict:
                                                                     "max": stream.high},
                      "us_per_packet": None if packet is None else {"median": packet.middle, "min": packet.low,
                                                                    "max": packet.high}},
+            "price": price.record(per_vcpu(e), offer) if offer else None,
         }
     return out
 
 
-def build(entries: list[Entry], out_dir: str | Path, budget: dict | None = None) -> tuple[Path, dict]:
+def build(entries: list[Entry], out_dir: str | Path, budget: dict | None = None,
+          offer: dict | None = None) -> tuple[Path, dict]:
     """report.html (+ images and tables) of the study in `out_dir`; returns its path and study.json's
-    results. `budget`: how the SFU budget was sized to the machine (study.json's), if it was."""
+    results. `budget`: how the SFU budget was sized to the machine (study.json's), if it was;
+    `offer`: the cloud's instance types and prices (terraform.offer()), to price a participant-hour."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     measured = [e for e in entries if e.analyses]
     load = common_load(measured)
     figs = plots(entries, out)
     shown = [knee_table(entries, load), audio_table(entries, load), cost_table(entries, load),
+             *([price.table([(e.sfu, profile(e), per_vcpu(e)) for e in entries], offer)] if offer else []),
              *side_by_side(entries), reference.table()]
-    results = summary(entries, load)
+    results = summary(entries, load, offer)
     words = verdicts({e.sfu: knee_span(e) for e in entries}, "knee", "higher")
     words += verdicts({e.sfu: knee_span(e, audio=True) for e in entries}, "audio knee", "higher")
     if load:
@@ -254,7 +270,9 @@ def build(entries: list[Entry], out_dir: str | Path, budget: dict | None = None)
                           digits=1)
     export.write_tables(shown, out, {"results": results, "verdicts": words, "knee_rule": KneeRule().text(),
                                       "audio_knee_rule": AudioKneeRule().text(),
-                                      "reference": reference.source(), "budget": budget})
+                                      "reference": reference.source(), "budget": budget,
+                                      "prices": offer and {"cloud": offer["cloud"], "source": offer["source"],
+                                                           "assumption": price.ASSUMPTION}})
     path = out / "report.html"
     path.write_text(render(entries, figs, {t.id: t for t in shown}, words, out, budget), encoding="utf-8")
     return path, results
@@ -292,6 +310,7 @@ def render(entries: list[Entry], figs: dict, shown: dict[str, Table], words: lis
         '<p class="missing">No SFU has a knee measured: nothing to rank.</p>',
         html.table(shown["knees"]),
         html.table(shown["study-cost"]),
+        html.table(shown["study-price"]) if "study-price" in shown else "",
         "<h2>What participants heard</h2>",
         html.table(shown["study-audio"]),
         fig("fig-cmp-audio", "Audio vs participants, every SFU",

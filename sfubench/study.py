@@ -29,6 +29,7 @@ from reports import metrics, runfiles
 from reports import study as study_report
 
 from . import calibrate, quiet
+from .cloud import run as cloud_run, terraform
 from .config import (FIELDS, ROOT, Config, ConfigError, as_toml, available_sfus, cpu_list, env_of, foreign_to,
                      redact)
 from .progress import Progress
@@ -360,7 +361,9 @@ class Study:
         return out
 
     def report(self) -> Path:
-        path, results = study_report.build(self.entries(), self.out, self.state.get("budget"))
+        # priced on the one cloud the Terraform environments offer today
+        offer = terraform.offer(next(iter(cloud_run.CLOUDS)))
+        path, results = study_report.build(self.entries(), self.out, self.state.get("budget"), offer)
         self.state["results"] = results
         self._save()
         return path

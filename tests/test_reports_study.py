@@ -9,6 +9,7 @@ from reports import metrics, reference, runfiles, verify
 from reports import study as study_report
 from reports.confidence import Span
 from reports.study import Entry
+from sfubench.cloud import terraform
 
 from support import fakerun
 
@@ -25,7 +26,8 @@ def entries(tmp_path_factory):
         return metrics.analyse(runfiles.load(fakerun.make_run(
             parent, sfu=sfu, seed=i, rooms=8, start_ms=1_760_000_000_000 + i * HOUR, **kw)))
 
-    return [Entry("inhouse", [run("inhouse", knee=42), run("inhouse", knee=42)], 2),
+    budget = {"sfu_cpus": 0.25}
+    return [Entry("inhouse", [run("inhouse", knee=42, config=budget), run("inhouse", knee=42, config=budget)], 2),
             Entry("janus", [run("janus", knee=21), run("janus", knee=28)], 2),
             Entry("mediasoup", [run("mediasoup", knee=21), run("mediasoup", knee=28)], 2,
                   version="3.13.16", released="2024-01-10"),
@@ -37,7 +39,7 @@ def entries(tmp_path_factory):
 @pytest.fixture(scope="module")
 def built(entries, tmp_path_factory):
     out = tmp_path_factory.mktemp("study")
-    path, results = study_report.build(entries, out)
+    path, results = study_report.build(entries, out, offer=terraform.offer("aws"))
     return out, path, results
 
 
@@ -135,3 +137,31 @@ def test_a_run_that_coped_with_no_count_leaves_the_others_costs(entries, tmp_pat
     assert load == study_report.common_load([e for e in entries if e.analyses]) and load
     assert study_report.cost_span(measured[-1], load, "sfu_us_per_packet") is None
     assert study_report.cost_span(measured[0], load, "sfu_us_per_packet") is not None
+
+
+def test_each_sfu_is_priced_per_participant_hour_on_the_clouds_instances(built):
+    """The in-house SFU's knee, 49 in both runs on 0.25 core, is 196 participants per vCPU: on a
+    c5.large (2 vCPUs, $0.085 an hour) a participant-hour costs 0.085 / 392 dollars."""
+    out, _, results = built
+    priced = results["inhouse"]["price"]
+    assert priced["participants_per_vcpu"] == {"median": 196, "min": 196, "max": 196}
+    c5 = priced["usd_per_1000_participant_hours"]["c5.large"]
+    assert abs(c5["median"] - 1000 * 0.085 / 392) < 1e-9 and c5["min"] == c5["max"] == c5["median"]
+    # no budget recorded, no price; client-bound runs have no knee to price
+    assert results["janus"]["price"] is None and results["livekit"]["price"] is None
+    tables = json.loads((out / "tables.json").read_text())
+    assert tables["prices"]["source"] == terraform.offer("aws")["source"] and tables["prices"]["cloud"] == "aws"
+    assert "tuned profiles" in tables["prices"]["assumption"]
+    table = tables["tables"]["study-price"]
+    row = next(r for r in table["rows"] if r[0] == "inhouse")
+    assert row[table["columns"].index("Participants per vCPU")] == "196"
+    assert row[table["columns"].index("USD per 1,000 participant-hours on c5.large")] == "0.217"
+
+
+def test_a_knee_not_reached_prices_a_participant_hour_from_above():
+    from reports import price
+    bound = price.hourly(Span((70, 140), open_above=True), 0.085, 2)
+    assert bound["median"] is None and abs(bound["at_most"] - 1000 * 0.085 / (2 * 70)) < 1e-9
+    assert price.cell(bound) == "< 0.607"
+    both = price.hourly(Span((100, 200)), 0.085, 2)
+    assert price.cell(both) == "0.319 (0.212–0.425)"

@@ -48,6 +48,14 @@ def prices(cloud: str) -> dict[str, float]:
     return json.loads((environment(cloud) / "prices.json").read_text())["prices"]
 
 
+def offer(cloud: str) -> dict:
+    """The instance types the environment offers, each with its hourly price and vCPUs, and where
+    the prices come from: what the study prices a participant-hour on."""
+    d = json.loads((environment(cloud) / "prices.json").read_text())
+    return {"cloud": cloud, "source": d["_source"],
+            "instances": {t: {"usd_hour": usd, "vcpus": d["vcpus"][t]} for t, usd in d["prices"].items()}}
+
+
 def rates(cloud: str) -> tuple[float, float]:
     """(per vCPU-hour of the cluster's nodes, per GB of traffic between zones), from the same file."""
     d = json.loads((environment(cloud) / "prices.json").read_text())
