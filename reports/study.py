@@ -68,7 +68,7 @@ def knee_span(e: Entry, audio: bool = False) -> Span | None:
     return Span(tuple(values), open_above) if values else None
 
 
-def per_vcpu(e: Entry):
+def per_vcpu(e: Entry) -> Span | None:
     """The SFU's knees over the cores of budget its runs had: participants per vCPU (price.py)."""
     cores = next((a.ident["config"].get("sfu_cpus") for a in e.analyses), None)
     return price.per_vcpu(knee_span(e), cores)
