@@ -43,22 +43,27 @@ def environment(cloud: str) -> Path:
     return env
 
 
-def prices(cloud: str) -> dict[str, float]:
+def price_list(cloud: str) -> dict:
     """The environment's price list (environments/<cloud>/prices.json), which its hosts use too."""
-    return json.loads((environment(cloud) / "prices.json").read_text())["prices"]
+    return json.loads((environment(cloud) / "prices.json").read_text())
+
+
+def prices(cloud: str) -> dict[str, float]:
+    """Each instance type's hourly price."""
+    return price_list(cloud)["prices"]
 
 
 def offer(cloud: str) -> dict:
     """The instance types the environment offers, each with its hourly price and vCPUs, and where
     the prices come from: what the study prices a participant-hour on."""
-    d = json.loads((environment(cloud) / "prices.json").read_text())
+    d = price_list(cloud)
     return {"cloud": cloud, "source": d["_source"],
             "instances": {t: {"usd_hour": usd, "vcpus": d["vcpus"][t]} for t, usd in d["prices"].items()}}
 
 
 def rates(cloud: str) -> tuple[float, float]:
     """(per vCPU-hour of the cluster's nodes, per GB of traffic between zones), from the same file."""
-    d = json.loads((environment(cloud) / "prices.json").read_text())
+    d = price_list(cloud)
     return d["vcpu_hour"], d["traffic_gb"]
 
 
