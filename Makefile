@@ -65,8 +65,8 @@ test: deps
 # Everything: `make test`, then each part of what it leaves out.
 test-all: test test-sfus test-cloud test-e2e
 
-# What the adapter suites leave out of `make test`: every other local SFU (mediasoup's and Medooze's
-# builds take about half an hour each on two cores, once, cached by version), codec and layer.
+# What the adapter suites leave out of `make test`: every other local SFU (Medooze's build takes about
+# half an hour on two cores, mediasoup's a few minutes, once, cached by version), codec and layer.
 test-sfus: deps
 	@$(call pytest,$(PART_SFUS))
 

@@ -76,7 +76,7 @@ def test_list_sfus_shows_versions_profiles_and_where():
                        cwd=ROOT, timeout=60)
     assert r.returncode == 0
     for line in ("janus      1.1.2      released 2023-01-17;", "jitsi", "the cloud only", "livekit    1.13.5",
-                 "mediasoup  3.8.4      released 2021-09-13;", "profile tuned"):
+                 "mediasoup  3.13.16    released 2024-01-10;", "profile tuned"):
         assert line in r.stdout, r.stdout
 
 

@@ -37,7 +37,7 @@ def test_a_codec_an_adapter_cannot_publish_and_synthetic_participants_are_refuse
                             cwd=ROOT, timeout=60).stdout
     assert next(line for line in listed.splitlines() if line.startswith("jitsi")).endswith("codecs vp8")
     assert next(line for line in listed.splitlines() if line.startswith("janus")).endswith("codecs vp8, h264, vp9, av1")
-    r = loadtest("mediasoup", tmp_path, "--preset", "browsers", "--codec", "av1")   # mediasoup 3.8 has no AV1
+    r = loadtest("mediasoup", tmp_path, "--preset", "browsers", "--codec", "av1")   # mediasoup 3.13 has no AV1
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "--codec av1: mediasoup's page publishes vp8, h264, vp9" in r.stderr
     r = loadtest("janus", tmp_path, "--codec", "vp9")   # the default mix: synthetic participants

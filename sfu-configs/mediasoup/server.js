@@ -85,7 +85,7 @@ async function handle(peer, method, data) {
     }
     case 'createTransport': {
       const transport = await peer.room.router.createWebRtcTransport({
-        listenIps: [{ip: address}], enableUdp: true, enableTcp: false, preferUdp: true,
+        listenInfos: [{protocol: 'udp', ip: address}],
         initialAvailableOutgoingBitrate: 1000000,
       });
       peer.transports.set(transport.id, transport);
