@@ -187,6 +187,7 @@ def _list_sfus(args) -> int:
         print(f"{name:10} {a.version:10} released {a.released}; runs in {where}; "
               + ("publishes simulcast" if a.simulcast else "publishes one layer (no --simulcast)")
               + (" (synthetic participants too)" if a.synthetic_simulcast else "")
+              + (f"; synthetic participants in {', '.join(a.synthetic_codecs)}" if a.synthetic_codecs else "")
               + f"; codecs {', '.join(a.codecs)}"
               + (f"; SVC in {', '.join(a.svc)}" if a.svc else ""))
         profiles = profiles_of(a.data)

@@ -32,8 +32,11 @@ def cache_root() -> Path:
 
 
 # The video codecs a run may ask browsers to publish, as adapters name them in sfu.toml's `codecs`:
-# the first is the default, the 2018 study's and the one synthetic participants speak.
+# the first is the default, the 2018 study's.
 CODECS = ("vp8", "h264", "vp9", "av1")
+# The ones synthetic participants send and read (sfubench/encoding.py encodes the clip in each,
+# synth/codec.go packetizes and reassembles them); an adapter's driver names those it negotiates.
+SYNTHETIC_CODECS = ("vp8", "h264")
 SVC_CODECS = ("vp9", "av1")   # those Chrome encodes as SVC spatial layers (--svc)
 
 
@@ -114,8 +117,8 @@ class Settings:
     codec: str = opt("vp8", "video codec each browser participant publishes: vp8 (the 2018 study's), h264 "
                      "(constrained baseline, packetization mode 1), vp9 or av1 (profile 0, one spatial "
                      "layer). The adapter must take it (`sfubench list-sfus` lists each one's codecs); "
-                     "synthetic participants send and read VP8 only, so another codec needs rooms of "
-                     "browsers (--preset browsers)",
+                     "synthetic participants send it too where the adapter's driver can (`list-sfus`), "
+                     "else another codec than VP8 needs rooms of browsers (--preset browsers)",
                      choices=CODECS)
     svc: bool = opt(False, "publish the --simulcast layers as the spatial layers of one SVC stream "
                     "(L<n>T3_KEY, as Chrome encodes VP9 and AV1 SVC) instead of simulcast streams; needs "

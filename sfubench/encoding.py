@@ -1,5 +1,6 @@
-"""The clip as synthetic participants publish it, pre-encoded once: VP8 in IVF (frame i is loop
-position i, frame code i), one file per simulcast layer, and Opus in Ogg.
+"""The clip as synthetic participants publish it, pre-encoded once: video in the run's codec (VP8
+in IVF, H.264 as an Annex B stream; frame i is loop position i, frame code i), one file per
+simulcast layer, and Opus in Ogg.
 
 Each file is cached beside the media by a hash of the media and its encoder settings, written under
 a temporary name and renamed, behind a lock: two runs starting at once encode it once."""
@@ -10,9 +11,11 @@ import fcntl
 import hashlib
 import json
 import logging
+import re
 import subprocess
 from pathlib import Path
 
+from .config import SYNTHETIC_CODECS
 from .media import Media, MediaError, ffmpeg, tmp_path
 
 log = logging.getLogger(__name__)
@@ -27,11 +30,23 @@ OPUS_KBPS = 32
 LAYER_SHARE = (1.0, 0.375, 0.125)
 # Bump when the encoding settings below change, so cached encodings rebuild.
 ENCODER = 2
+# Each codec's file and encoder, as a browser's realtime encoder runs: no look-ahead, no reordered
+# or alternate reference frames, and no dropped frames, so that frame i of the file is loop position
+# i; keyframes every `gop` frames exactly, so that every layer has them at the same positions.
+VIDEO = {
+    "vp8": (".ivf", ["-c:v", "libvpx", "-deadline", "realtime", "-cpu-used", "8", "-auto-alt-ref", "0",
+                     "-lag-in-frames", "0", "-error-resilient", "default", "-drop-threshold", "0", "-f", "ivf"]),
+    # constrained baseline as Chrome's H.264 (profile-level-id 42e01f); a delimiter before each frame
+    # tells frames apart in the stream, and x264's own SEI (its settings) is no browser's
+    "h264": (".h264", ["-c:v", "libx264", "-profile:v", "baseline", "-pix_fmt", "yuv420p", "-tune", "zerolatency", "-bf", "0",
+                       "-sc_threshold", "0", "-bsf:v", "h264_metadata=aud=insert,filter_units=remove_types=6",
+                       "-f", "h264"]),
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class Encoded:
-    """`video`: one IVF per layer, smallest picture first, the full picture last."""
+    """`video`: one file per layer, smallest picture first, the full picture last."""
     video: tuple[Path, ...]
     ogg: Path
     kbps: tuple[int, ...]   # each layer's, as `video`
@@ -42,58 +57,62 @@ class Encoded:
         return self.video[-1]
 
 
-def encoded(media: Media, layers: int = 1) -> Encoded:
-    """`media` pre-encoded for synthetic publishers: the full picture with the audio, and below it
-    `layers - 1` layers each half the last one's width and height."""
+def encoded(media: Media, layers: int = 1, codec: str = SYNTHETIC_CODECS[0]) -> Encoded:
+    """`media` pre-encoded for synthetic publishers in `codec`: the full picture with the audio, and
+    below it `layers - 1` layers each half the last one's width and height."""
     if not 1 <= layers <= len(LAYER_SHARE):
         raise MediaError(f"{layers} layers: synthetic publishers send 1 to {len(LAYER_SHARE)}")
     gop = media.fps
     video, kbps = [], []
     for down in range(layers - 1, -1, -1):
         rate = round(ENCODE_KBPS[media.profile] * LAYER_SHARE[down])
-        video.append(_encode_layer(media, down, rate, gop))
+        video.append(_encode_layer(media, codec, down, rate, gop))
         kbps.append(rate)
-    return Encoded(tuple(video), video[-1].with_suffix(".ogg"), tuple(kbps), gop)
+    # the audio is encoded with VP8's full picture (its cache key from before codecs), in every codec
+    vp8 = video[-1] if codec == SYNTHETIC_CODECS[0] else _encode_layer(media, SYNTHETIC_CODECS[0], 0, kbps[-1], gop)
+    return Encoded(tuple(video), vp8.with_suffix(".ogg"), tuple(kbps), gop)
 
 
-def _encode_layer(media: Media, down: int, kbps: int, gop: int) -> Path:
-    """The IVF of the layer whose sides are the source's halved `down` times (the full picture, 0,
-    comes with the audio's Ogg of the same name)."""
+def _encode_layer(media: Media, codec: str, down: int, kbps: int, gop: int) -> Path:
+    """The video file of the layer whose sides are the source's halved `down` times (VP8's full
+    picture, 0, comes with the audio's Ogg of the same name)."""
     params = {"media": media.meta.name, "encoder": ENCODER, "kbps": kbps, "gop": gop}
-    # the full picture's parameters are those from before layers existed: its cache stays valid
-    params.update({"opus": OPUS_KBPS} if down == 0 else {"down": down})
+    # VP8's full picture keeps the parameters from before layers and codecs: its cache stays valid
+    with_audio = down == 0 and codec == SYNTHETIC_CODECS[0]
+    params.update({"opus": OPUS_KBPS} if with_audio else {"down": down})
+    if codec != SYNTHETIC_CODECS[0]:
+        params["codec"] = codec
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
     stem = media.meta.with_name(f"{media.meta.stem}-synth-{digest}")
-    ivf, ogg, done = stem.with_suffix(".ivf"), stem.with_suffix(".ogg"), stem.with_suffix(".json")
-    outputs = (ivf, ogg) if down == 0 else (ivf,)
+    suffix, encoder = VIDEO[codec]
+    out, ogg, done = stem.with_suffix(suffix), stem.with_suffix(".ogg"), stem.with_suffix(".json")
+    outputs = (out, ogg) if with_audio else (out,)
     if done.exists() and all(p.exists() for p in outputs):
-        return ivf
+        return out
     with open(stem.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if done.exists() and all(p.exists() for p in outputs):
-            return ivf
+            return out
         width, height = media.width >> down, media.height >> down
-        log.info("media %s: encoding the clip for synthetic participants (VP8 %dx%d, %d kbit/s)",
-                 media.profile, width, height, kbps)
-        # Realtime libvpx as a browser runs it: no look-ahead or alternate reference frames, and no
-        # dropped frames, so that frame i of the file is loop position i; keyframes every `gop`
-        # frames exactly, so that every layer has them at the same positions.
-        scale = [] if down == 0 else ["-vf", f"scale={width}:{height}:flags=area"]
-        video = [*scale, "-c:v", "libvpx", "-deadline", "realtime", "-cpu-used", "8", "-b:v", f"{kbps}k",
-                 "-maxrate", f"{kbps}k", "-bufsize", f"{kbps}k", "-g", str(gop), "-keyint_min", str(gop),
-                 "-auto-alt-ref", "0", "-lag-in-frames", "0", "-error-resilient", "default",
-                 "-drop-threshold", "0", "-fps_mode", "passthrough", "-f", "ivf"]
+        if codec != SYNTHETIC_CODECS[0]:   # 4:2:0 in x264 takes even sides only
+            width, height = width & ~1, height & ~1
+        log.info("media %s: encoding the clip for synthetic participants (%s %dx%d, %d kbit/s)",
+                 media.profile, codec.upper(), width, height, kbps)
+        scale = [] if (width, height) == (media.width, media.height) else ["-vf", f"scale={width}:{height}:flags=area"]
+        rate = ["-b:v", f"{kbps}k", "-maxrate", f"{kbps}k", "-bufsize", f"{kbps}k", "-g", str(gop),
+                "-keyint_min", str(gop), "-fps_mode", "passthrough"]
+        video = [*scale, *rate, *encoder]
         audio = ["-c:a", "libopus", "-b:a", f"{OPUS_KBPS}k", "-vbr", "off", "-frame_duration", "20", "-application",
                  "voip", "-ar", "48000", "-ac", "1", "-f", "ogg"]
-        jobs = [(media.y4m, video, ivf)] + ([(media.wav, audio, ogg)] if down == 0 else [])
+        jobs = [(media.y4m, video, out)] + ([(media.wav, audio, ogg)] if with_audio else [])
         for src, args, dst in jobs:
             _ffmpeg_to(src, args, dst)
-        frames = ivf_frames(ivf)
+        frames = video_frames(out)
         if frames != media.frames:
-            raise MediaError(f"{ivf} has {frames} frames, the clip {media.frames}: frame codes would not "
+            raise MediaError(f"{out} has {frames} frames, the clip {media.frames}: frame codes would not "
                              "match loop positions")
         done.write_text(json.dumps({**params, "frames": frames}) + "\n")
-    return ivf
+    return out
 
 
 def _ffmpeg_to(src: Path, args: list[str], dst: Path) -> None:
@@ -108,9 +127,15 @@ def _ffmpeg_to(src: Path, args: list[str], dst: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def ivf_frames(path: Path) -> int:
-    """How many frames an IVF file holds (from its frame headers; the file header's count may lie)."""
+_DELIMITER = re.compile(rb"\x00\x00\x01[\x09\x29\x49\x69]")   # an H.264 access unit delimiter
+
+
+def video_frames(path: Path) -> int:
+    """How many frames a clip file holds: an IVF's by its frame headers (the file header's count may
+    lie), an H.264 stream's by its access unit delimiters."""
     data = path.read_bytes()
+    if path.suffix == ".h264":
+        return len(_DELIMITER.findall(data))
     if data[:4] != b"DKIF":
         raise MediaError(f"{path} is not an IVF file")
     off, n = int.from_bytes(data[6:8], "little"), 0

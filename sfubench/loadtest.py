@@ -159,12 +159,12 @@ def _refuse(cfg: Config, adapter: Adapter) -> None:
     if cfg.codec not in adapter.codecs:
         raise ConfigError(f"--codec {cfg.codec}: {adapter.name}'s page publishes {', '.join(adapter.codecs)} "
                           f"(`sfubench list-sfus` lists each adapter's codecs)")
-    if wanted and cfg.codec != CODECS[0]:
-        raise ConfigError(f"--codec {cfg.codec}: synthetic participants send and read {CODECS[0].upper()} only; "
-                          f"run rooms of browsers (--preset browsers)")
     if wanted and not adapter.synthetic_driver:
         raise ConfigError(f"{adapter.name} has no driver for synthetic participants yet: run it with "
                           f"browsers only (leave --real-per-room and --real-rooms at their defaults)")
+    if wanted and cfg.codec not in adapter.synthetic_codecs:
+        raise ConfigError(f"--codec {cfg.codec}: {adapter.name}'s synthetic participants send and read "
+                          f"{', '.join(adapter.synthetic_codecs)}; run rooms of browsers (--preset browsers)")
 
 
 def _writable(out: Path) -> None:
@@ -192,7 +192,7 @@ def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, net_plan: network.
         # the emulator tells the synthetic participants' frames apart by their own address
         # generators on other hosts (no binary here) were started with the full picture alone
         layers = cfg.simulcast if adapter.synthetic_simulcast and binary is not None else 1
-        synth = {"binary": binary, "encoded": encoding.encoded(media, layers), "driver": adapter.synthetic_driver,
+        synth = {"binary": binary, "encoded": encoding.encoded(media, layers, cfg.codec), "driver": adapter.synthetic_driver,
                  "fps": media.fps, "own_address": net_plan.synthetic is not None}
     return media, synth, installed
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from secrets import token_urlsafe
 from urllib.parse import urlencode
 
-from .config import CODECS, ROOT, SVC_CODECS, ConfigError
+from .config import CODECS, ROOT, SVC_CODECS, SYNTHETIC_CODECS, ConfigError
 from .settings import AUTO
 from .sfuserver import AdapterError, Server
 
@@ -124,6 +124,11 @@ class Adapter:
         unknown = [c for c in data.get("codecs", []) if c not in CODECS]
         if unknown:
             raise AdapterError(f"{folder}/sfu.toml: codecs {unknown} are none of {list(CODECS)}")
+        synthetic = data.get("synthetic", {}).get("codecs", [])
+        unknown = [c for c in synthetic if c not in SYNTHETIC_CODECS or c not in data.get("codecs", [])]
+        if unknown:
+            raise AdapterError(f"{folder}/sfu.toml: synthetic codecs {unknown} are not of its codecs among "
+                               f"{list(SYNTHETIC_CODECS)} (what synthetic participants send)")
         not_svc = [c for c in data.get("svc", []) if c not in SVC_CODECS or c not in data.get("codecs", [])]
         if not_svc:
             raise AdapterError(f"{folder}/sfu.toml: svc {not_svc} are not of its codecs among {list(SVC_CODECS)}")
@@ -285,6 +290,14 @@ class Adapter:
         """Whether its synthetic driver publishes the layers --simulcast asks for (`[synthetic]
         simulcast = true`); without it synthetic participants send the full picture alone."""
         return self.data.get("synthetic", {}).get("simulcast") is True
+
+    @property
+    def synthetic_codecs(self) -> list[str]:
+        """The video codecs its synthetic driver negotiates (`[synthetic] codecs`; VP8 alone without
+        it), none without a driver."""
+        if not self.synthetic_driver:
+            return []
+        return list(self.data.get("synthetic", {}).get("codecs", SYNTHETIC_CODECS[:1]))
 
     def firewall(self) -> tuple[list[int], list[tuple[int, int]]]:
         """What a host's firewall opens to this SFU's clients: TCP ports and UDP port ranges. A

@@ -20,7 +20,7 @@ from . import synthetic
 from . import traffic
 from .agent import PROBE_PORT, TOKEN_ENV, TOKEN_HEADER, read_bounded
 from .cgroups import CpuGroup
-from .config import BROWSER_CORES, BROWSER_SHARE, LAB_SFU_CORES, Config, ConfigError, cpu_list
+from .config import BROWSER_CORES, BROWSER_SHARE, LAB_SFU_CORES, SYNTHETIC_CODECS, Config, ConfigError, cpu_list
 from .settings import AUTO
 from .shapes.until_knee import LAB_RAMP_MINUTES
 from .gobuild import GoBuildError
@@ -364,6 +364,10 @@ class RemoteSite(Site):
             raise ConfigError("synthetic participants in a remote run need generators on the grid's hosts: "
                               "give --synthetic-generators (the cloud provisioner starts them), or leave "
                               "--real-per-room and --real-rooms at their defaults")
+        if cfg.browser_participants < cfg.participants and cfg.codec != SYNTHETIC_CODECS[0]:
+            raise ConfigError(f"--codec {cfg.codec}: a remote run's generators publish "
+                              f"{SYNTHETIC_CODECS[0].upper()} (`sfubench generate` encodes the clip in it alone); "
+                              "run rooms of browsers (--preset browsers)")
 
     @classmethod
     def from_config(cls, cfg: Config) -> "RemoteSite":

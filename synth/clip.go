@@ -9,11 +9,12 @@ import (
 	"os"
 )
 
-// clip is the media step's frame-coded clip, pre-encoded once: VP8 frames
-// in one or more simulcast layers (loop position i carries frame code i in
-// each) and 20 ms Opus packets. Every participant plays it from memory, so
-// publishing costs no encoding.
+// clip is the media step's frame-coded clip, pre-encoded once: video frames
+// in one codec and one or more simulcast layers (loop position i carries
+// frame code i in each) and 20 ms Opus packets. Every participant plays it
+// from memory, so publishing costs no encoding.
 type clip struct {
+	codec   *videoCodec
 	layers  []layer        // smallest picture first; the last is the full picture
 	nextKey []int          // the first position at or after each where every layer has a keyframe
 	codes   map[uint64]int // a frame's digest, in any layer → its loop position
@@ -28,10 +29,10 @@ type layer struct {
 
 func (c *clip) full() *layer { return &c.layers[len(c.layers)-1] }
 
-// digest identifies a VP8 frame by its bytes. An SFU forwards the frame
-// data untouched (it rewrites only RTP headers and the payload
-// descriptor), so a receiver that digests what it reassembled learns
-// which loop position it got, without decoding.
+// digest identifies a frame by its bytes. An SFU forwards the frame data
+// untouched (it rewrites only RTP headers and payload descriptors), so a
+// receiver that digests what it reassembled learns which loop position it
+// got, without decoding.
 // digestSeed is the process's: a frame's digest is only ever compared with
 // others of the same process (the clip's, loaded at start).
 var digestSeed = maphash.MakeSeed()
@@ -41,34 +42,33 @@ var digestSeed = maphash.MakeSeed()
 // generator's CPU.
 func digest(b []byte) uint64 { return maphash.Bytes(digestSeed, b) }
 
-func isKeyframe(f []byte) bool { return len(f) > 0 && f[0]&1 == 0 }
-
-// keyframeSize reads a VP8 keyframe's picture size (RFC 6386 9.1).
-func keyframeSize(f []byte) (w, h int, ok bool) {
-	if !isKeyframe(f) || len(f) < 10 || f[3] != 0x9d || f[4] != 0x01 || f[5] != 0x2a {
-		return 0, 0, false
-	}
-	return int(binary.LittleEndian.Uint16(f[6:]) & 0x3fff), int(binary.LittleEndian.Uint16(f[8:]) & 0x3fff), true
-}
-
-// loadClip reads the clip's layers (IVF files, smallest picture first) and
-// its audio. The layers must have the same frames and their keyframes at the
-// same positions, so that a keyframe asked for arrives in every layer at once.
-func loadClip(ivfPaths []string, oggPath string) (*clip, error) {
+// loadClip reads the clip's layers (files of one codec, smallest picture
+// first) and its audio. The layers must have the same frames and their
+// keyframes at the same positions, so that a keyframe asked for arrives in
+// every layer at once.
+func loadClip(videoPaths []string, oggPath string) (*clip, error) {
 	c := &clip{codes: map[uint64]int{}}
-	for _, path := range ivfPaths {
-		frames, err := readIVF(path)
+	for _, path := range videoPaths {
+		codec, err := codecOfFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if c.codec != nil && codec != c.codec {
+			return nil, fmt.Errorf("%s: %s, the other layers %s", path, codec.name, c.codec.name)
+		}
+		c.codec = codec
+		frames, err := codec.readFrames(path)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if len(frames) == 0 || !isKeyframe(frames[0]) {
+		if len(frames) == 0 || !codec.isKeyframe(frames[0]) {
 			return nil, fmt.Errorf("%s: the clip must start with a keyframe", path)
 		}
 		if len(c.layers) > 0 && len(frames) != len(c.layers[0].frames) {
 			return nil, fmt.Errorf("%s: %d frames, the other layers %d", path, len(frames), len(c.layers[0].frames))
 		}
 		l := layer{frames: frames}
-		l.width, l.height, _ = keyframeSize(frames[0])
+		l.width, l.height, _ = codec.keyframeSize(frames[0])
 		c.layers = append(c.layers, l)
 	}
 	if len(c.layers) == 0 {
@@ -80,7 +80,7 @@ func loadClip(ivfPaths []string, oggPath string) (*clip, error) {
 	for i := n - 1; i >= 0; i-- {
 		keys := 0
 		for _, l := range c.layers {
-			if isKeyframe(l.frames[i]) {
+			if c.codec.isKeyframe(l.frames[i]) {
 				keys++
 			}
 		}

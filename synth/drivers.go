@@ -26,12 +26,14 @@ type Participant struct {
 	// URL.
 	Params map[string]string
 	// Width and Height are the published video's, for drivers whose
-	// signalling announces them.
+	// signalling announces them, and Codec its codec as sfu.toml names it
+	// ("vp8", "h264"), for those whose room names one.
 	Width, Height int
+	Codec         string
 	// NewPeerConnection makes every PeerConnection the driver needs, all
 	// with the same codecs, interceptors and network settings.
 	NewPeerConnection func() (*webrtc.PeerConnection, error)
-	// Tracks are published: Opus audio and VP8 video.
+	// Tracks are published: Opus audio and video in Codec.
 	Tracks []webrtc.TrackLocal
 	// Encodings are the video's further simulcast layers, larger pictures
 	// than its track's (whose rid names the smallest), for a driver that

@@ -144,6 +144,7 @@ func TestARetransmissionEndsTheAskingForThePacketItRepeats(t *testing.T) {
 	sfu, ours := gcmPair(t)
 	conns := newFastConns()
 	in := &inbound{kind: "video", ssrc: 2, clock: 90000, clip: testClip(t), video: &series{}}
+	in.reads(vp8Codec)
 	conns.streams[2] = &registration{in: in, codec: vp8}
 	conns.streams[3] = &registration{codec: vp8, repairs: 2}
 	rx := testReceiver(ours, conns)
@@ -299,8 +300,9 @@ func benchReceiver(b *testing.B, c *clip, profile srtp.ProtectionProfile) *recei
 	for i := range 6 {
 		video := &series{}
 		video.follow(true)
-		conns.streams[uint32(100+i)] = &registration{in: &inbound{kind: "video", ssrc: uint32(100 + i), clock: 90000, clip: c, video: video},
-			codec: vp8}
+		in := &inbound{kind: "video", ssrc: uint32(100 + i), clock: 90000, clip: c, video: video}
+		in.reads(vp8Codec)
+		conns.streams[uint32(100+i)] = &registration{in: in, codec: vp8}
 		conns.streams[uint32(200+i)] = &registration{in: &inbound{kind: "audio", ssrc: uint32(200 + i), clock: 48000},
 			codec: opus}
 	}

@@ -138,7 +138,7 @@ func (s *janusSession) publish(ctx context.Context) error {
 	s.pubHandle.Store(h)
 	// The room as the client page creates it, whoever comes first.
 	create := map[string]any{"request": "create", "room": s.room, "publishers": 64, "audiocodec": "opus",
-		"videocodec": "vp8", "notify_joining": false, "permanent": false}
+		"videocodec": s.p.Codec, "notify_joining": false, "permanent": false}
 	if b, _ := strconv.ParseInt(s.p.Params["bitrate"], 10, 64); b > 0 {
 		create["bitrate"] = b
 	}

@@ -66,7 +66,7 @@ func run() error {
 		driverName = flag.String("driver", "", "the SFU's signalling: "+driverNames())
 		collect    = flag.String("collect", "", "the engine's /collect `URL`")
 		id         = flag.String("id", "synth-1", "this generator's name in the engine's records")
-		video      = flag.String("video", "", "the clip's VP8 `IVF` files, one per simulcast layer, smallest picture first, comma-separated")
+		video      = flag.String("video", "", "the clip's video `files` (VP8 in .ivf, H.264 in .h264), one per simulcast layer, smallest picture first, comma-separated")
 		audio      = flag.String("audio", "", "the clip's Opus `Ogg` file")
 		fps        = flag.Int("fps", 15, "the clip's frame rate")
 		local      = flag.String("client-ip", "127.0.0.1", "the participants' own `address`")

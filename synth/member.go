@@ -53,7 +53,7 @@ func (m *member) join(g *generator) {
 	defer cancel()
 	sess, err := g.driver.Join(ctx, Participant{
 		Room: strconv.Itoa(m.room), User: m.user, Params: m.params,
-		Width: g.clip.full().width, Height: g.clip.full().height,
+		Width: g.clip.full().width, Height: g.clip.full().height, Codec: g.clip.codec.name,
 		NewPeerConnection: func() (*webrtc.PeerConnection, error) { return m.newPeerConnection(g) },
 		Tracks:            m.pub.tracks(),
 		Encodings:         m.pub.encodings(),

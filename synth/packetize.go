@@ -65,8 +65,8 @@ func newVP8Stream() *vp8Stream {
 	return &vp8Stream{rtpStream: *newRTPStream(), pictureID: uint16(rand.N(pictureIDs))}
 }
 
-// send writes frame's packets, then moves the timestamp on by ticks; it
-// returns the packets and payload bytes written.
+func (v *vp8Stream) header() *rtpStream { return &v.rtpStream }
+
 func (v *vp8Stream) send(frame []byte, ticks uint32, write func(*rtp.Packet) error) (packets, bytes int) {
 	room := len(v.buf) - vp8DescriptorSize
 	for off := 0; off < len(frame); {

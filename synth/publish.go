@@ -135,7 +135,7 @@ type publisher struct {
 // layerOut is one published layer of the video.
 type layerOut struct {
 	track  *webrtc.TrackLocalStaticRTP
-	stream *vp8Stream
+	stream videoStream
 	out    outbound
 }
 
@@ -145,14 +145,13 @@ func newPublisher(c *clip, fps int, user string, camera *series, midOf func(*web
 		camera: camera, midOf: midOf, find: find, artp: newRTPStream()}
 	p.aout.rtt = -1
 	p.audio, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", user)
-	vp8 := webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000}
 	for i := range c.layers {
 		var opts []func(*webrtc.TrackLocalStaticRTP)
 		if len(c.layers) > 1 {
 			opts = append(opts, webrtc.WithRTPStreamID(client.Rids[i]))
 		}
-		l := &layerOut{stream: newVP8Stream()}
-		l.track, _ = webrtc.NewTrackLocalStaticRTP(vp8, "video", user, opts...)
+		l := &layerOut{stream: c.codec.newStream()}
+		l.track, _ = webrtc.NewTrackLocalStaticRTP(c.codec.capability(), "video", user, opts...)
 		l.out.rtt = -1
 		p.video = append(p.video, l)
 	}
@@ -225,7 +224,7 @@ func (p *publisher) readRTCP(read func() ([]rtcp.Packet, interceptor.Attributes,
 // negotiated. It reports whether the layers can be sent; one stream needs
 // no names.
 func (p *publisher) nameLayers() bool {
-	if len(p.video) == 1 || p.video[0].stream.ext != nil {
+	if len(p.video) == 1 || p.video[0].stream.header().ext != nil {
 		return true
 	}
 	s := p.sender.Load()
@@ -250,7 +249,7 @@ func (p *publisher) nameLayers() bool {
 		if h.SetExtension(uint8(midID), []byte(mid)) != nil || h.SetExtension(uint8(ridID), []byte(l.track.RID())) != nil {
 			return false
 		}
-		l.stream.ext, l.stream.extProfile = h.Extensions[:2:2], h.ExtensionProfile
+		l.stream.header().ext, l.stream.header().extProfile = h.Extensions[:2:2], h.ExtensionProfile
 	}
 	return true
 }
@@ -274,7 +273,7 @@ func (p *publisher) sendVideo(skipped int) {
 	if skipped > 0 {
 		p.pos = (p.pos + skipped) % n
 		for _, l := range p.video {
-			l.stream.skip(uint32(skipped) * p.vstep)
+			l.stream.header().skip(uint32(skipped) * p.vstep)
 		}
 	}
 	// A receiver that lost the picture gets the clip's next keyframe now
@@ -323,7 +322,7 @@ func (p *publisher) samples(now time.Time) []record {
 	out := []record{p.aout.sample(now, "audio")}
 	for i, l := range p.video {
 		s := l.out.sample(now, "video")
-		s["frameWidth"], s["frameHeight"] = p.clip.layers[i].width, p.clip.layers[i].height
+		s["frameWidth"], s["frameHeight"], s["codec"] = p.clip.layers[i].width, p.clip.layers[i].height, p.clip.codec.name
 		out = append(out, s)
 	}
 	return out

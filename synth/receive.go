@@ -2,11 +2,11 @@ package main
 
 import (
 	"hash/maphash"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/pion/rtp"
-	"github.com/pion/rtp/codecs"
 	"github.com/pion/webrtc/v4"
 )
 
@@ -28,7 +28,7 @@ const (
 
 // inbound is one received stream. It records what getStats's inbound-rtp
 // would (bytes, packets, loss, RFC 3550 jitter, frames, freezes) and
-// reassembles each VP8 frame to recognise it: a synthetic publisher's
+// reassembles each video frame to recognise it: a synthetic publisher's
 // frames by their digest, which gives their frame code; a browser's are
 // new bytes every frame, told apart by their fingerprint.
 type inbound struct {
@@ -41,19 +41,23 @@ type inbound struct {
 	haveTransit     bool
 	assembling      bool
 	nextSeq         uint16
+	lastSeq         uint16 // the stream's last packet, and whether it ended a frame
+	lastMarker      bool
 	frameTS         uint32
 	baseSeq, maxSeq int64 // extended sequence numbers
 	jitter          float64
 	transit         float64
 	clock           float64
 	kind            string
-	descriptor      codecs.VP8Packet
-	digest          maphash.Hash // of the frame's data so far
-	head            [10]byte     // the frame's first bytes: a keyframe's size
+	reader          frameReader
+	digest          maphash.Hash        // of the frame's data so far
+	head            [frameHeadSize]byte // the frame's first bytes: a keyframe's size
 	headLen         int
 
 	peer          string
 	ssrc          uint32
+	codec         *videoCodec // nil: a codec the generator does not read
+	codecName     string      // as getStats names it
 	clip          *clip
 	video         *series
 	width, height int
@@ -71,9 +75,23 @@ type inbound struct {
 	late               uint64
 }
 
+// newInbound follows track t, its frames in the codec it arrives in (video
+// in a codec no synthetic participant reads is counted, not assembled).
 func newInbound(peer string, t *webrtc.TrackRemote, c *clip, video *series) *inbound {
-	return &inbound{peer: peer, kind: t.Kind().String(), ssrc: uint32(t.SSRC()),
+	in := &inbound{peer: peer, kind: t.Kind().String(), ssrc: uint32(t.SSRC()),
 		clock: float64(t.Codec().ClockRate), clip: c, video: video}
+	if in.kind == "video" {
+		in.reads(codecOfMime(t.Codec().MimeType))
+		in.codecName = strings.ToLower(strings.TrimPrefix(t.Codec().MimeType, "video/"))
+	}
+	return in
+}
+
+// reads sets the codec the stream's frames are assembled in.
+func (in *inbound) reads(c *videoCodec) {
+	if c != nil {
+		in.codec, in.reader = c, c.newReader()
+	}
 }
 
 // read takes the track's packets until it ends.
@@ -118,9 +136,9 @@ func (in *inbound) packet(p *rtp.Header, payload []byte, at time.Time) {
 	}
 	first := !in.haveTransit
 	in.transit, in.haveTransit = transit, true
-	if in.kind == "video" {
+	if in.reader != nil {
 		in.assemble(p, payload, at)
-	} else {
+	} else if in.kind == "audio" {
 		in.playout(transit/in.clock, first)
 	}
 }
@@ -137,20 +155,22 @@ func (in *inbound) playout(t float64, first bool) {
 	}
 }
 
-// assemble follows one frame's VP8 data: from a packet that starts it to
-// the packet with the marker bit, every sequence number in between. A frame
+// assemble follows one frame's data: from a packet that starts it to the
+// packet with the marker bit, every sequence number in between. A frame
 // with a gap is not complete; a decoder would wait for its retransmission
 // or a keyframe, and so is it not counted here. The data is digested as it
 // comes (the digest of its concatenation: maphash does not depend on how the
 // bytes are split), not copied into a frame.
 func (in *inbound) assemble(p *rtp.Header, payload []byte, at time.Time) {
-	data, err := in.descriptor.Unmarshal(payload)
-	if err != nil {
+	// the stream's first packet may start a frame: SFUs begin a stream with a keyframe's
+	afterFrame := in.packets == 1 || in.lastMarker && p.SequenceNumber == in.lastSeq+1
+	in.lastSeq, in.lastMarker = p.SequenceNumber, p.Marker
+	starts, ok := in.reader.unpack(payload, afterFrame)
+	switch {
+	case !ok:
 		in.assembling = false
 		return
-	}
-	switch {
-	case in.descriptor.S == 1 && in.descriptor.PID == 0:
+	case starts:
 		in.assembling, in.frameTS, in.headLen = true, p.Timestamp, 0
 		in.digest.SetSeed(digestSeed)
 	case in.assembling && p.Timestamp == in.frameTS && p.SequenceNumber == in.nextSeq:
@@ -158,8 +178,7 @@ func (in *inbound) assemble(p *rtp.Header, payload []byte, at time.Time) {
 		in.assembling = false
 		return
 	}
-	in.headLen += copy(in.head[in.headLen:], data)
-	_, _ = in.digest.Write(data)
+	in.reader.emit(in)
 	in.nextSeq = p.SequenceNumber + 1
 	if !p.Marker {
 		return
@@ -168,9 +187,15 @@ func (in *inbound) assemble(p *rtp.Header, payload []byte, at time.Time) {
 	in.frame(at)
 }
 
+// take is a piece of the frame's data, as the reader reassembles it.
+func (in *inbound) take(data []byte) {
+	in.headLen += copy(in.head[in.headLen:], data)
+	_, _ = in.digest.Write(data)
+}
+
 func (in *inbound) frame(at time.Time) {
 	in.frames++
-	if w, h, ok := keyframeSize(in.head[:in.headLen]); ok {
+	if w, h, ok := in.codec.keyframeSize(in.head[:in.headLen]); ok {
 		in.width, in.height = w, h
 	}
 	if !in.lastFrame.IsZero() {
@@ -213,6 +238,9 @@ func (in *inbound) sample(now time.Time) record {
 	if in.kind == "video" {
 		// Not decoded: a complete frame is counted where a decoder would take it.
 		s["framesReceived"], s["framesDecoded"] = in.frames, in.frames
+		if in.codecName != "" {
+			s["codec"] = in.codecName
+		}
 		s["framesPerSecond"] = in.recent.perSecond(now)
 		s["freezeCount"], s["totalFreezesDuration"] = in.freezes, in.freezeSeconds
 		if in.width > 0 {

@@ -88,6 +88,7 @@ func TestReceiverCountsRecognisesAndTimesFrames(t *testing.T) {
 	video := &series{}
 	video.follow(true)
 	in := &inbound{peer: "r1u2", kind: "video", clock: 90000, clip: c, video: video}
+	in.reads(vp8Codec)
 	pk := rtp.NewPacketizer(mtu, 96, 1, &codecs.VP8Payloader{EnablePictureID: true}, rtp.NewFixedSequencer(1), 90000)
 	at := epoch.Add(time.Second)
 	send := func(i int, drop int) {
@@ -136,6 +137,7 @@ func TestAFrameNotFromTheClipIsFingerprinted(t *testing.T) {
 	video := &series{}
 	video.follow(true)
 	in := &inbound{peer: "browser", kind: "video", clock: 90000, clip: c, video: video}
+	in.reads(vp8Codec)
 	pk := rtp.NewPacketizer(mtu, 96, 1, &codecs.VP8Payloader{}, rtp.NewFixedSequencer(1), 90000)
 	frame := append([]byte(nil), c.full().frames[3]...)
 	frame[len(frame)-1] ^= 0xff // a browser's frame: bytes no clip frame has

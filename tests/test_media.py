@@ -128,18 +128,22 @@ def test_a_host_checks_its_media_against_the_runners_digest(local_media):
     assert r.returncode == 2 and "--expect-digest needs --media" in r.stderr
 
 
-def test_synthetic_layers_are_the_clip_at_halved_sizes_with_keyframes_together(local_media):
-    """The synthetic publishers' simulcast layers (real ffmpeg): each the whole loop, each side
-    halved per layer, keyframes at the same positions in every layer (a keyframe asked for comes in
-    all at once), bitrates in Chrome's proportions; the full layer is the one-layer encoding's file."""
+@pytest.mark.parametrize("codec", ["vp8", "h264"])
+def test_synthetic_layers_are_the_clip_at_halved_sizes_with_keyframes_together(local_media, codec):
+    """The synthetic publishers' simulcast layers in each codec (real ffmpeg): each the whole loop,
+    each side halved per layer, keyframes at the same positions in every layer (a keyframe asked for
+    comes in all at once), bitrates in Chrome's proportions; the full layer is the one-layer
+    encoding's file, and the audio the same in every codec."""
     from sfubench import encoding
-    one = encoding.encoded(local_media)
-    three = encoding.encoded(local_media, 3)
-    assert three.full == one.full and three.ogg == one.ogg and len(three.video) == 3
+    one = encoding.encoded(local_media, 1, codec)
+    three = encoding.encoded(local_media, 3, codec)
+    assert three.full == one.full and three.ogg == one.ogg == encoding.encoded(local_media).ogg
+    assert len(three.video) == 3 and all(p.suffix == encoding.VIDEO[codec][0] for p in three.video)
     assert three.kbps == (75, 225, 600) and three.keyframe_every == local_media.fps
     keyframes = []
-    for path, (w, h) in zip(three.video, ((80, 45), (160, 90), (320, 180))):
-        assert encoding.ivf_frames(path) == local_media.frames
+    sizes = ((80, 45), (160, 90), (320, 180)) if codec == "vp8" else ((80, 44), (160, 90), (320, 180))
+    for path, (w, h) in zip(three.video, sizes):
+        assert encoding.video_frames(path) == local_media.frames
         probe = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries",
                                 "stream=width,height:frame=key_frame", "-of", "json", str(path)],
                                capture_output=True, text=True, check=True)

@@ -145,6 +145,33 @@ def test_the_generator_reports_its_pacing(mixed):
     assert "Receivers by kind" in report and "per forwarded stream and packet" in report
 
 
+H264 = tuple(n for n in WITH_DRIVER if "h264" in Adapter.load(n).synthetic_codecs)
+
+
+@pytest.mark.parametrize("sfu", tiered(H264, core=("janus",)))
+def test_synthetic_participants_send_and_read_h264_as_a_browser_does(sfu, tmp_path):
+    """--codec h264 in the default mix: a room of three, r1u1 in Chromium, r1u2 and r1u3 synthetic.
+    Every video stream sent and received, browser or synthetic, is H.264 (each sample's codec);
+    every video plays; the browser decodes the synthetic streams' frame codes, and the synthetic
+    receivers recognise each other's frames and read the browser's picture size from its
+    sequence parameter set."""
+    cfg = settings(sfu, tmp_path, users_per_room=3, real_per_room=1, quality_frames=1, codec="h264")
+    run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
+    assert status == "ok", (run_dir / "meta.json").read_text()
+    samples = [s for s in read(run_dir, "samples") if s["phase"] == "target" and s["kind"] == "video"]
+    streams = {(s["user"], s["peer"], s["direction"], s["client"]): s.get("codec") for s in samples}
+    assert {client for *_, client in streams} == {"browser", "synthetic"}
+    assert len([k for k in streams if k[2] == "recv"]) == 6 and set(streams.values()) == {"h264"}, streams
+    checks = read(run_dir, "checks")
+    assert len(checks) == 9 and all(c["ok"] for c in checks), checks
+    played = {(r["user"], r["peer"]): r for r in read(run_dir, "playback") if r["phase"] == "target"}
+    for user, peer in (("r1u1", "r1u2"), ("r1u1", "r1u3"), ("r1u2", "r1u3"), ("r1u3", "r1u2")):
+        r = played[(user, peer)]
+        assert r["decoded"] > 0 and r["delay_ms"] is not None and r["effective_fps"] >= 10, r
+    from_browser = [s for s in samples if s["user"] == "r1u2" and s["peer"] == "r1u1" and s["direction"] == "recv"]
+    assert from_browser and from_browser[-1]["frameWidth"] == 320 and from_browser[-1]["framesReceived"] > 0
+
+
 def test_until_knee_stops_one_step_past_the_knee(tmp_path):
     """The lab's link to the clients carries 5.5 Mbit/s: one room of three (about 3.8 Mbit/s of
     video to its receivers) passes, two do not, and no more rooms ever will: the knee is at 6
