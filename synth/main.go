@@ -1,8 +1,8 @@
 // Command sfubench-synth is sfubench's synthetic participants: many pion
 // participants in one process, each joining its room through the SFU's own
 // signalling (a Driver per adapter), publishing the frame-coded clip the
-// media step pre-encoded (VP8 and Opus, paced in real time) and receiving
-// everyone else with the feedback a browser sends (NACK, receiver reports,
+// media step pre-encoded (VP8 or H.264, and Opus, paced in real time) and
+// receiving everyone else with the feedback a browser sends (NACK, receiver reports,
 // transport-wide congestion control). To the engine each one is a page:
 // it reports over the page contract (docs/contracts.md).
 //

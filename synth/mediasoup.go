@@ -48,11 +48,11 @@ func (mediasoupDriver) Join(ctx context.Context, p Participant) (Session, error)
 	if err := s.request(ctx, "join", map[string]string{"room": p.Room, "user": p.User}, &joined); err != nil {
 		return fail(err)
 	}
-	// What this client can receive: the router's Opus and VP8 (no RTX: pion
-	// answers NACKs by resending the packet itself) with the feedback pion's
-	// stack gives, and the extensions above.
+	// What this client can receive: the router's Opus and the run's video
+	// codec (no RTX: pion answers NACKs by resending the packet itself) with
+	// the feedback pion's stack gives, and the extensions above.
 	for _, c := range joined.Caps.Codecs {
-		if m := strings.ToLower(c.MimeType); m == "audio/opus" || m == "video/vp8" {
+		if m := strings.ToLower(c.MimeType); m == "audio/opus" || m == "video/"+p.Codec {
 			c.RtcpFeedback = []msFeedback{{Type: "transport-cc"}}
 			if c.Kind == "video" {
 				c.RtcpFeedback = append(c.RtcpFeedback, msFeedback{Type: "nack"}, msFeedback{Type: "nack", Parameter: "pli"})

@@ -146,12 +146,14 @@ func (s *msSession) producerParameters(m *sdp.MediaDescription) (msRTPParameters
 		name := strings.SplitN(c.MimeType, "/", 2)[1]
 		for _, f := range m.MediaName.Formats {
 			pt, _ := strconv.Atoi(f)
-			if rtpmap, ok := attrFor(m, "rtpmap", f); ok && strings.HasPrefix(strings.ToLower(rtpmap), strings.ToLower(name)+"/") {
-				c.PayloadType, c.PreferredPT, c.Kind = pt, 0, ""
-				if fmtp, ok := attrFor(m, "fmtp", f); ok {
+			rtpmap, _ := attrFor(m, "rtpmap", f)
+			fmtp, _ := attrFor(m, "fmtp", f)
+			offered := fmtpParameters(fmtp)
+			if strings.HasPrefix(strings.ToLower(rtpmap), strings.ToLower(name)+"/") && sameFormat(c.Parameters, offered) {
+				c.PayloadType, c.PreferredPT, c.Kind, c.Parameters = pt, 0, "", offered
+				if fmtp != "" {
 					c.extra = map[string]string{"fmtp": fmtp}
 				}
-				c.Parameters = map[string]any{}
 				rp.Codecs = []msCodec{c}
 				break
 			}
@@ -174,6 +176,39 @@ func (s *msSession) producerParameters(m *sdp.MediaDescription) (msRTPParameters
 		}
 	}
 	return rp, nil
+}
+
+// formatKeys are the parameters mediasoup matches a producer's codec to the
+// router's by: an offer carries H.264 in several profiles, and mediasoup
+// takes the one its router has.
+var formatKeys = []string{"packetization-mode", "profile-level-id", "profile-id"}
+
+func sameFormat(router, offered map[string]any) bool {
+	for _, k := range formatKeys {
+		if v, ok := router[k]; ok && fmt.Sprint(v) != fmt.Sprint(offered[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// fmtpParameters are a format's parameters as mediasoup-client gives them
+// (sdp-transform's): numbers as numbers, which mediasoup compares strictly
+// (H.264's packetization-mode, its profile for a producer).
+func fmtpParameters(fmtp string) map[string]any {
+	ps := map[string]any{}
+	for _, kv := range strings.Split(fmtp, ";") {
+		k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
+		if k == "" {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err == nil {
+			ps[k] = n
+		} else {
+			ps[k] = v
+		}
+	}
+	return ps
 }
 
 // sessionHead writes the session part of mediasoup's side of a description.
