@@ -142,6 +142,8 @@ def test_precedence_default_file_env_flag(tmp_path):
      "a remote run's network is the cloud's own"),
     ({"sfu_address": "10.42.0.9", "grid_url": "http://h:4444", "real_per_room": "2"},
      "synthetic participants in a remote run need generators on the grid's hosts"),
+    ({"sfu_address": "10.42.0.9", "grid_url": "http://h:4444", "real_per_room": "2", "codec": "h264",
+      "synthetic_generators": "http://h:9480/command"}, "--codec h264: a remote run's generators publish VP8"),
     ({"synthetic_generators": "http://h:9480/command"}, "--synthetic-generators drives generators of a remote run"),
     ({"client_probes": "http://h:9470/probe"}, "--client-probes reads a remote grid's nodes"),
     # names the lab's namespaces, links and a root-owned lock file: no path, nothing too long for a link
