@@ -38,9 +38,9 @@ VIDEO = {
                      "-lag-in-frames", "0", "-error-resilient", "default", "-drop-threshold", "0", "-f", "ivf"]),
     # constrained baseline as Chrome's H.264 (profile-level-id 42e01f); a delimiter before each frame
     # tells frames apart in the stream, and x264's own SEI (its settings) is no browser's
-    "h264": (".h264", ["-c:v", "libx264", "-profile:v", "baseline", "-pix_fmt", "yuv420p", "-tune", "zerolatency", "-bf", "0",
-                       "-sc_threshold", "0", "-bsf:v", "h264_metadata=aud=insert,filter_units=remove_types=6",
-                       "-f", "h264"]),
+    "h264": (".h264", ["-c:v", "libx264", "-profile:v", "baseline", "-pix_fmt", "yuv420p", "-tune", "zerolatency",
+                       "-bf", "0", "-sc_threshold", "0",
+                       "-bsf:v", "h264_metadata=aud=insert,filter_units=remove_types=6", "-f", "h264"]),
 }
 
 
@@ -98,7 +98,8 @@ def _encode_layer(media: Media, codec: str, down: int, kbps: int, gop: int) -> P
             width, height = width & ~1, height & ~1
         log.info("media %s: encoding the clip for synthetic participants (%s %dx%d, %d kbit/s)",
                  media.profile, codec.upper(), width, height, kbps)
-        scale = [] if (width, height) == (media.width, media.height) else ["-vf", f"scale={width}:{height}:flags=area"]
+        full = (width, height) == (media.width, media.height)
+        scale = [] if full else ["-vf", f"scale={width}:{height}:flags=area"]
         rate = ["-b:v", f"{kbps}k", "-maxrate", f"{kbps}k", "-bufsize", f"{kbps}k", "-g", str(gop),
                 "-keyint_min", str(gop), "-fps_mode", "passthrough"]
         video = [*scale, *rate, *encoder]
