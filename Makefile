@@ -86,7 +86,7 @@ bench: deps
 	@$(PY) bench/quality.py
 	@$(PY) bench/report.py
 	@$(PY) bench/clients.py
-	@$(PY) bench/forwarding.py
+	@$(PY) bench/forwarding.py --codec h264,vp9,av1
 	@$(PY) bench/budget.py
 	@$(PY) bench/netem.py
 

@@ -2,6 +2,7 @@
 as `make loadtest`, with synthetic participants only.
 
     .venv/bin/python bench/forwarding.py [--sfus inhouse,janus,janus-tuned] [--rooms 12] [--knee-load 42]
+                                         [--codec h264,vp9,av1] [--codec-sfu inhouse]
 
 For each SFU, an all-synthetic ramp (`--real-rooms 0`), one room more per step, with the SFU pinned
 to CPU 0 and the generator to CPU 1 so neither takes the other's core. From each run folder (the
@@ -23,6 +24,12 @@ usual packets a stream (past its knee; each such count is printed as left out); 
 `socket_drops_per_s` and `socket_drops_per_s_2x` there, the datagrams a second its sockets dropped
 for full receive buffers (an SFU at its limit, said beside the table; null where its cost is, or
 where they were not counted); and the in-house SFU's ratios to the others at both loads.
+
+`--codec` names codecs besides VP8 to measure the generator in: after the SFUs' runs, the same ramp
+against `--codec-sfu` (the in-house SFU: the cheapest, so the generator is what the ramp loads) once
+per codec. `summary.generator.codecs` gives, for VP8 (that SFU's run above) and each codec, the
+generator's `streams_per_core` as above and `cost_vs_vp8`, its CPU per received stream over VP8's
+in the same round (the packets are the same work in any codec; only the readers differ).
 
 `--repeat R` runs every SFU R times, in rounds (A B C, A B C: drift in the machine falls on all).
 Each ratio is taken within a round; the summary gives the median over the rounds, and beside each
@@ -91,9 +98,11 @@ def generator_rows(run_dir: Path) -> list[dict]:
     return out
 
 
-def measure(name: str, rooms: int, users: int, out: Path, prefix: str, subnet: str, profiles: Path) -> Path:
-    """One all-synthetic ramp of SFU `name`; the generator's CPU profile goes to `profiles`, and
-    so does the SFU's where its adapter takes a `cpu_profile` option (the in-house SFU)."""
+def measure(name: str, rooms: int, users: int, out: Path, prefix: str, subnet: str, profiles: Path,
+            codec: str = config.CODECS[0]) -> Path:
+    """One all-synthetic ramp of SFU `name` in `codec`; the generator's CPU profile goes to
+    `profiles`, and so does the SFU's where its adapter takes a `cpu_profile` option (the in-house
+    SFU)."""
     sfu, _, profile = name.partition("-")
     profiles.mkdir(parents=True, exist_ok=True)
     options = f"cpu_profile={profiles / SFU_PROFILE}" if sfu in PROFILED_SFUS else ""
@@ -102,8 +111,9 @@ def measure(name: str, rooms: int, users: int, out: Path, prefix: str, subnet: s
         "users_per_room": users, "real_rooms": 0, "quality_frames": 0,
         "background_interval": 0, "ramp_samples": 4, "target_samples": 6, "sfu_cpuset": "0",
         "client_cpuset": "1", "out": str(out), "lab_prefix": prefix, "lab_subnet": subnet,
-        "results_db": str(out / "results.sqlite")}, env={})
-    print(f"{name}: an all-synthetic ramp to {rooms} rooms of {users}", flush=True)
+        "results_db": str(out / "results.sqlite"), "codec": codec}, env={})
+    print(f"{name}: an all-synthetic ramp to {rooms} rooms of {users}"
+          + (f" in {codec.upper()}" if codec != config.CODECS[0] else ""), flush=True)
     os.environ[GENERATOR_PROFILE_ENV] = str(profiles)  # the generator inherits the engine's environment
     try:
         run_dir, status = loadtest.run(cfg, Progress(open(os.devnull, "w")))
@@ -172,10 +182,15 @@ def generator_sustained(generator: dict[str, list[dict]]) -> dict:
             "windows": len(at_top)}
 
 
-def summary(cost: dict[str, dict], generator: dict[str, list[dict]], knee_load: int) -> dict:
+def summary(cost: dict[str, dict], generator: dict[str, list[dict]], knee_load: int,
+            by_codec: dict[str, list[dict]] | None = None) -> dict:
     """What `make bench` reports: the generator's sustained streams per core, each SFU's cost per
-    forwarded packet at the knee load and at twice it, and the in-house SFU's ratios."""
+    forwarded packet at the knee load and at twice it, and the in-house SFU's ratios; with
+    `by_codec` (the generator's rows in each codec against one SFU, VP8's first), the generator in
+    each codec beside VP8."""
     gen = generator_sustained(generator)
+    if by_codec:
+        gen["codecs"] = codec_costs(by_codec)
 
     def at(sfu, n, key="sfu_us_per_packet"):
         row = cost[sfu].get(n)
@@ -191,6 +206,17 @@ def summary(cost: dict[str, dict], generator: dict[str, list[dict]], knee_load: 
                 a, b = sfus["inhouse"][key], sfus[other][key]
                 ratios.setdefault(f"inhouse/{other}", {})[key] = a / b if a and b else None
     return {"generator": gen, "sfus": sfus, "ratios": ratios, "runs": 1}
+
+
+def codec_costs(by_codec: dict[str, list[dict]]) -> dict[str, dict]:
+    """The generator sustained in each codec (`by_codec`'s first is VP8), and its CPU per received
+    stream over VP8's (the inverse ratio of their streams per core)."""
+    out = {c: generator_sustained({c: rows}) for c, rows in by_codec.items()}
+    vp8 = out[config.CODECS[0]]["streams_per_core"]
+    for g in out.values():
+        g["cost_vs_vp8"] = vp8 / g["streams_per_core"] if vp8 and g["streams_per_core"] else None
+    return {c: {k: g[k] for k in ("streams_per_core", "participants", "pacing_p99_ms", "cost_vs_vp8")}
+            for c, g in out.items()}
 
 
 def floor_at(cost: dict[str, dict], users: int) -> dict | None:
@@ -243,12 +269,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lab-prefix", default="sfubf", help="lab names, so a loadtest can run beside")
     p.add_argument("--lab-subnet", default="127.0.6", help="the lab's /24 inside 127.0.0.0/8")
     p.add_argument("--repeat", type=int, default=1, help="rounds: every SFU this many times, interleaved")
+    p.add_argument("--codec", default="", help="codecs besides VP8 to measure the generator in (h264,vp9,av1)")
+    p.add_argument("--codec-sfu", default="inhouse", help="the SFU the codecs' ramps run against (one of --sfus)")
     p.add_argument("--json", type=Path, help="also write the results to this file")
     a = p.parse_args(argv)
     sfus = [s.strip() for s in a.sfus.split(",") if s.strip()]
+    codecs = [c.strip() for c in a.codec.split(",") if c.strip()]
     if not sfus or a.rooms < 1 or a.users_per_room < 2 or a.knee_load < 1 or a.repeat < 1:
         print("forwarding: --sfus must name adapters, --rooms >= 1, --users-per-room >= 2, --knee-load >= 1, "
               "--repeat >= 1", file=sys.stderr)
+        return 2
+    if wrong := [c for c in codecs if c not in config.SYNTHETIC_CODECS[1:]]:
+        print(f"forwarding: --codec takes {', '.join(config.SYNTHETIC_CODECS[1:])}, not {', '.join(wrong)}",
+              file=sys.stderr)
+        return 2
+    if codecs and a.codec_sfu not in sfus:
+        print(f"forwarding: --codec-sfu {a.codec_sfu} is not one of --sfus ({a.sfus})", file=sys.stderr)
         return 2
     if (os.cpu_count() or 1) < 2:
         print("forwarding: the SFU and the generator each need a core of their own", file=sys.stderr)
@@ -268,7 +304,13 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{sfu}: left out: {why}", flush=True)
                 cost[sfu] = sfu_cost(analysis)
                 generator[sfu] = generator_rows(run_dir)
-            rounds.append({"cost": cost, "generator": generator, "summary": summary(cost, generator, a.knee_load),
+            by_codec = {config.CODECS[0]: generator[a.codec_sfu]} if codecs else {}
+            for codec in codecs:
+                run_dir = measure(a.codec_sfu, a.rooms, a.users_per_room, out, a.lab_prefix, a.lab_subnet,
+                                  out / f"profiles-{a.codec_sfu}-{codec}-{i + 1}", codec)
+                by_codec[codec] = generator_rows(run_dir)
+            rounds.append({"cost": cost, "generator": generator, "codecs": by_codec,
+                           "summary": summary(cost, generator, a.knee_load, by_codec),
                            "cpu_shares": cpu_shares(profiles)})
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -335,6 +377,7 @@ def print_summary(result: dict, knee_load: int) -> None:
               f"of CPU per datagram; at {floor['pps_per_stream']:.0f} packets/s a stream, no generator could pass "
               f"{floor['streams_per_core_ceiling']:,.0f} received streams per core (bench/kernelfloor.py); "
               f"a send that wakes the SFU's reader {floor['waking_send_us']:.2f} µs")
+    print_codecs(gen.get("codecs") or {}, runs)
 
     def num(part, key, fmt):
         v = part.get(key)
@@ -352,6 +395,20 @@ def print_summary(result: dict, knee_load: int) -> None:
             if v.get(key):
                 print(f"{sfu} at {n}: its sockets dropped {v[key]:.1f} datagrams a second for full receive buffers "
                       "(at its limit there; its cost is still per packet it forwarded)")
+
+
+def print_codecs(codecs: dict[str, dict], runs: int) -> None:
+    """The generator's streams per core in each codec, beside VP8's against the same SFU."""
+    if not codecs:
+        return
+    print("\nThe generator in each codec (the same ramp against one SFU; sustained as below):")
+    print("| codec | participants | streams per core | CPU per received stream / VP8's |")
+    print("|---|---|---|---|")
+    for codec, g in codecs.items():
+        def cell(key, fmt):
+            return "-" if g.get(key) is None else format(g[key], fmt) + (spread(g, key) if runs > 1 else "")
+        print(f"| {codec} | {cell('participants', '.0f')} | {cell('streams_per_core', '.0f')} | "
+              f"{cell('cost_vs_vp8', '.2f')} |")
 
 
 def spread(part: dict, key: str) -> str:

@@ -36,7 +36,7 @@ def cache_root() -> Path:
 CODECS = ("vp8", "h264", "vp9", "av1")
 # The ones synthetic participants send and read (sfubench/encoding.py encodes the clip in each,
 # synth/codec.go packetizes and reassembles them); an adapter's driver names those it negotiates.
-SYNTHETIC_CODECS = ("vp8", "h264")
+SYNTHETIC_CODECS = ("vp8", "h264", "vp9", "av1")
 SVC_CODECS = ("vp9", "av1")   # those Chrome encodes as SVC spatial layers (--svc)
 
 

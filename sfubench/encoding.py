@@ -1,6 +1,6 @@
-"""The clip as synthetic participants publish it, pre-encoded once: video in the run's codec (VP8
-in IVF, H.264 as an Annex B stream; frame i is loop position i, frame code i), one file per
-simulcast layer, and Opus in Ogg.
+"""The clip as synthetic participants publish it, pre-encoded once: video in the run's codec (VP8,
+VP9 and AV1 in IVF, H.264 as an Annex B stream; frame i is loop position i, frame code i), one file
+per simulcast layer, and Opus in Ogg.
 
 Each file is cached beside the media by a hash of the media and its encoder settings, written under
 a temporary name and renamed, behind a lock: two runs starting at once encode it once."""
@@ -41,6 +41,13 @@ VIDEO = {
     "h264": (".h264", ["-c:v", "libx264", "-profile:v", "baseline", "-pix_fmt", "yuv420p", "-tune", "zerolatency",
                        "-bf", "0", "-sc_threshold", "0",
                        "-bsf:v", "h264_metadata=aud=insert,filter_units=remove_types=6", "-f", "h264"]),
+    # profile 0 (profile-id=0), one frame per file frame: no superframes of hidden frames
+    "vp9": (".ivf", ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-row-mt", "1",
+                     "-auto-alt-ref", "0", "-lag-in-frames", "0", "-drop-threshold", "0", "-pix_fmt", "yuv420p",
+                     "-f", "ivf"]),
+    # main profile, libaom's realtime mode as Chrome runs it
+    "av1": (".ivf", ["-c:v", "libaom-av1", "-usage", "realtime", "-cpu-used", "8", "-row-mt", "1",
+                     "-lag-in-frames", "0", "-pix_fmt", "yuv420p", "-f", "ivf"]),
 }
 
 
@@ -94,7 +101,7 @@ def _encode_layer(media: Media, codec: str, down: int, kbps: int, gop: int) -> P
         if done.exists() and all(p.exists() for p in outputs):
             return out
         width, height = media.width >> down, media.height >> down
-        if codec != SYNTHETIC_CODECS[0]:   # 4:2:0 in x264 takes even sides only
+        if codec != SYNTHETIC_CODECS[0]:   # x264's 4:2:0 takes even sides only; VP9's and AV1's follow it
             width, height = width & ~1, height & ~1
         log.info("media %s: encoding the clip for synthetic participants (%s %dx%d, %d kbit/s)",
                  media.profile, codec.upper(), width, height, kbps)
@@ -133,7 +140,7 @@ _DELIMITER = re.compile(rb"\x00\x00\x01[\x09\x29\x49\x69]")   # an H.264 access 
 
 def video_frames(path: Path) -> int:
     """How many frames a clip file holds: an IVF's by its frame headers (the file header's count may
-    lie), an H.264 stream's by its access unit delimiters."""
+    lie; an AV1 file's frame is a temporal unit), an H.264 stream's by its access unit delimiters."""
     data = path.read_bytes()
     if path.suffix == ".h264":
         return len(_DELIMITER.findall(data))

@@ -68,7 +68,7 @@ func loadClip(videoPaths []string, oggPath string) (*clip, error) {
 			return nil, fmt.Errorf("%s: %d frames, the other layers %d", path, len(frames), len(c.layers[0].frames))
 		}
 		l := layer{frames: frames}
-		l.width, l.height, _ = codec.keyframeSize(frames[0])
+		l.width, l.height, _ = codec.keyframeSize(codec.received(frames[0]))
 		c.layers = append(c.layers, l)
 	}
 	if len(c.layers) == 0 {
@@ -95,7 +95,7 @@ func loadClip(videoPaths []string, oggPath string) (*clip, error) {
 	dupes := map[uint64]bool{}
 	for _, l := range c.layers {
 		for i, f := range l.frames {
-			d := digest(f)
+			d := digest(c.codec.received(f))
 			if _, seen := c.codes[d]; seen {
 				dupes[d] = true
 			}
@@ -115,15 +115,31 @@ func loadClip(videoPaths []string, oggPath string) (*clip, error) {
 	return c, nil
 }
 
-// readIVF returns the frames of an IVF file (the container libvpx writes).
-func readIVF(path string) ([][]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
+// ivfFourCC is the codec an IVF file's header names ("VP80", "VP90",
+// "AV01"), or "" for a file that is not IVF.
+func ivfFourCC(b []byte) string {
+	if len(b) < 32 || string(b[:4]) != "DKIF" {
+		return ""
 	}
-	if len(b) < 32 || string(b[:4]) != "DKIF" || string(b[8:12]) != "VP80" {
-		return nil, errors.New("not a VP8 IVF file")
+	return string(b[8:12])
+}
+
+// ivfFrames returns a reader of the frames of an IVF file (the container
+// libvpx and libaom write) holding the codec fourcc names.
+func ivfFrames(fourcc string) func(path string) ([][]byte, error) {
+	return func(path string) ([][]byte, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if got := ivfFourCC(b); got != fourcc {
+			return nil, fmt.Errorf("not an IVF file of %s (%q)", fourcc, got)
+		}
+		return readIVF(b)
 	}
+}
+
+func readIVF(b []byte) ([][]byte, error) {
 	var frames [][]byte
 	for off := int(binary.LittleEndian.Uint16(b[6:])); off < len(b); {
 		if off+12 > len(b) {

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -14,16 +16,20 @@ import (
 // videoCodec is what the generator needs of one codec: the clip's frames
 // as its file holds them, packetized as Chrome does, and found again in the
 // packets a receiver gets. A frame is kept in the form a receiver
-// reassembles it to (VP8: the frame; H.264: its NAL units, each after a
-// start code), so that the digest of what arrived names its loop position.
+// reassembles it to (VP8, VP9: the frame; H.264: its NAL units, each after
+// a start code), so that the digest of what arrived names its loop
+// position; where the packets carry less than the file (AV1 leaves out the
+// OBUs' sizes), reassembled gives what a receiver gets of a frame.
 type videoCodec struct {
 	name, mime string
 	fmtp       string // the track's format parameters, as Chrome offers them
+	fourcc     string // an IVF file's name for the codec; "": not in IVF
 	readFrames func(path string) ([][]byte, error)
 	isKeyframe func(frame []byte) bool
-	// keyframeSize reads the picture size from a keyframe's first bytes
-	// (at most frameHeadSize of them).
+	// keyframeSize reads the picture size from the first bytes a receiver
+	// reassembles of a keyframe (at most frameHeadSize of them).
 	keyframeSize func(head []byte) (w, h int, ok bool)
+	reassembled  func(frame []byte) []byte // nil: the frame as it is
 	newStream    func() videoStream
 	newReader    func() frameReader
 }
@@ -54,17 +60,37 @@ type frameReader interface {
 // frameSink takes a frame's data as it is reassembled.
 type frameSink interface{ take(data []byte) }
 
-var videoCodecs = []*videoCodec{vp8Codec, h264Codec}
+var videoCodecs = []*videoCodec{vp8Codec, h264Codec, vp9Codec, av1Codec}
 
-// codecOfFile is the codec of a clip file, by its extension.
+// codecOfFile is the codec of a clip file: an IVF file's by the codec its
+// header names, an Annex B stream's (.h264) H.264.
 func codecOfFile(path string) (*videoCodec, error) {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".ivf":
-		return vp8Codec, nil
-	case ".h264":
+	if strings.EqualFold(filepath.Ext(path), ".h264") {
 		return h264Codec, nil
 	}
-	return nil, fmt.Errorf("%s: not a clip file the generator reads (.ivf: VP8, .h264: H.264)", path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	head := make([]byte, 32)
+	_, _ = io.ReadFull(f, head)
+	if fourcc := ivfFourCC(head); fourcc != "" {
+		for _, c := range videoCodecs {
+			if c.fourcc == fourcc {
+				return c, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%s: not a clip file the generator reads (IVF of VP8, VP9 or AV1; .h264: H.264)", path)
+}
+
+// received is what a receiver reassembles of frame.
+func (c *videoCodec) received(frame []byte) []byte {
+	if c.reassembled == nil {
+		return frame
+	}
+	return c.reassembled(frame)
 }
 
 // codecOfMime is the codec of a received track, or nil for one no
@@ -83,7 +109,7 @@ func (c *videoCodec) capability() webrtc.RTPCodecCapability {
 }
 
 var vp8Codec = &videoCodec{
-	name: "vp8", mime: webrtc.MimeTypeVP8, readFrames: readIVF,
+	name: "vp8", mime: webrtc.MimeTypeVP8, fourcc: "VP80", readFrames: ivfFrames("VP80"),
 	isKeyframe: vp8IsKeyframe, keyframeSize: vp8KeyframeSize,
 	newStream: func() videoStream { return newVP8Stream() },
 	newReader: func() frameReader { return &vp8Reader{} },

@@ -27,7 +27,7 @@ type Participant struct {
 	Params map[string]string
 	// Width and Height are the published video's, for drivers whose
 	// signalling announces them, and Codec its codec as sfu.toml names it
-	// ("vp8", "h264"), for those whose room names one.
+	// ("vp8", "h264", "vp9", "av1"), for those whose room names one.
 	Width, Height int
 	Codec         string
 	// NewPeerConnection makes every PeerConnection the driver needs, all

@@ -1,9 +1,9 @@
 // Command sfubench-synth is sfubench's synthetic participants: many pion
 // participants in one process, each joining its room through the SFU's own
 // signalling (a Driver per adapter), publishing the frame-coded clip the
-// media step pre-encoded (VP8 or H.264, and Opus, paced in real time) and
-// receiving everyone else with the feedback a browser sends (NACK, receiver reports,
-// transport-wide congestion control). To the engine each one is a page:
+// media step pre-encoded (VP8, H.264, VP9 or AV1, and Opus, paced in real
+// time) and receiving everyone else with the feedback a browser sends (NACK,
+// receiver reports, transport-wide congestion control). To the engine each one is a page:
 // it reports over the page contract (docs/contracts.md).
 //
 // The engine starts it and sends it one JSON command per line on stdin:
@@ -66,7 +66,7 @@ func run() error {
 		driverName = flag.String("driver", "", "the SFU's signalling: "+driverNames())
 		collect    = flag.String("collect", "", "the engine's /collect `URL`")
 		id         = flag.String("id", "synth-1", "this generator's name in the engine's records")
-		video      = flag.String("video", "", "the clip's video `files` (VP8 in .ivf, H.264 in .h264), one per simulcast layer, smallest picture first, comma-separated")
+		video      = flag.String("video", "", "the clip's video `files` (VP8, VP9 or AV1 in .ivf, H.264 in .h264), one per simulcast layer, smallest picture first, comma-separated")
 		audio      = flag.String("audio", "", "the clip's Opus `Ogg` file")
 		fps        = flag.Int("fps", 15, "the clip's frame rate")
 		local      = flag.String("client-ip", "127.0.0.1", "the participants' own `address`")

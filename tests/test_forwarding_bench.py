@@ -130,6 +130,30 @@ def test_the_generator_figure_is_every_window_at_its_top_load_pooled_not_the_bes
     assert none["streams_per_core"] is None and none["windows"] == 0, none
 
 
+def test_each_codec_is_set_beside_vp8_against_the_same_sfu_and_printed():
+    """--codec: the generator's sustained streams per core in each codec, and its CPU per received
+    stream over VP8's (a codec whose reader costs a quarter more reads 1.25); a codec that sustained
+    no window has no ratio."""
+    by_codec = {"vp8": [window(1008, 0.3, 0), window(2016, 0.4, 0)],
+                "h264": [window(1008, 0.3, 0, cores=1008 / 2400), window(2016, 0.6, 0, cores=2016 / 2400)],
+                "av1": [window(1008, 1.3, 0)]}
+    result = forwarding.summary({"inhouse": {}}, {"inhouse": by_codec["vp8"]}, 42, by_codec)
+    codecs = result["generator"]["codecs"]
+    assert list(codecs) == ["vp8", "h264", "av1"]
+    assert codecs["vp8"]["cost_vs_vp8"] == 1.0 and codecs["vp8"]["participants"] == 168, codecs
+    assert abs(codecs["h264"]["streams_per_core"] - 2400) < 1e-9 and abs(codecs["h264"]["cost_vs_vp8"] - 1.25) < 1e-9
+    assert codecs["av1"]["streams_per_core"] is None and codecs["av1"]["cost_vs_vp8"] is None
+    combined = forwarding.combined([result, result])
+    assert combined["generator"]["codecs"]["h264"]["cost_vs_vp8_runs"] == [1.25, 1.25]
+
+
+def test_a_codec_the_generator_does_not_send_is_refused_before_any_run(capsys):
+    assert forwarding.main(["--codec", "h265"]) == 2
+    assert "--codec takes h264, vp9, av1, not h265" in capsys.readouterr().err
+    assert forwarding.main(["--sfus", "janus", "--codec", "vp9"]) == 2
+    assert "--codec-sfu inhouse is not one of --sfus (janus)" in capsys.readouterr().err
+
+
 def window(streams, pacing, drops, cores=None, seconds=3.0, participants=None):
     """A generator row as bench/forwarding.py reads it from a run folder (rooms of 7: 12 streams a
     participant)."""

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from quality import audiocode, framecode
-from sfubench import media
+from sfubench import config, media
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,7 +128,7 @@ def test_a_host_checks_its_media_against_the_runners_digest(local_media):
     assert r.returncode == 2 and "--expect-digest needs --media" in r.stderr
 
 
-@pytest.mark.parametrize("codec", ["vp8", "h264"])
+@pytest.mark.parametrize("codec", config.SYNTHETIC_CODECS)
 def test_synthetic_layers_are_the_clip_at_halved_sizes_with_keyframes_together(local_media, codec):
     """The synthetic publishers' simulcast layers in each codec (real ffmpeg): each the whole loop,
     each side halved per layer, keyframes at the same positions in every layer (a keyframe asked for
