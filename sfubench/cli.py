@@ -186,6 +186,7 @@ def _list_sfus(args) -> int:
         where = " and ".join(a.where) if a.where != ["cloud"] else "the cloud only"
         print(f"{name:10} {a.version:10} released {a.released}; runs in {where}; "
               + ("publishes simulcast" if a.simulcast else "publishes one layer (no --simulcast)")
+              + (f" in {', '.join(a.simulcast_codecs)}" if a.simulcast and a.simulcast_codecs != a.codecs else "")
               + (" (synthetic participants too)" if a.synthetic_simulcast else "")
               + (f"; synthetic participants in {', '.join(a.synthetic_codecs)}" if a.synthetic_codecs else "")
               + f"; codecs {', '.join(a.codecs)}"

@@ -151,6 +151,10 @@ def _refuse(cfg: Config, adapter: Adapter) -> None:
     if cfg.simulcast > 1 and not adapter.simulcast:
         raise ConfigError(f"--simulcast {cfg.simulcast}: {adapter.name}'s page publishes one layer "
                           f"(`sfubench list-sfus` says which publish simulcast)")
+    if cfg.simulcast > 1 and not cfg.svc and cfg.codec not in adapter.simulcast_codecs:
+        raise ConfigError(f"--simulcast {cfg.simulcast} --codec {cfg.codec}: {adapter.name} takes simulcast in "
+                          f"{', '.join(adapter.simulcast_codecs)} only"
+                          + (f" ({cfg.codec.upper()} layers as SVC: --svc)" if cfg.codec in adapter.svc else ""))
     if cfg.svc and cfg.codec not in adapter.svc:
         raise ConfigError(f"--svc --codec {cfg.codec}: {adapter.name}'s page publishes "
                           + (f"SVC in {', '.join(adapter.svc)} only" if adapter.svc else "no SVC")

@@ -129,6 +129,9 @@ class Adapter:
         if unknown:
             raise AdapterError(f"{folder}/sfu.toml: synthetic codecs {unknown} are not of its codecs among "
                                f"{list(SYNTHETIC_CODECS)} (what synthetic participants send)")
+        layered = [c for c in data.get("simulcast_codecs", []) if c not in data.get("codecs", [])]
+        if layered:
+            raise AdapterError(f"{folder}/sfu.toml: simulcast_codecs {layered} are not of its codecs")
         not_svc = [c for c in data.get("svc", []) if c not in SVC_CODECS or c not in data.get("codecs", [])]
         if not_svc:
             raise AdapterError(f"{folder}/sfu.toml: svc {not_svc} are not of its codecs among {list(SVC_CODECS)}")
@@ -187,6 +190,12 @@ class Adapter:
     def simulcast(self) -> bool:
         """Whether its page publishes the simulcast layers a run asks for (`simulcast = true`)."""
         return self.data.get("simulcast") is True
+
+    @property
+    def simulcast_codecs(self) -> list[str]:
+        """The codecs the SFU takes as simulcast layers (`simulcast_codecs`; every codec it takes
+        without it), from browsers and synthetic participants alike."""
+        return list(self.data.get("simulcast_codecs", self.codecs))
 
     @property
     def svc(self) -> list[str]:

@@ -179,6 +179,9 @@ func (in *inbound) assemble(p *rtp.Header, payload []byte, at time.Time) {
 		return
 	}
 	in.reader.emit(in)
+	if starts {
+		in.sized()
+	}
 	in.nextSeq = p.SequenceNumber + 1
 	if !p.Marker {
 		return
@@ -193,11 +196,19 @@ func (in *inbound) take(data []byte) {
 	_, _ = in.digest.Write(data)
 }
 
-func (in *inbound) frame(at time.Time) {
-	in.frames++
+// sized reads the picture size where a frame's first packet begins a
+// keyframe: its size is in its first bytes. A keyframe that a lossy link
+// left with a gap is not counted as a frame (its retransmitted packets come
+// out of order), yet a browser's decoder, which waits for them, shows its
+// size; behind such a link a receiver may count no keyframe whole.
+func (in *inbound) sized() {
 	if w, h, ok := in.codec.keyframeSize(in.head[:in.headLen]); ok {
 		in.width, in.height = w, h
 	}
+}
+
+func (in *inbound) frame(at time.Time) {
+	in.frames++
 	if !in.lastFrame.IsZero() {
 		// webrtc-stats freezeCount: an interval above max(3 x the mean, the mean + 150 ms).
 		gap := at.Sub(in.lastFrame).Seconds()
