@@ -113,3 +113,31 @@ def test_what_the_clients_carry_is_the_last_count_of_a_run_of_headroom():
     # a client-bound window ends it as the pacing does; under two counts of headroom, nothing
     assert calibrate.capacity(*ramp((7, 0.2), (21, 0.2), (35, 0.2), bound={35})).participants == 21
     assert calibrate.capacity(*ramp((7, 0.2), (21, 3.0), (21, 3.0))) is None
+
+
+class ScriptedRunner:
+    """The runner a calibration scenario drives, its windows' pacing p99 given in advance."""
+    def __init__(self, pacing):
+        self.cfg, self.pacing, self.windows = config.load(cli={}, env={}), list(pacing), []
+
+    def resize(self, participants):
+        self.participants = participants
+        return []
+
+    def wait(self, seconds):
+        pass
+
+    def measure(self, phase, samples):
+        self.windows.append((self.participants, self.pacing.pop(0)))
+        return {"pacing_ms_p99": self.windows[-1][1]}
+
+
+def test_the_capacity_ramp_waits_out_the_browsers_start_at_its_first_count_and_no_later():
+    # the first count: measured until a window keeps the pacing, up to FIRST_WINDOWS
+    runner = ScriptedRunner([1.3, 2.8, 0.4, 0.3, 0.3, 1.5, 2.0])
+    calibrate._scenario(None)(runner)
+    assert runner.windows == [(7, 1.3), (7, 2.8), (7, 0.4), (21, 0.3), (35, 0.3), (49, 1.5), (49, 2.0)]
+    assert calibrate.capacity(*ramp(*runner.windows)).participants == 35
+    runner = ScriptedRunner([1.3] * calibrate.FIRST_WINDOWS)
+    calibrate._scenario(None)(runner)
+    assert runner.windows == [(7, 1.3)] * calibrate.FIRST_WINDOWS
