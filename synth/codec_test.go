@@ -243,3 +243,43 @@ func av1Check() *packetCheck {
 		},
 	}
 }
+
+// A stream that begins mid-way (as Medooze starts a new receiver) has no
+// keyframe to start from: the receiver asks for one as it sees the first
+// frame, again each keyframeRetry while none comes, and no more once one
+// has, counting them as getStats's pliCount.
+func TestAReceiverAsksForAKeyframeUntilOneComes(t *testing.T) {
+	c := testClip(t)
+	asked := make(chan time.Time, 10)
+	in := &inbound{peer: "r1u2", kind: "video", clock: 90000, clip: c, video: &series{}}
+	in.reads(c.codec)
+	var at time.Time
+	in.askKey = func() { asked <- at }
+	s := c.codec.newStream()
+	var order []int
+	for range 2 {
+		for i := 1; i < 15; i++ {
+			order = append(order, i) // 28 frames between keyframes: 1.87 s
+		}
+	}
+	order = append(order, 0, 1, 2, 3) // a keyframe, then more that need none
+	at = epoch.Add(time.Second)
+	for _, i := range order {
+		var sent []rtp.Packet
+		s.send(c.full().frames[i], 6000, collect(&sent))
+		for _, p := range sent {
+			in.packet(&p.Header, p.Payload, at)
+		}
+		at = at.Add(time.Second / 15)
+	}
+	if r := in.sample(at); r["pliCount"] != uint64(2) || r["frameHeight"] != 96 {
+		t.Errorf("sample %v: want 2 keyframe requests (at the first frame and a second later), the keyframe's size", r)
+	}
+	for range 2 {
+		select {
+		case <-asked:
+		case <-time.After(time.Second):
+			t.Fatal("a keyframe request was counted but not made")
+		}
+	}
+}

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/pion/rtcp"
 	"github.com/pion/webrtc/v4"
 )
 
@@ -141,6 +143,7 @@ func (m *member) receive(from string, t *webrtc.TrackRemote, c *clip) {
 		return
 	}
 	in := newInbound(from, t, c, &series{})
+	in.askKey = m.keyframeRequest(t)
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -152,6 +155,25 @@ func (m *member) receive(from string, t *webrtc.TrackRemote, c *clip) {
 	m.fast.register(t, in)
 	in.read(t) // what reaches pion before the fast path takes the stream over
 
+}
+
+// keyframeRequest asks the SFU for a keyframe of track t: a PLI on the
+// connection that receives it.
+func (m *member) keyframeRequest(t *webrtc.TrackRemote) func() {
+	pli := []rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: uint32(t.SSRC())}}
+	return func() {
+		m.mu.Lock()
+		pcs := slices.Clone(m.pcs)
+		m.mu.Unlock()
+		for _, pc := range pcs {
+			for _, r := range pc.GetReceivers() {
+				if r.Track() == t {
+					_ = pc.WriteRTCP(pli)
+					return
+				}
+			}
+		}
+	}
 }
 
 func (m *member) follow(on bool) {

@@ -13,6 +13,10 @@ import (
 // freezeHistory is how many inter-frame intervals the freeze rule averages.
 const freezeHistory = 30
 
+// keyframeRetry is how long a receiver waits for the keyframe it asked for
+// before it asks again.
+const keyframeRetry = time.Second
+
 // A received audio stream is played out, as a model, by a jitter buffer
 // that holds each packet until playoutDelay after the stream's quickest
 // packet would have arrived: a packet later than that comes too late to be
@@ -68,6 +72,14 @@ type inbound struct {
 	intervals     [freezeHistory]float64
 	nIntervals    int
 	recent        recentTimes
+
+	// A stream that an SFU starts mid-stream (Medooze) begins with frames no
+	// decoder can use: a browser asks for a keyframe, and so does this one,
+	// through askKey, once every keyframeRetry until the first comes.
+	askKey  func()
+	keyed   bool
+	askedAt time.Time
+	plis    uint64
 
 	// the audio playout model: the quickest transit (s), packets too late
 	// for it, and their time in the buffer (s, summed over packets played)
@@ -179,8 +191,10 @@ func (in *inbound) assemble(p *rtp.Header, payload []byte, at time.Time) {
 		return
 	}
 	in.reader.emit(in)
-	if starts {
-		in.sized()
+	if starts && !in.sized() && !in.keyed && in.askKey != nil && at.Sub(in.askedAt) >= keyframeRetry {
+		in.askedAt = at
+		in.plis++
+		go in.askKey()
 	}
 	in.nextSeq = p.SequenceNumber + 1
 	if !p.Marker {
@@ -197,14 +211,17 @@ func (in *inbound) take(data []byte) {
 }
 
 // sized reads the picture size where a frame's first packet begins a
-// keyframe: its size is in its first bytes. A keyframe that a lossy link
-// left with a gap is not counted as a frame (its retransmitted packets come
-// out of order), yet a browser's decoder, which waits for them, shows its
-// size; behind such a link a receiver may count no keyframe whole.
-func (in *inbound) sized() {
-	if w, h, ok := in.codec.keyframeSize(in.head[:in.headLen]); ok {
-		in.width, in.height = w, h
+// keyframe, and says whether it does: its size is in its first bytes. A
+// keyframe that a lossy link left with a gap is not counted as a frame (its
+// retransmitted packets come out of order), yet a browser's decoder, which
+// waits for them, shows its size; behind such a link a receiver may count
+// no keyframe whole.
+func (in *inbound) sized() bool {
+	w, h, ok := in.codec.keyframeSize(in.head[:in.headLen])
+	if ok {
+		in.width, in.height, in.keyed = w, h, true
 	}
+	return ok
 }
 
 func (in *inbound) frame(at time.Time) {
@@ -254,6 +271,7 @@ func (in *inbound) sample(now time.Time) record {
 		}
 		s["framesPerSecond"] = in.recent.perSecond(now)
 		s["freezeCount"], s["totalFreezesDuration"] = in.freezes, in.freezeSeconds
+		s["pliCount"] = in.plis
 		if in.width > 0 {
 			s["frameWidth"], s["frameHeight"] = in.width, in.height
 		}
