@@ -72,9 +72,9 @@ func obus(tu []byte, f func(header, payload []byte)) {
 	}
 }
 
-// sent tells whether an OBU travels in RTP: temporal delimiters and tile
+// obuSent tells whether an OBU travels in RTP: temporal delimiters and tile
 // lists do not.
-func sent(header []byte) bool {
+func obuSent(header []byte) bool {
 	t := obuType(header[0])
 	return t != obuTemporalDelim && t != obuTileList
 }
@@ -123,7 +123,7 @@ func av1IsKeyframe(tu []byte) bool {
 func av1Reassembled(tu []byte) []byte {
 	out := make([]byte, 0, len(tu))
 	obus(tu, func(header, payload []byte) {
-		if sent(header) {
+		if obuSent(header) {
 			out = append(append(append(out, header[0]&^obuHasSizeField), header[1:]...), payload...)
 		}
 	})
@@ -196,7 +196,7 @@ func (s *av1Stream) header() *rtpStream { return &s.rtpStream }
 func (s *av1Stream) send(tu []byte, ticks uint32, write func(*rtp.Packet) error) (packets, bytes int) {
 	s.elems = s.elems[:0]
 	obus(tu, func(header, payload []byte) {
-		if sent(header) {
+		if obuSent(header) {
 			e := av1Element{hlen: len(header), payload: payload}
 			copy(e.header[:], header)
 			e.header[0] &^= obuHasSizeField
