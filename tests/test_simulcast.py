@@ -104,8 +104,8 @@ def test_an_adapter_whose_page_publishes_one_layer_says_so_and_is_refused_layers
     # SVC: VP9 or AV1 alone, and an adapter whose page does it in that codec
     r = loadtest("livekit", tmp_path, "--svc")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--codec vp9 or av1" in r.stderr, r.stderr
-    r = loadtest("inhouse", tmp_path, "--svc", "--codec", "vp9")
-    assert r.returncode == 2 and "inhouse's page publishes no SVC" in r.stderr, r.stderr
+    r = loadtest("janus", tmp_path, "--svc", "--codec", "vp9")
+    assert r.returncode == 2 and "janus's page publishes no SVC" in r.stderr, r.stderr
     assert "SVC in vp9, av1" in next(line for line in listed.splitlines() if line.startswith("livekit"))
     # a codec the SFU takes as SVC layers only, or whose simulcast layers it does not select
     r = loadtest("mediasoup", tmp_path, "--codec", "vp9")

@@ -65,6 +65,8 @@ type DownTrack struct {
 	// (SetCeiling), whatever it asks for.
 	ceiling atomic.Uint32
 
+	svc atomic.Pointer[svcState] // nil but for an SVC track
+
 	// Owned by the publisher's fan-out goroutine.
 	m        *mapping
 	firstExt int64
@@ -120,6 +122,9 @@ func (d *DownTrack) SetCeiling(layer uint8) { d.ceiling.Store(uint32(layer)) }
 
 // Layer is the layer the subscriber receives, and whether it receives any yet.
 func (d *DownTrack) Layer() (uint8, bool) {
+	if m, s := d.mapp.Load(), d.svc.Load(); m != nil && s != nil {
+		return uint8(s.served.Load()), true
+	}
 	if m := d.mapp.Load(); m != nil {
 		return m.layer, true
 	}
@@ -154,22 +159,26 @@ func (d *DownTrack) Forward(p *Packet, top uint8) Result {
 		}
 		d.highest = max(d.highest, ext)
 	}
-	newest := uint16(d.highest) == p.Seq
+	return d.write(p, b, p.Seq+d.m.seqOff, p.Marker, uint16(d.highest) == p.Seq)
+}
+
+// write sends p to the subscriber as its packet seq, with the marker bit
+// given; newest says p is the latest the subscriber has.
+func (d *DownTrack) write(p *Packet, b *Binding, seq uint16, marker, newest bool) Result {
 	h := &d.hdr
 	h.Version = 2
 	h.Padding = false
 	h.Extension = false
 	h.Extensions = h.Extensions[:0]
-	h.Marker = p.Marker
+	h.Marker = marker
 	h.PayloadType = b.PT
-	h.SequenceNumber = p.Seq + d.m.seqOff
+	h.SequenceNumber = seq
 	h.Timestamp = p.TS + d.m.tsOff
 	h.SSRC = b.SSRC
-	pl := p.Payload()
 	if newest {
 		d.last.seq, d.last.ts, d.last.arrived = h.SequenceNumber, h.Timestamp, p.Arrived
 	}
-	if _, err := b.W.WriteRTP(h, pl); err != nil {
+	if _, err := b.W.WriteRTP(h, p.Payload()); err != nil {
 		return WriteFailed
 	}
 	d.Packets.Add(1)
@@ -210,7 +219,14 @@ func (d *DownTrack) Retransmit(history func(layer uint8) *History, seq uint16) b
 	if h == nil {
 		return false
 	}
-	p := h.Get(seq - m.seqOff)
+	src := seq - m.seqOff
+	if s := d.svc.Load(); s != nil {
+		var ok bool
+		if src, ok = s.source(seq); !ok {
+			return false
+		}
+	}
+	p := h.Get(src)
 	if p == nil {
 		return false
 	}
@@ -241,7 +257,14 @@ type Fanout struct {
 	mu   sync.Mutex
 	subs atomic.Pointer[[]*DownTrack]
 	top  atomic.Uint32 // the largest layer the track has
+	svc  atomic.Bool   // its layers are the spatial layers of one SVC stream
 }
+
+// SetSVC says the track's layers are the spatial layers of one stream.
+func (f *Fanout) SetSVC() { f.svc.Store(true) }
+
+// SVC is whether the track's layers are spatial layers of one stream.
+func (f *Fanout) SVC() bool { return f.svc.Load() }
 
 // SetTop says which is the largest layer the track has (as its publisher
 // starts sending each).
@@ -302,9 +325,15 @@ func (f *Fanout) Forward(p *Packet) Counts {
 	if subs == nil {
 		return c
 	}
-	top := uint8(f.top.Load())
+	top, svc := uint8(f.top.Load()), f.svc.Load()
 	for _, d := range *subs {
-		switch d.Forward(p, top) {
+		var r Result
+		if svc {
+			r = d.ForwardSVC(p, top)
+		} else {
+			r = d.Forward(p, top)
+		}
+		switch r {
 		case Sent:
 			c.Sent++
 		case WaitingForKeyframe:

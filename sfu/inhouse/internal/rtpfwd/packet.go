@@ -32,8 +32,15 @@ type Packet struct {
 	// simulcast), set by whoever reads it, as is Arrived (unix ns): a
 	// subscriber switched to another layer continues its timestamps by the
 	// time that passed.
-	Layer      uint8
-	Arrived    int64
+	Layer   uint8
+	Arrived int64
+	// Of VP9: the spatial layer (SID), whether the packet begins or ends
+	// its layer's frame, and the spatial layers its scalability structure
+	// names (0: none there).
+	SID                  uint8
+	LayerBegin, LayerEnd bool
+	SpatialLayers        uint8
+
 	payloadOff int
 	payloadEnd int
 }
@@ -127,5 +134,8 @@ func (p *Packet) Parse(n int, codec Codec) error {
 	p.TS = binary.BigEndian.Uint32(b[4:])
 	p.payloadOff, p.payloadEnd = off, end
 	p.KeyframeStart = codec.KeyframeStart(b[off:end])
+	if codec == VP9 {
+		p.vp9Layers(b[off:end])
+	}
 	return nil
 }

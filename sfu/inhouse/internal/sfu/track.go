@@ -178,6 +178,10 @@ func (s *source) forward(p *rtpfwd.Packet, n int, now time.Time) {
 		s.feedback.Packet(p.Seq, p.TS, now)
 	}
 	p.Layer, p.Arrived = s.layer, now.UnixNano()
+	if p.SpatialLayers > 1 || p.SpatialLayers > 0 && t.fanout.SVC() {
+		t.fanout.SetSVC()
+		t.fanout.SetTop(p.SpatialLayers - 1) // as many as its latest key picture has
+	}
 	if t.layered.Load() {
 		t.liveTop(s, p.Arrived)
 	}
@@ -216,9 +220,13 @@ func (s *source) requestKeyframe() {
 }
 
 // requestKeyframe asks for a keyframe of the layer a subscriber receives
-// (a subscriber lost its picture: PLI or FIR).
+// (a subscriber lost its picture: PLI or FIR); an SVC track has one source.
 func (t *pubTrack) requestKeyframe(d *rtpfwd.DownTrack) {
-	if layer, ok := d.Layer(); ok {
+	if t.fanout.SVC() {
+		if s := t.sourceOf(0); s != nil {
+			s.requestKeyframe()
+		}
+	} else if layer, ok := d.Layer(); ok {
 		if s := t.sourceOf(layer); s != nil {
 			s.requestKeyframe()
 		}
@@ -302,7 +310,7 @@ func (s *subTrack) readRTCP() {
 
 // lost takes a report block's fraction lost of ssrc.
 func (s *subTrack) lost(ssrc uint32, fraction uint8) {
-	if ssrc != s.dt.SSRC() || !s.pub.layered.Load() {
+	if ssrc != s.dt.SSRC() || !s.pub.layered.Load() && !s.pub.fanout.SVC() {
 		return
 	}
 	layer, ok := s.dt.Layer()
