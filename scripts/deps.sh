@@ -13,6 +13,7 @@ logs=$root/.cache/deps
 APT_PACKAGES=(
   chromium chromium-driver ffmpeg janus libjs-janus-gateway opencv-data iproute2 procps fonts-dejavu-core maven
   espeak-ng  # the microphone's speech (sfubench/media.py)
+  libvpx-dev pkg-config gcc  # VP9 SVC, which ffmpeg cannot encode: synth/svcenc/svcenc.c built against libvpx
   nftables  # the SFU's traffic counted by protocol: media (UDP) apart from signalling (TCP)
   ethtool  # the lab's emulated link turns veth offloads off
   python3-venv  # a bare Debian python3 cannot create a venv without it

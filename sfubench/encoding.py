@@ -1,6 +1,6 @@
 """The clip as synthetic participants publish it, pre-encoded once: video in the run's codec (VP8,
 VP9 and AV1 in IVF, H.264 as an Annex B stream; frame i is loop position i, frame code i), one file
-per simulcast layer, and Opus in Ogg.
+per simulcast layer, or per spatial layer of one VP9 SVC stream (svcenc.py), and Opus in Ogg.
 
 Each file is cached beside the media by a hash of the media and its encoder settings, written under
 a temporary name and renamed, behind a lock: two runs starting at once encode it once."""
@@ -15,6 +15,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from . import svcenc
 from .config import SYNTHETIC_CODECS
 from .media import Media, MediaError, ffmpeg, tmp_path
 
@@ -30,6 +31,8 @@ OPUS_KBPS = 32
 LAYER_SHARE = (1.0, 0.375, 0.125)
 # Bump when the encoding settings below change, so cached encodings rebuild.
 ENCODER = 2
+# Spatial layers of one stream are VP9's alone here (svcenc's L2T3_KEY and L3T3_KEY).
+SVC_CODEC = "vp9"
 # Each codec's file and encoder, as a browser's realtime encoder runs: no look-ahead, no reordered
 # or alternate reference frames, and no dropped frames, so that frame i of the file is loop position
 # i; keyframes every `gop` frames exactly, so that every layer has them at the same positions.
@@ -53,31 +56,39 @@ VIDEO = {
 
 @dataclasses.dataclass(frozen=True)
 class Encoded:
-    """`video`: one file per layer, smallest picture first, the full picture last."""
+    """`video`: one file per layer, smallest picture first, the full picture last. With `svc` they
+    are the spatial layers of one VP9 SVC stream, frame i of each a layer of picture i, the upper
+    ones predicted from the base on key pictures: sent together, not as simulcast streams."""
     video: tuple[Path, ...]
     ogg: Path
     kbps: tuple[int, ...]   # each layer's, as `video`
     keyframe_every: int     # frames, the same positions in every layer
+    svc: bool = False
 
     @property
     def full(self) -> Path:
         return self.video[-1]
 
 
-def encoded(media: Media, layers: int = 1, codec: str = SYNTHETIC_CODECS[0]) -> Encoded:
+def encoded(media: Media, layers: int = 1, codec: str = SYNTHETIC_CODECS[0], svc: bool = False) -> Encoded:
     """`media` pre-encoded for synthetic publishers in `codec`: the full picture with the audio, and
-    below it `layers - 1` layers each half the last one's width and height."""
+    below it `layers - 1` layers each half the last one's width and height; with `svc`, those
+    layers as one VP9 SVC stream's spatial layers."""
     if not 1 <= layers <= len(LAYER_SHARE):
         raise MediaError(f"{layers} layers: synthetic publishers send 1 to {len(LAYER_SHARE)}")
+    if svc and (codec != SVC_CODEC or layers < 2):
+        raise MediaError(f"SVC in {codec.upper()} with {layers} layers: synthetic publishers send SVC in "
+                         f"{SVC_CODEC.upper()} only, of 2 to {len(LAYER_SHARE)} spatial layers")
     gop = media.fps
-    video, kbps = [], []
-    for down in range(layers - 1, -1, -1):
-        rate = round(ENCODE_KBPS[media.profile] * LAYER_SHARE[down])
-        video.append(_encode_layer(media, codec, down, rate, gop))
-        kbps.append(rate)
+    downs = range(layers - 1, -1, -1)
+    kbps = [round(ENCODE_KBPS[media.profile] * LAYER_SHARE[down]) for down in downs]
+    if svc:
+        video = list(_encode_svc(media, kbps, gop))
+    else:
+        video = [_encode_layer(media, codec, down, rate, gop) for down, rate in zip(downs, kbps)]
     # the audio is encoded with VP8's full picture (its cache key from before codecs), in every codec
     vp8 = video[-1] if codec == SYNTHETIC_CODECS[0] else _encode_layer(media, SYNTHETIC_CODECS[0], 0, kbps[-1], gop)
-    return Encoded(tuple(video), vp8.with_suffix(".ogg"), tuple(kbps), gop)
+    return Encoded(tuple(video), vp8.with_suffix(".ogg"), tuple(kbps), gop, svc)
 
 
 def _encode_layer(media: Media, codec: str, down: int, kbps: int, gop: int) -> Path:
@@ -121,6 +132,32 @@ def _encode_layer(media: Media, codec: str, down: int, kbps: int, gop: int) -> P
                              "match loop positions")
         done.write_text(json.dumps({**params, "frames": frames}) + "\n")
     return out
+
+
+def _encode_svc(media: Media, kbps: list[int], gop: int) -> tuple[Path, ...]:
+    """The spatial layers' files of the clip's VP9 SVC encoding, `kbps` each from the smallest."""
+    params = {"media": media.meta.name, "encoder": ENCODER, "kbps": kbps, "gop": gop, "svc": len(kbps),
+              "svcenc": svcenc.source_hash()}
+    digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
+    stem = media.meta.with_name(f"{media.meta.stem}-svc-{digest}")
+    outputs = svcenc.outputs(stem, len(kbps))
+    done = stem.with_suffix(".json")
+    if done.exists() and all(p.exists() for p in outputs):
+        return outputs
+    with open(stem.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists() and all(p.exists() for p in outputs):
+            return outputs
+        log.info("media %s: encoding the clip for synthetic participants (VP9 SVC, %d spatial layers, %s kbit/s)",
+                 media.profile, len(kbps), "/".join(map(str, kbps)))
+        # the media lives in <cache>/media/: svcenc's build goes beside it, in <cache>/svcenc/
+        exe = svcenc.binary(media.meta.parent.parent)
+        for out in svcenc.encode(exe, media.y4m, stem, kbps, gop, media.fps):
+            if (frames := video_frames(out)) != media.frames:
+                raise MediaError(f"{out} has {frames} frames, the clip {media.frames}: frame codes would not "
+                                 "match loop positions")
+        done.write_text(json.dumps({**params, "frames": media.frames}) + "\n")
+    return outputs
 
 
 def _ffmpeg_to(src: Path, args: list[str], dst: Path) -> None:

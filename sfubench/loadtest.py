@@ -169,6 +169,10 @@ def _refuse(cfg: Config, adapter: Adapter) -> None:
     if wanted and cfg.codec not in adapter.synthetic_codecs:
         raise ConfigError(f"--codec {cfg.codec}: {adapter.name}'s synthetic participants send and read "
                           f"{', '.join(adapter.synthetic_codecs)}; run rooms of browsers (--preset browsers)")
+    if wanted and cfg.svc and cfg.codec not in adapter.synthetic_svc:
+        raise ConfigError(f"--svc --codec {cfg.codec}: {adapter.name}'s synthetic participants publish "
+                          + (f"SVC in {', '.join(adapter.synthetic_svc)} only" if adapter.synthetic_svc else "no SVC")
+                          + "; run rooms of browsers (--preset browsers)")
 
 
 def _writable(out: Path) -> None:
@@ -196,7 +200,8 @@ def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, net_plan: network.
         # the emulator tells the synthetic participants' frames apart by their own address
         # generators on other hosts (no binary here) were started with the full picture alone
         layers = cfg.simulcast if adapter.synthetic_simulcast and binary is not None else 1
-        synth = {"binary": binary, "encoded": encoding.encoded(media, layers, cfg.codec), "driver": adapter.synthetic_driver,
+        clip = encoding.encoded(media, layers, cfg.codec, svc=cfg.svc and layers > 1)
+        synth = {"binary": binary, "encoded": clip, "driver": adapter.synthetic_driver,
                  "fps": media.fps, "own_address": net_plan.synthetic is not None}
     return media, synth, installed
 
@@ -223,6 +228,7 @@ def _meta(ctx: RunContext) -> dict:
                     "participants_per_browser": cfg.participants_per_browser,
                     "synthetic": None if synth is None else {
                         "driver": synth["driver"], "layers": len(synth["encoded"].video),
+                        "svc": synth["encoded"].svc,
                         "video_kbps": synth["encoded"].kbps[-1], "layer_kbps": list(synth["encoded"].kbps),
                         "keyframe_every_frames": synth["encoded"].keyframe_every,
                         "note": "a pre-encoded clip at a fixed bitrate: no congestion control, no "

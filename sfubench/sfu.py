@@ -135,6 +135,9 @@ class Adapter:
         not_svc = [c for c in data.get("svc", []) if c not in SVC_CODECS or c not in data.get("codecs", [])]
         if not_svc:
             raise AdapterError(f"{folder}/sfu.toml: svc {not_svc} are not of its codecs among {list(SVC_CODECS)}")
+        not_svc = [c for c in data.get("synthetic", {}).get("svc", []) if c not in synthetic]
+        if not_svc:
+            raise AdapterError(f"{folder}/sfu.toml: synthetic svc {not_svc} are not of its synthetic codecs")
         profiles = profiles_of(data)
         profile = resolve_profile(profile, profiles)
         if profile not in profiles:
@@ -307,6 +310,12 @@ class Adapter:
         if not self.synthetic_driver:
             return []
         return list(self.data.get("synthetic", {}).get("codecs", SYNTHETIC_CODECS[:1]))
+
+    @property
+    def synthetic_svc(self) -> list[str]:
+        """The codecs its synthetic driver publishes as one SVC stream of spatial layers when --svc
+        asks (`[synthetic] svc`; none without)."""
+        return list(self.data.get("synthetic", {}).get("svc", [])) if self.synthetic_driver else []
 
     def firewall(self) -> tuple[list[int], list[tuple[int, int]]]:
         """What a host's firewall opens to this SFU's clients: TCP ports and UDP port ranges. A

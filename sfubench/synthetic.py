@@ -48,7 +48,8 @@ class Generator:
                  wrap=lambda argv: argv):
         encoded = synth["encoded"]
         self.argv = wrap([str(synth["binary"]), "-driver", synth["driver"], "-collect", collect_url,
-                          "-video", ",".join(map(str, encoded.video)), "-audio", str(encoded.ogg),
+                          "-video", ",".join(map(str, encoded.video)), *(["-svc"] if encoded.svc else []),
+                          "-audio", str(encoded.ogg),
                           "-fps", str(synth["fps"]), "-client-ip", client_ip])
         self.log_path = log
         self.env = {**os.environ, TOKEN_ENV: token}

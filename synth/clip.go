@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io"
 	"os"
 )
 
@@ -16,6 +17,7 @@ import (
 type clip struct {
 	codec   *videoCodec
 	layers  []layer        // smallest picture first; the last is the full picture
+	svc     bool           // the layers are the spatial layers of one SVC stream
 	nextKey []int          // the first position at or after each where every layer has a keyframe
 	codes   map[uint64]int // a frame's digest, in any layer → its loop position
 	audio   [][]byte
@@ -45,9 +47,11 @@ func digest(b []byte) uint64 { return maphash.Bytes(digestSeed, b) }
 // loadClip reads the clip's layers (files of one codec, smallest picture
 // first) and its audio. The layers must have the same frames and their
 // keyframes at the same positions, so that a keyframe asked for arrives in
-// every layer at once.
-func loadClip(videoPaths []string, oggPath string) (*clip, error) {
-	c := &clip{codes: map[uint64]int{}}
+// every layer at once. With svc they are the spatial layers of one VP9
+// stream (svcenc's files): a key picture is a keyframe in the smallest only,
+// the others predicted from the layer below.
+func loadClip(videoPaths []string, oggPath string, svc bool) (*clip, error) {
+	c := &clip{codes: map[uint64]int{}, svc: svc}
 	for _, path := range videoPaths {
 		codec, err := codecOfFile(path)
 		if err != nil {
@@ -61,7 +65,7 @@ func loadClip(videoPaths []string, oggPath string) (*clip, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if len(frames) == 0 || !codec.isKeyframe(frames[0]) {
+		if len(frames) == 0 || (!svc || len(c.layers) == 0) && !codec.isKeyframe(frames[0]) {
 			return nil, fmt.Errorf("%s: the clip must start with a keyframe", path)
 		}
 		if len(c.layers) > 0 && len(frames) != len(c.layers[0].frames) {
@@ -69,10 +73,19 @@ func loadClip(videoPaths []string, oggPath string) (*clip, error) {
 		}
 		l := layer{frames: frames}
 		l.width, l.height, _ = codec.keyframeSize(codec.received(frames[0]))
+		if svc { // an upper layer's size is in no frame of its own: its file's header has it
+			l.width, l.height, err = ivfSize(path)
+			if err != nil {
+				return nil, err
+			}
+		}
 		c.layers = append(c.layers, l)
 	}
 	if len(c.layers) == 0 {
 		return nil, errors.New("no video layer")
+	}
+	if svc && (c.codec != vp9Codec || len(c.layers) < 2) {
+		return nil, fmt.Errorf("SVC needs two or three VP9 spatial layers, not %d of %s", len(c.layers), c.codec.name)
 	}
 	n := len(c.layers[0].frames)
 	c.nextKey = make([]int, n)
@@ -84,7 +97,7 @@ func loadClip(videoPaths []string, oggPath string) (*clip, error) {
 				keys++
 			}
 		}
-		if keys != 0 && keys != len(c.layers) {
+		if svc && keys > 1 || !svc && keys != 0 && keys != len(c.layers) {
 			return nil, fmt.Errorf("frame %d is a keyframe in %d layers of %d: the layers' keyframes must be at the same positions", i, keys, len(c.layers))
 		}
 		if keys != 0 {
@@ -93,9 +106,9 @@ func loadClip(videoPaths []string, oggPath string) (*clip, error) {
 		c.nextKey[i] = next
 	}
 	dupes := map[uint64]bool{}
-	for _, l := range c.layers {
-		for i, f := range l.frames {
-			d := digest(c.codec.received(f))
+	for k := range c.layers {
+		for i := range c.layers[k].frames {
+			d := digest(c.received(i, k))
 			if _, seen := c.codes[d]; seen {
 				dupes[d] = true
 			}
@@ -113,6 +126,51 @@ func loadClip(videoPaths []string, oggPath string) (*clip, error) {
 		return nil, fmt.Errorf("%s: no Opus packets", oggPath)
 	}
 	return c, nil
+}
+
+// received is what a receiver reassembles of loop position i in layer k:
+// with SVC the picture's frames of every spatial layer up to k, in order.
+func (c *clip) received(i, k int) []byte {
+	if !c.svc {
+		return c.codec.received(c.layers[k].frames[i])
+	}
+	var b []byte
+	for _, l := range c.layers[:k+1] {
+		b = append(b, l.frames[i]...)
+	}
+	return b
+}
+
+// spatialLayers is how many spatial layers the clip's SVC stream has, 0
+// for a clip of simulcast layers.
+func (c *clip) spatialLayers() int {
+	if !c.svc {
+		return 0
+	}
+	return len(c.layers)
+}
+
+// picture is loop position i in every spatial layer, smallest first.
+func (c *clip) picture(i int) [][]byte {
+	frames := make([][]byte, len(c.layers))
+	for k, l := range c.layers {
+		frames[k] = l.frames[i]
+	}
+	return frames
+}
+
+// ivfSize is the picture size an IVF file's header gives.
+func ivfSize(path string) (w, h int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	head := make([]byte, 32)
+	if _, err := io.ReadFull(f, head); err != nil || ivfFourCC(head) == "" {
+		return 0, 0, fmt.Errorf("%s: not an IVF file", path)
+	}
+	return int(binary.LittleEndian.Uint16(head[12:])), int(binary.LittleEndian.Uint16(head[14:])), nil
 }
 
 // ivfFourCC is the codec an IVF file's header names ("VP80", "VP90",

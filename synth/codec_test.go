@@ -44,7 +44,7 @@ func encodeWith(ext string, args ...string) func(t testing.TB, gop int, size, kb
 func TestClipInEachCodecIsReadAsEncoded(t *testing.T) {
 	for codec, encode := range encoders {
 		t.Run(codec.name, func(t *testing.T) {
-			c, err := loadClip([]string{encode(t, 15, "160x90", "300k")}, encodeAudio(t))
+			c, err := loadClip([]string{encode(t, 15, "160x90", "300k")}, encodeAudio(t), false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func TestClipInEachCodecIsReadAsEncoded(t *testing.T) {
 			if len(c.codes) != 30 {
 				t.Errorf("%d frames recognisable by their bytes, want 30", len(c.codes))
 			}
-			if _, err := loadClip([]string{encode(t, 15, "80x48", "100k"), encodeLayers(t, 15, "160x96")[0]}, encodeAudio(t)); err == nil {
+			if _, err := loadClip([]string{encode(t, 15, "80x48", "100k"), encodeLayers(t, 15, "160x96")[0]}, encodeAudio(t), false); err == nil {
 				t.Error("layers in two codecs were taken")
 			}
 		})
@@ -113,7 +113,7 @@ func h264Check() *packetCheck {
 func TestPacketsInEachCodecAreWhatAReceiverReassembles(t *testing.T) {
 	for codec, encode := range encoders {
 		t.Run(codec.name, func(t *testing.T) {
-			c, err := loadClip([]string{encode(t, 15, "320x180", "1500k")}, encodeAudio(t))
+			c, err := loadClip([]string{encode(t, 15, "320x180", "1500k")}, encodeAudio(t), false)
 			if err != nil {
 				t.Fatal(err)
 			}

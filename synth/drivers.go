@@ -40,6 +40,9 @@ type Participant struct {
 	// publishes layers (layeredDrivers) to add to the video's sender
 	// (AddEncoding); none when the video is one stream.
 	Encodings []webrtc.TrackLocal
+	// SpatialLayers is, where the video is one VP9 SVC stream, how many
+	// spatial layers it has (L<n>T3_KEY); 0 otherwise.
+	SpatialLayers int
 	// Publishing must be called with the RTPSender of each published track,
 	// once its encodings are added, so its RTCP is read (PLIs, receiver
 	// reports, and NACKs for the connection's Sender to answer).
@@ -77,10 +80,11 @@ var drivers = map[string]Driver{
 }
 
 // receiveIndex is the layer to ask for of every received video as its index
-// among the layers published, smallest first (every publisher of a run sends
-// as many as this one), or false to leave the choice to the SFU.
+// among the layers published (simulcast or spatial), smallest first (every
+// publisher of a run sends as many as this one), or false to leave the
+// choice to the SFU.
 func (p Participant) receiveIndex() (int, bool) {
-	layers := 1 + len(p.Encodings)
+	layers := max(1+len(p.Encodings), p.SpatialLayers)
 	switch {
 	case layers < 2 || p.ReceiveLayer == "" || p.ReceiveLayer == "largest":
 		return 0, false

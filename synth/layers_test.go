@@ -13,7 +13,7 @@ import (
 )
 
 func TestLayeredClipIsOneLoopInEveryLayer(t *testing.T) {
-	c, err := loadClip(encodeLayers(t, 15, "80x48", "160x96"), encodeAudio(t))
+	c, err := loadClip(encodeLayers(t, 15, "80x48", "160x96"), encodeAudio(t), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestLayeredClipIsOneLoopInEveryLayer(t *testing.T) {
 // with keyframes apart are refused rather than published out of step.
 func TestLayersWithKeyframesApartAreRefused(t *testing.T) {
 	ivfs := append(encodeLayers(t, 15, "80x48"), encodeLayers(t, 10, "160x96")...)
-	_, err := loadClip(ivfs, encodeAudio(t))
+	_, err := loadClip(ivfs, encodeAudio(t), false)
 	if err == nil || !strings.Contains(err.Error(), "same positions") {
 		t.Fatalf("loadClip: %v, want a refusal naming the keyframes' positions", err)
 	}
@@ -51,7 +51,7 @@ func TestLayersWithKeyframesApartAreRefused(t *testing.T) {
 // needs each packet to name its section and layer) as one track per layer,
 // each carrying its own layer's frames, recognised by their codes.
 func TestLayeredPublisherSendsEachLayerUnderItsRid(t *testing.T) {
-	c, err := loadClip(encodeLayers(t, 15, "80x48", "160x96"), encodeAudio(t))
+	c, err := loadClip(encodeLayers(t, 15, "80x48", "160x96"), encodeAudio(t), false)
 	if err != nil {
 		t.Fatal(err)
 	}

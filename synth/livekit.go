@@ -34,8 +34,17 @@ type livekitDriver struct{}
 const livekitProtocol = 17
 
 // livekitLayers describe the video's layers as livekit-client does: one per
-// rid, each rid's quality (q LOW, h MEDIUM, f HIGH).
+// rid, each rid's quality (q LOW, h MEDIUM, f HIGH); of SVC one per spatial
+// layer, the largest first, none with an SSRC of its own.
 func livekitLayers(p Participant, video webrtc.TrackLocal) []*livekit.VideoLayer {
+	if n := p.SpatialLayers; n > 0 {
+		var out []*livekit.VideoLayer
+		for down := range n {
+			out = append(out, &livekit.VideoLayer{Quality: min(livekit.VideoQuality_HIGH, livekit.VideoQuality(n-1)) - livekit.VideoQuality(down),
+				Width: uint32(p.Width >> down), Height: uint32(p.Height >> down), SpatialLayer: int32(n - 1 - down)})
+		}
+		return out
+	}
 	if len(p.Encodings) == 0 {
 		return []*livekit.VideoLayer{{Quality: livekit.VideoQuality_HIGH, Width: uint32(p.Width), Height: uint32(p.Height)}}
 	}

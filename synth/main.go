@@ -68,6 +68,7 @@ func run() error {
 		id         = flag.String("id", "synth-1", "this generator's name in the engine's records")
 		video      = flag.String("video", "", "the clip's video `files` (VP8, VP9 or AV1 in .ivf, H.264 in .h264), one per simulcast layer, smallest picture first, comma-separated")
 		audio      = flag.String("audio", "", "the clip's Opus `Ogg` file")
+		svc        = flag.Bool("svc", false, "the -video files are the spatial layers of one VP9 SVC stream (svcenc's), published as one")
 		fps        = flag.Int("fps", 15, "the clip's frame rate")
 		local      = flag.String("client-ip", "127.0.0.1", "the participants' own `address`")
 		listen     = flag.String("listen", "", "take commands over HTTP at `address:port` (POST /command) instead of stdin")
@@ -92,7 +93,7 @@ func run() error {
 	if token == "" {
 		return fmt.Errorf("%s must hold the run's token", tokenEnv)
 	}
-	c, err := loadClip(strings.Split(*video, ","), *audio)
+	c, err := loadClip(strings.Split(*video, ","), *audio, *svc)
 	if err != nil {
 		return err
 	}

@@ -281,9 +281,10 @@ func (s *msSession) publish(ctx context.Context) error {
 		rp := params[i]
 		rp.Encodings = rp.Encodings[:0]
 		for _, e := range enc {
-			rp.Encodings = append(rp.Encodings, struct {
-				SSRC uint32 `json:"ssrc"`
-			}{uint32(e.SSRC)})
+			rp.Encodings = append(rp.Encodings, msEncoding{SSRC: uint32(e.SSRC)})
+		}
+		if n := s.p.SpatialLayers; n > 0 && tr.Kind() == webrtc.RTPCodecTypeVideo {
+			rp.Encodings[0].ScalabilityMode = fmt.Sprintf("L%dT3_KEY", n) // as mediasoup-client's page sends it
 		}
 		rp.Rtcp.Cname, rp.Rtcp.ReducedSize = s.p.User, true
 		if err := s.request(ctx, "produce", map[string]any{"transportId": t.ID, "kind": tr.Kind().String(),

@@ -74,14 +74,19 @@ type msExtension struct {
 	PreferredID int    `json:"preferredId,omitempty"`
 }
 
+// msEncoding is one RTP stream of a producer: a simulcast layer, or with a
+// scalability mode ("L3T3_KEY") every spatial layer of an SVC stream.
+type msEncoding struct {
+	SSRC            uint32 `json:"ssrc"`
+	ScalabilityMode string `json:"scalabilityMode,omitempty"`
+}
+
 type msRTPParameters struct {
 	Mid              string        `json:"mid,omitempty"`
 	Codecs           []msCodec     `json:"codecs"`
 	HeaderExtensions []msExtension `json:"headerExtensions"`
-	Encodings        []struct {
-		SSRC uint32 `json:"ssrc"`
-	} `json:"encodings"`
-	Rtcp struct {
+	Encodings        []msEncoding  `json:"encodings"`
+	Rtcp             struct {
 		Cname       string `json:"cname"`
 		ReducedSize bool   `json:"reducedSize"`
 	} `json:"rtcp"`
@@ -111,9 +116,7 @@ func probator(video *msConsumer) *msConsumer {
 	codec := rp.Codecs[0]
 	codec.PayloadType = msProbatorPT
 	rp.Mid, rp.Codecs = msProbator, []msCodec{codec}
-	rp.Encodings = []struct {
-		SSRC uint32 `json:"ssrc"`
-	}{{msProbatorSSRC}}
+	rp.Encodings = []msEncoding{{SSRC: msProbatorSSRC}}
 	rp.Rtcp.Cname = msProbator
 	return &msConsumer{ID: msProbator, Kind: "video", RtpParameters: rp, user: msProbator}
 }

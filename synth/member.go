@@ -59,6 +59,7 @@ func (m *member) join(g *generator) {
 		NewPeerConnection: func() (*webrtc.PeerConnection, error) { return m.newPeerConnection(g) },
 		Tracks:            m.pub.tracks(),
 		Encodings:         m.pub.encodings(),
+		SpatialLayers:     g.clip.spatialLayers(),
 		ReceiveLayer:      m.layer,
 		Publishing:        m.pub.watch,
 		OnTrack:           func(from string, t *webrtc.TrackRemote) { m.receive(from, t, g.clip) },

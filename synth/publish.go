@@ -132,11 +132,15 @@ type publisher struct {
 	wg       sync.WaitGroup
 }
 
-// layerOut is one published layer of the video.
+// layerOut is one published layer of the video, or with SVC the one stream
+// of every spatial layer.
 type layerOut struct {
-	track  *webrtc.TrackLocalStaticRTP
-	stream videoStream
-	out    outbound
+	track *webrtc.TrackLocalStaticRTP
+	rtp   *rtpStream
+	// send writes loop position pos's frame, returning the packets and
+	// payload bytes written
+	send func(pos int, write func(*rtp.Packet) error) (packets, bytes int)
+	out  outbound
 }
 
 func newPublisher(c *clip, fps int, user string, camera *series, midOf func(*webrtc.RTPSender) string,
@@ -145,12 +149,25 @@ func newPublisher(c *clip, fps int, user string, camera *series, midOf func(*web
 		camera: camera, midOf: midOf, find: find, artp: newRTPStream()}
 	p.aout.rtt = -1
 	p.audio, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", user)
+	if c.svc {
+		s := newVP9SVCStream(c)
+		l := &layerOut{rtp: s.header(), send: func(pos int, write func(*rtp.Packet) error) (int, int) {
+			return s.send(c.picture(pos), p.vstep, write)
+		}}
+		l.track, _ = webrtc.NewTrackLocalStaticRTP(c.codec.capability(), "video", user)
+		l.out.rtt = -1
+		p.video = append(p.video, l)
+		return p
+	}
 	for i := range c.layers {
 		var opts []func(*webrtc.TrackLocalStaticRTP)
 		if len(c.layers) > 1 {
 			opts = append(opts, webrtc.WithRTPStreamID(client.Rids[i]))
 		}
-		l := &layerOut{stream: c.codec.newStream()}
+		s := c.codec.newStream()
+		l := &layerOut{rtp: s.header(), send: func(pos int, write func(*rtp.Packet) error) (int, int) {
+			return s.send(c.layers[i].frames[pos], p.vstep, write)
+		}}
 		l.track, _ = webrtc.NewTrackLocalStaticRTP(c.codec.capability(), "video", user, opts...)
 		l.out.rtt = -1
 		p.video = append(p.video, l)
@@ -224,7 +241,7 @@ func (p *publisher) readRTCP(read func() ([]rtcp.Packet, interceptor.Attributes,
 // negotiated. It reports whether the layers can be sent; one stream needs
 // no names.
 func (p *publisher) nameLayers() bool {
-	if len(p.video) == 1 || p.video[0].stream.header().ext != nil {
+	if len(p.video) == 1 || p.video[0].rtp.ext != nil {
 		return true
 	}
 	s := p.sender.Load()
@@ -249,7 +266,7 @@ func (p *publisher) nameLayers() bool {
 		if h.SetExtension(uint8(midID), []byte(mid)) != nil || h.SetExtension(uint8(ridID), []byte(l.track.RID())) != nil {
 			return false
 		}
-		l.stream.header().ext, l.stream.header().extProfile = h.Extensions[:2:2], h.ExtensionProfile
+		l.rtp.ext, l.rtp.extProfile = h.Extensions[:2:2], h.ExtensionProfile
 	}
 	return true
 }
@@ -273,7 +290,7 @@ func (p *publisher) sendVideo(skipped int) {
 	if skipped > 0 {
 		p.pos = (p.pos + skipped) % n
 		for _, l := range p.video {
-			l.stream.header().skip(uint32(skipped) * p.vstep)
+			l.rtp.skip(uint32(skipped) * p.vstep)
 		}
 	}
 	// A receiver that lost the picture gets the clip's next keyframe now
@@ -283,8 +300,8 @@ func (p *publisher) sendVideo(skipped int) {
 		p.pos = p.clip.nextKey[p.pos]
 	}
 	now := time.Now()
-	for i, l := range p.video {
-		packets, bytes := l.stream.send(p.clip.layers[i].frames[p.pos], p.vstep, func(pkt *rtp.Packet) error {
+	for _, l := range p.video {
+		packets, bytes := l.send(p.pos, func(pkt *rtp.Packet) error {
 			return l.out.write(p.find, l.track, pkt)
 		})
 		l.out.sent(packets, bytes, now, true)
@@ -322,6 +339,9 @@ func (p *publisher) samples(now time.Time) []record {
 	out := []record{p.aout.sample(now, "audio")}
 	for i, l := range p.video {
 		s := l.out.sample(now, "video")
+		if p.clip.svc { // one stream, its top spatial layer the full picture
+			i = len(p.clip.layers) - 1
+		}
 		s["frameWidth"], s["frameHeight"], s["codec"] = p.clip.layers[i].width, p.clip.layers[i].height, p.clip.codec.name
 		out = append(out, s)
 	}

@@ -58,10 +58,16 @@ type inbound struct {
 	head            [frameHeadSize]byte // the frame's first bytes: a keyframe's size
 	headLen         int
 
-	peer          string
-	ssrc          uint32
-	codec         *videoCodec // nil: a codec the generator does not read
-	codecName     string      // as getStats names it
+	peer    string
+	ssrc    uint32
+	codec   *videoCodec   // nil: a codec the generator does not read
+	spatial spatialReader // the reader, of a codec whose pictures may hold spatial layers
+	// a picture that has its frame in some spatial layer but no marker yet
+	// (an SFU that leaves the layers above out may not move the marker
+	// down: LiveKit), and when that frame ended
+	layerEnded    bool
+	endedAt       time.Time
+	codecName     string // as getStats names it
 	clip          *clip
 	video         *series
 	width, height int
@@ -103,6 +109,7 @@ func newInbound(peer string, t *webrtc.TrackRemote, c *clip, video *series) *inb
 func (in *inbound) reads(c *videoCodec) {
 	if c != nil {
 		in.codec, in.reader = c, c.newReader()
+		in.spatial, _ = in.reader.(spatialReader)
 	}
 }
 
@@ -183,6 +190,11 @@ func (in *inbound) assemble(p *rtp.Header, payload []byte, at time.Time) {
 		in.assembling = false
 		return
 	case starts:
+		if in.assembling && in.layerEnded && p.Timestamp != in.frameTS {
+			// the last picture ended with its frame in the top layer sent, as a
+			// browser's frame buffer takes it once the next picture begins
+			in.frame(in.endedAt)
+		}
 		in.assembling, in.frameTS, in.headLen = true, p.Timestamp, 0
 		in.digest.SetSeed(digestSeed)
 	case in.assembling && p.Timestamp == in.frameTS && p.SequenceNumber == in.nextSeq:
@@ -197,10 +209,13 @@ func (in *inbound) assemble(p *rtp.Header, payload []byte, at time.Time) {
 		go in.askKey()
 	}
 	in.nextSeq = p.SequenceNumber + 1
+	if in.spatial != nil {
+		in.layerEnded, in.endedAt = in.spatial.frameEnds(), at
+	}
 	if !p.Marker {
 		return
 	}
-	in.assembling = false
+	in.assembling, in.layerEnded = false, false
 	in.frame(at)
 }
 
@@ -218,14 +233,35 @@ func (in *inbound) take(data []byte) {
 // no keyframe whole.
 func (in *inbound) sized() bool {
 	w, h, ok := in.codec.keyframeSize(in.head[:in.headLen])
-	if ok {
-		in.width, in.height, in.keyed = w, h, true
+	if _, _, layered := in.layerSize(); ok && !layered { // an SVC keyframe is its smallest layer's size
+		in.width, in.height = w, h
 	}
+	in.keyed = in.keyed || ok
 	return ok
+}
+
+// spatialReader is a frameReader of a codec whose pictures may hold several
+// spatial layers (SVC): the size of the one whose frame ended last, and
+// whether the last packet ended one.
+type spatialReader interface {
+	layerSize() (w, h int, ok bool)
+	frameEnds() bool
+}
+
+// layerSize is the size of the spatial layer the last picture ended in, of
+// a stream of several.
+func (in *inbound) layerSize() (w, h int, ok bool) {
+	if in.spatial == nil {
+		return 0, 0, false
+	}
+	return in.spatial.layerSize()
 }
 
 func (in *inbound) frame(at time.Time) {
 	in.frames++
+	if w, h, ok := in.layerSize(); ok {
+		in.width, in.height = w, h
+	}
 	if !in.lastFrame.IsZero() {
 		// webrtc-stats freezeCount: an interval above max(3 x the mean, the mean + 150 ms).
 		gap := at.Sub(in.lastFrame).Seconds()

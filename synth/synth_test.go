@@ -22,7 +22,7 @@ import (
 // in Ogg in 20 ms packets): one layer, 160x96.
 func testClip(t testing.TB) *clip {
 	t.Helper()
-	c, err := loadClip(encodeLayers(t, 15, "160x96"), encodeAudio(t))
+	c, err := loadClip(encodeLayers(t, 15, "160x96"), encodeAudio(t), false)
 	if err != nil {
 		t.Fatal(err)
 	}

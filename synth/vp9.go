@@ -146,36 +146,68 @@ func (v *vp9Stream) send(frame []byte, ticks uint32, write func(*rtp.Packet) err
 	return packets, bytes
 }
 
-// vp9Reader reads the payload descriptor (RFC 9628 4.2): a frame begins
-// where B is set. pion's parser appends each descriptor's reference
-// indices to the last one's: a stream-long reader would grow without end.
+// vp9Reader reads the payload descriptor (RFC 9628 4.2): a picture begins
+// where B is set in its smallest spatial layer, the frames of the layers
+// above following it (SVC). pion's parser appends each descriptor's
+// reference indices to the last one's: a stream-long reader would grow
+// without end.
 type vp9Reader struct {
-	data []byte
+	data   []byte
+	ends   bool     // the last packet ends its layer's frame (E)
+	endSID int      // the spatial layer of the last packet that ended one
+	sizes  [][2]int // each spatial layer's size, from the last scalability structure
 }
 
 func (r *vp9Reader) unpack(payload []byte, _ bool) (starts, ok bool) {
-	off, ok := vp9DescriptorEnd(payload)
+	d, ok := readVP9Descriptor(payload)
 	if !ok {
 		return false, false
 	}
-	r.data = payload[off:]
-	return payload[0]&vp9B != 0, true
+	r.data, r.ends = payload[d.end:], payload[0]&vp9E != 0
+	if r.ends {
+		r.endSID = d.sid
+	}
+	if d.sizes != nil {
+		r.sizes = r.sizes[:0]
+		for i := 0; i+4 <= len(d.sizes); i += 4 {
+			r.sizes = append(r.sizes, [2]int{int(d.sizes[i])<<8 | int(d.sizes[i+1]), int(d.sizes[i+2])<<8 | int(d.sizes[i+3])})
+		}
+	}
+	return payload[0]&vp9B != 0 && d.sid == 0, true
 }
 
 func (r *vp9Reader) emit(sink frameSink) { sink.take(r.data) }
 
-// vp9DescriptorEnd is where a payload's descriptor ends and its frame data
-// begins.
-func vp9DescriptorEnd(p []byte) (int, bool) {
-	const vp9L, vp9F = 0x20, 0x10
+// layerSize is the size of the spatial layer whose frame ended last, where
+// the stream has several: what a decoder shows of a picture ending there.
+func (r *vp9Reader) layerSize() (w, h int, ok bool) {
+	if len(r.sizes) < 2 || r.endSID >= len(r.sizes) {
+		return 0, 0, false
+	}
+	return r.sizes[r.endSID][0], r.sizes[r.endSID][1], true
+}
+
+func (r *vp9Reader) frameEnds() bool { return r.ends }
+
+// vp9Descriptor is what a receiver reads of a payload descriptor: where
+// the frame data begins, the spatial layer (0 where none is named), and the
+// scalability structure's layer sizes (16-bit width and height each), nil
+// where it has none.
+type vp9Descriptor struct {
+	end, sid int
+	sizes    []byte
+}
+
+func readVP9Descriptor(p []byte) (d vp9Descriptor, ok bool) {
 	if len(p) == 0 {
-		return 0, false
+		return d, false
 	}
 	flags, pos := p[0], 1
 	if flags&vp9I != 0 && len(p) > pos { // picture ID, 7 or 15 bits
 		pos += 1 + int(p[pos]>>7)
 	}
-	if flags&vp9L != 0 { // layer indices, and in non-flexible mode TL0PICIDX
+	if flags&vp9L != 0 && len(p) > pos { // layer indices, and in non-flexible mode TL0PICIDX
+		d.sid = int(p[pos] >> 1 & 7)
 		pos += 2 - int(flags&vp9F>>4)
 	}
 	if flags&(vp9F|vp9P) == vp9F|vp9P { // reference indices, each with N set but the last
@@ -190,7 +222,9 @@ func vp9DescriptorEnd(p []byte) (int, bool) {
 		ss := p[pos]
 		pos++
 		if ss&0x10 != 0 { // Y: each spatial layer's size
-			pos += 4 * int(ss>>5+1)
+			n := 4 * int(ss>>5+1)
+			d.sizes = p[pos:min(pos+n, len(p))]
+			pos += n
 		}
 		if ss&0x08 != 0 && pos < len(p) { // G: the group of pictures
 			n := int(p[pos])
@@ -200,5 +234,6 @@ func vp9DescriptorEnd(p []byte) (int, bool) {
 			}
 		}
 	}
-	return pos, pos <= len(p)
+	d.end = pos
+	return d, pos <= len(p)
 }

@@ -48,6 +48,13 @@ def test_a_codec_an_adapter_cannot_publish_and_synthetic_participants_are_refuse
     adapter.data["synthetic"]["codecs"] = ["vp8", "h264"]
     with pytest.raises(config.ConfigError, match="--codec vp9: janus's synthetic participants send and read vp8, h264;"):
         sfubench_loadtest._refuse(config.load(cli={"sfu": "janus", "codec": "vp9"}, env={}), adapter)
+    # SVC from synthetic participants only through a driver that announces it (its page's SVC is not enough)
+    adapter = Adapter.load("livekit")
+    adapter.data["synthetic"].pop("svc", None)
+    svc = config.load(cli={"sfu": "livekit", "codec": "vp9", "svc": True, "simulcast": 3}, env={})
+    with pytest.raises(config.ConfigError, match="--svc --codec vp9: livekit's synthetic participants publish no SVC;"):
+        sfubench_loadtest._refuse(svc, adapter)
+    assert "(synthetic participants in vp9)" in next(line for line in listed.splitlines() if line.startswith("inhouse"))
 
 
 @pytest.mark.e2e
