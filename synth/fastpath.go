@@ -221,7 +221,7 @@ func (c *fastConn) media(b []byte, now time.Time) bool {
 	if err != nil {
 		return false
 	}
-	rx.recordTWCC(h, now)
+	rx.noteArrival(h, len(b), now)
 	return rx.deliver(b, h, headerLen, now)
 }
 

@@ -87,10 +87,11 @@ type inbound struct {
 	askedAt time.Time
 	plis    uint64
 
-	// the audio playout model: the quickest transit (s), packets too late
-	// for it, and their time in the buffer (s, summed over packets played)
-	quickest, buffered float64
-	late               uint64
+	// the quickest transit (s) and the last packet's beyond it: its time
+	// queued on the way; of audio the playout model's packets too late for
+	// the buffer, and their time in it (s, summed over packets played)
+	quickest, queued, buffered float64
+	late                       uint64
 }
 
 // newInbound follows track t, its frames in the codec it arrives in (video
@@ -155,18 +156,20 @@ func (in *inbound) packet(p *rtp.Header, payload []byte, at time.Time) {
 	}
 	first := !in.haveTransit
 	in.transit, in.haveTransit = transit, true
+	t := transit / in.clock
+	if first || t < in.quickest || t-in.quickest > transitRebase {
+		in.quickest = t
+	}
+	in.queued = t - in.quickest
 	if in.reader != nil {
 		in.assemble(p, payload, at)
 	} else if in.kind == "audio" {
-		in.playout(transit/in.clock, first)
+		in.playout(t)
 	}
 }
 
 // playout places an audio packet of transit `t` (s) in the model's buffer.
-func (in *inbound) playout(t float64, first bool) {
-	if first || t < in.quickest || t-in.quickest > transitRebase {
-		in.quickest = t
-	}
+func (in *inbound) playout(t float64) {
 	if wait := in.quickest + playoutDelay - t; wait >= 0 {
 		in.buffered += wait
 	} else {
@@ -287,6 +290,17 @@ func (in *inbound) frame(at time.Time) {
 	} else {
 		in.video.add(at, -1, fingerprint(d))
 	}
+}
+
+// congestion is what the stream says of its path now: the packets expected
+// and received so far, and how long its last packet queued on the way (s).
+func (in *inbound) congestion() (expected, received int64, queued float64) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.started {
+		return 0, 0, 0
+	}
+	return in.maxSeq - in.baseSeq + 1, int64(in.packets), in.queued
 }
 
 // sample is the stream as a getStats inbound-rtp record.

@@ -30,6 +30,7 @@ type receiver struct {
 	feedback *recvfb.Streams
 	twccExt  uint8
 	twcc     *twcc.Recorder
+	remb     *rembEstimate // where the SFU asks for REMB
 	start    time.Time
 	streams  streamTable
 	gen      uint64 // the registrations' count when streams was last checked
@@ -57,6 +58,9 @@ func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTranspor
 	rx := &receiver{conn: c, rtcp: pc.WriteRTCP, srtp: remote, feedback: recvfb.New(now), twccExt: twccExtension(pc),
 		twcc: twcc.NewRecorder(rand.Uint32()), start: now,
 		plain: make([]byte, receiveMTU)}
+	if negotiatesREMB(pc) {
+		rx.remb = &rembEstimate{}
+	}
 	return rx, nil
 }
 
@@ -85,12 +89,18 @@ func twccExtension(pc *webrtc.PeerConnection) uint8 {
 	return 0
 }
 
-func (rx *receiver) recordTWCC(h *rtp.Header, now time.Time) {
-	if rx.twccExt == 0 {
-		return
+// noteArrival notes a packet of n bytes, header h, for the transport-wide
+// feedback where it carries a transport-wide sequence number, and as Chrome
+// does for the REMB estimate where it does not.
+func (rx *receiver) noteArrival(h *rtp.Header, n int, now time.Time) {
+	var ext []byte
+	if rx.twccExt != 0 {
+		ext = h.GetExtension(rx.twccExt)
 	}
-	ext := h.GetExtension(rx.twccExt)
 	if len(ext) < 2 {
+		if rx.remb != nil {
+			rx.remb.received(n)
+		}
 		return
 	}
 	rx.twcc.Record(h.SSRC, uint16(ext[0])<<8|uint16(ext[1]), now.Sub(rx.start).Microseconds())
@@ -98,11 +108,17 @@ func (rx *receiver) recordTWCC(h *rtp.Header, now time.Time) {
 
 // sendFeedback sends the NACKs and receiver reports due at now, and with
 // twcc the transport-wide feedback recorded since the last (the poller's,
-// every twccInterval).
+// every twccInterval) and the REMB estimate when due.
 func (rx *receiver) sendFeedback(now time.Time, twcc bool) {
 	rx.feedback.Send(now, rx.rtcp)
 	if !twcc {
 		return
+	}
+	if rx.remb != nil && rx.remb.due(now) {
+		streams := rx.streams.all()
+		if bitrate, ok := rx.remb.update(now, streams); ok {
+			_ = rx.rtcp([]rtcp.Packet{rembPacket(bitrate, streams)})
+		}
 	}
 	if pkts := rx.twcc.BuildFeedbackPacket(); len(pkts) > 0 {
 		_ = rx.rtcp(pkts)

@@ -231,10 +231,8 @@ def test_synthetic_participants_send_three_layers_and_every_receiver_gets_the_ti
 
 
 # Each SFU that picks a receiver's layer by its link, with every codec its synthetic participants send
-# as simulcast. Not LiveKit yet: by default its allocator goes by its receivers' REMB, which synthetic
-# receivers do not send (transport-wide feedback alone), so it keeps them on the layer they started on
-# (the full 2-Mbit/s one behind 700 kbit/s in VP8, H.264 and VP9, 2026-12-06).
-NARROW_SYNTHETIC = [(s, c) for s in ADAPTIVE if s in SYNTHETIC_LAYERED and s != "livekit"
+# as simulcast (LiveKit by its receivers' REMB, which synthetic receivers send where it asks for it).
+NARROW_SYNTHETIC = [(s, c) for s in ADAPTIVE if s in SYNTHETIC_LAYERED
                     for c in Adapter.load(s).synthetic_codecs if c in Adapter.load(s).simulcast_codecs]
 
 
