@@ -38,6 +38,7 @@ CODECS = ("vp8", "h264", "vp9", "av1")
 # synth/codec.go packetizes and reassembles them); an adapter's driver names those it negotiates.
 SYNTHETIC_CODECS = ("vp8", "h264", "vp9", "av1")
 SVC_CODECS = ("vp9", "av1")   # those Chrome encodes as SVC spatial layers (--svc)
+SVC_LAYERS = 3                # --svc's spatial layers where --simulcast does not say: L3T3_KEY
 
 
 def available_sfus() -> list[str]:
@@ -120,8 +121,9 @@ class Settings:
                      "synthetic participants send it too where the adapter's driver can (`list-sfus`), "
                      "else another codec than VP8 needs rooms of browsers (--preset browsers)",
                      choices=CODECS)
-    svc: bool = opt(False, "publish the --simulcast layers as the spatial layers of one SVC stream "
-                    "(L<n>T3_KEY, as Chrome encodes VP9 and AV1 SVC) instead of simulcast streams; needs "
+    svc: bool = opt(False, "publish the --simulcast layers (three where it is not given) as the spatial "
+                    "layers of one SVC stream (L<n>T3_KEY, as Chrome encodes VP9 and AV1 SVC) instead of "
+                    "simulcast streams; needs "
                     "--codec vp9 or av1, and an adapter whose page does SVC in that codec (`sfubench "
                     "list-sfus`)")
     receive_layer: str = opt("largest", "the layer each participant asks its SFU for, with --simulcast: largest "
@@ -507,6 +509,8 @@ def load(cli: dict | None = None, env: dict | None = None, file: str | Path | No
             values[name] = _coerce(name, raw, source(name))
     from . import sites   # the sites know what "auto" stands for where they are
     full = {name: values.get(name, f.default) for name, f in FIELDS.items()}
+    if full["svc"] and not any("simulcast" in raw for raw, _ in layers):
+        full["simulcast"] = SVC_LAYERS
     if full["shape"] in shapes.SHAPES:   # an unknown one is refused with the other bad values
         # what the user set (not a preset), to a value other than the default
         given = {name for name in {*from_file, *from_env, *from_cli} if values[name] != FIELDS[name].default}

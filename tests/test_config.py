@@ -76,6 +76,12 @@ def test_simulcast_picks_a_camera_large_enough_for_its_layers():
         load(cli={"simulcast": "4"}, env={})
     with pytest.raises(ConfigError, match="--receive-layer must be one of largest, half, smallest, tile, mix"):
         load(cli={"receive_layer": "medium"}, env={})
+    # --svc alone is Chrome's L3T3_KEY; a --simulcast given says how many spatial layers, and one is none
+    svc = load(cli={"codec": "vp9", "svc": True}, env={})
+    assert (svc.simulcast, svc.media) == (3, "hd")
+    assert load(cli={"codec": "vp9", "svc": True, "simulcast": "2"}, env={}).simulcast == 2
+    with pytest.raises(ConfigError, match="--svc makes the --simulcast layers spatial layers"):
+        load(cli={"codec": "vp9", "svc": True, "simulcast": "1"}, env={})
 
 
 def test_each_participant_asks_for_the_layer_the_setting_gives_it_browser_or_synthetic():
