@@ -124,6 +124,32 @@ def layer_table(obs: list[dict], source_height) -> Table:
                  "picture), or those a receiver sent.")
 
 
+def study_table(runs: dict[str, list], coped) -> Table:
+    """The layer each SFU's browsers received, its runs (reports.metrics.Analysis) pooled, in the
+    windows of the counts each run coped with (`coped(analysis)`; all of a run's where it coped
+    with none: its first count gave way)."""
+    rows = []
+    for sfu, analyses in runs.items():
+        got: dict[str, list[int]] = defaultdict(list)
+        for a in analyses:
+            source, counts = (a.run.meta.get("media") or {}).get("height"), coped(a)
+            for o in a.obs:
+                if o["phase"] in MEASURED and o["client"] == "browser" and o["direction"] == "recv" \
+                        and (not counts or o["participants"] in counts):
+                    layer = layer_of(o.get("height"), source)
+                    if layer:
+                        got[layer].append(int(o["height"]))
+        total = sum(map(len, got.values()))
+        for layer in sorted(got, key=LAYERS.index):
+            rows.append([sfu, layer, "/".join(map(str, sorted(set(got[layer]), reverse=True))), len(got[layer]),
+                         rounded(100 * len(got[layer]) / total, 1)])
+    return Table("study-layers", "The layer receivers got while their SFU coped",
+                 ["sfu", "layer", "height_px", "streams", "stream_share_pct"], rows,
+                 note="The browsers' received video streams of the measured windows at the counts each run "
+                 "coped with, one per window, its layer (with SVC its top spatial layer) told by its picture "
+                 "height at the window's end; every run of the SFU pooled.")
+
+
 def quality_table(recs: list[dict], source_height) -> Table:
     """Per participant count and layer: the scores of the received frames the browsers captured
     (quality.jsonl), VMAF both as a viewer's tile shows the picture and at the layer's own size."""

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import compare, export, html, plotting, price, reference, scenario, tables
+from . import compare, export, html, layers, plotting, price, reference, scenario, tables
 from .confidence import Span, ranks, verdicts
 from .audio import AudioKneeRule
 from .knee import KneeRule
@@ -22,6 +22,7 @@ from .table import Column, Table
 
 FIGURES = ("fig-cmp-bitrate", "fig-cmp-rtt", "fig-cmp-quality", "fig-cmp-delay", "fig-cmp-audio", "fig-cmp-checks",
            "fig-cmp-server")
+# and table-study-layers where the runs published layers
 TABLES = ("table-knees", "table-study-audio", "table-study-cost", "table-study-price", "table-cmp-table4",
           "table-cmp-table5", "table-cmp-table6", "table-study2018")
 
@@ -258,7 +259,9 @@ def build(entries: list[Entry], out_dir: str | Path, budget: dict | None = None,
     measured = [e for e in entries if e.analyses]
     load = common_load(measured)
     figs = plots(entries, out)
+    layered = any(layers.layers_asked(a.run.meta) > 1 for e in measured for a in e.analyses)
     shown = [knee_table(entries, load), audio_table(entries, load), cost_table(entries, load),
+             *([layers.study_table({e.sfu: e.analyses for e in measured}, coped)] if layered else []),
              *([price.table([(e.sfu, profile(e), per_vcpu(e)) for e in entries], offer)] if offer else []),
              *side_by_side(entries), reference.table()]
     results = summary(entries, load, offer)
@@ -309,6 +312,7 @@ def render(entries: list[Entry], figs: dict, shown: dict[str, Table], words: lis
         "<ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in words) + "</ul>" if words else
         '<p class="missing">No SFU has a knee measured: nothing to rank.</p>',
         html.table(shown["knees"]),
+        html.table(shown["study-layers"]) if "study-layers" in shown else "",
         html.table(shown["study-cost"]),
         html.table(shown["study-price"]) if "study-price" in shown else "",
         "<h2>What participants heard</h2>",

@@ -102,3 +102,26 @@ def test_a_run_of_one_layer_has_no_layer_section(tmp_path):
     run_report.build(d)
     assert "layers" not in json.loads((d / "tables.json").read_text())["tables"]
     assert not (d / "report-layers.png").exists() and "Simulcast" not in (d / "report.html").read_text()
+
+
+def test_a_study_of_layered_runs_says_which_layer_each_sfus_receivers_got(tmp_path):
+    """The study's comparison (reports/study.py) has the layer receivers got per SFU, its runs pooled,
+    where the runs published layers (simulcast or SVC); a study of one layer has no such table."""
+    from reports import metrics, runfiles, study as study_report
+    from reports.study import Entry
+
+    def run(sfu, height, **config):
+        d = fakerun.make_run(tmp_path / sfu, rooms=2, seed=4, sfu=sfu, config=config)
+        _received(d, lambda s: {"frameHeight": height})
+        return metrics.analyse(runfiles.load(d))
+
+    entries = [Entry("inhouse", [run("inhouse", 90, simulcast=3, svc=True)], 1),
+               Entry("mediasoup", [run("mediasoup", 360, simulcast=3, svc=True)], 1)]
+    _, _ = study_report.build(entries, tmp_path / "study")
+    got = json.loads((tmp_path / "study" / "tables.json").read_text())["tables"]["study-layers"]
+    assert [(r[0], r[1], r[2], r[4]) for r in got["rows"]] == [("inhouse", "1/4", "90", 100.0),
+                                                               ("mediasoup", "full", "360", 100.0)]
+    assert 'id="table-study-layers"' in (tmp_path / "study" / "report.html").read_text()
+    plain = [Entry("janus", [run("janus", 360)], 1)]
+    study_report.build(plain, tmp_path / "plain")
+    assert "study-layers" not in json.loads((tmp_path / "plain" / "tables.json").read_text())["tables"]
