@@ -55,6 +55,8 @@ func (v *vp9SVCStream) send(picture [][]byte, ticks uint32, write func(*rtp.Pack
 	return packets, bytes
 }
 
+// sendLayer writes spatial layer sid's frame of the picture, the marker on
+// its last packet where it is the picture's last layer.
 func (v *vp9SVCStream) sendLayer(frame []byte, sid int, last bool, write func(*rtp.Packet) error) (packets, bytes int) {
 	if sid == 0 {
 		if vp9IsKeyframe(frame) {
