@@ -100,17 +100,13 @@ def _encode_layer(media: Media, codec: str, down: int, kbps: int, gop: int) -> P
     params.update({"opus": OPUS_KBPS} if with_audio else {"down": down})
     if codec != SYNTHETIC_CODECS[0]:
         params["codec"] = codec
-    digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
-    stem = media.meta.with_name(f"{media.meta.stem}-synth-{digest}")
     suffix, encoder = VIDEO[codec]
-    out, ogg, done = stem.with_suffix(suffix), stem.with_suffix(".ogg"), stem.with_suffix(".json")
-    outputs = (out, ogg) if with_audio else (out,)
-    if done.exists() and all(p.exists() for p in outputs):
-        return out
-    with open(stem.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if done.exists() and all(p.exists() for p in outputs):
-            return out
+
+    def files(stem: Path) -> tuple[Path, ...]:
+        return (stem.with_suffix(suffix), stem.with_suffix(".ogg")) if with_audio else (stem.with_suffix(suffix),)
+
+    def encode(_stem: Path, outputs: tuple[Path, ...]) -> tuple[Path, ...]:
+        out = outputs[0]
         width, height = media.width >> down, media.height >> down
         if codec != SYNTHETIC_CODECS[0]:   # x264's 4:2:0 takes even sides only; VP9's and AV1's follow it
             width, height = width & ~1, height & ~1
@@ -120,39 +116,42 @@ def _encode_layer(media: Media, codec: str, down: int, kbps: int, gop: int) -> P
         scale = [] if full else ["-vf", f"scale={width}:{height}:flags=area"]
         rate = ["-b:v", f"{kbps}k", "-maxrate", f"{kbps}k", "-bufsize", f"{kbps}k", "-g", str(gop),
                 "-keyint_min", str(gop), "-fps_mode", "passthrough"]
-        video = [*scale, *rate, *encoder]
-        audio = ["-c:a", "libopus", "-b:a", f"{OPUS_KBPS}k", "-vbr", "off", "-frame_duration", "20", "-application",
-                 "voip", "-ar", "48000", "-ac", "1", "-f", "ogg"]
-        jobs = [(media.y4m, video, out)] + ([(media.wav, audio, ogg)] if with_audio else [])
-        for src, args, dst in jobs:
-            _ffmpeg_to(src, args, dst)
-        frames = video_frames(out)
-        if frames != media.frames:
-            raise MediaError(f"{out} has {frames} frames, the clip {media.frames}: frame codes would not "
-                             "match loop positions")
-        done.write_text(json.dumps({**params, "frames": frames}) + "\n")
-    return out
+        _ffmpeg_to(media.y4m, [*scale, *rate, *encoder], out)
+        if with_audio:
+            _ffmpeg_to(media.wav, ["-c:a", "libopus", "-b:a", f"{OPUS_KBPS}k", "-vbr", "off", "-frame_duration",
+                                   "20", "-application", "voip", "-ar", "48000", "-ac", "1", "-f", "ogg"], outputs[1])
+        return (out,)
+    return _cached(media, "synth", params, files, encode)[0]
 
 
 def _encode_svc(media: Media, kbps: list[int], gop: int) -> tuple[Path, ...]:
     """The spatial layers' files of the clip's VP9 SVC encoding, `kbps` each from the smallest."""
     params = {"media": media.meta.name, "encoder": ENCODER, "kbps": kbps, "gop": gop, "svc": len(kbps),
               "svcenc": svcenc.source_hash()}
+
+    def encode(stem: Path, _outputs: tuple[Path, ...]) -> tuple[Path, ...]:
+        log.info("media %s: encoding the clip for synthetic participants (VP9 SVC, %d spatial layers, %s kbit/s)",
+                 media.profile, len(kbps), "/".join(map(str, kbps)))
+        # the media lives in <cache>/media/: svcenc's build goes beside it, in <cache>/svcenc/
+        return svcenc.encode(svcenc.binary(media.meta.parent.parent), media.y4m, stem, kbps, gop, media.fps)
+    return _cached(media, "svc", params, lambda stem: svcenc.outputs(stem, len(kbps)), encode)
+
+
+def _cached(media: Media, kind: str, params: dict, files, encode) -> tuple[Path, ...]:
+    """`files(stem)` of the clip's encoding named by a hash of `params`, made by `encode(stem, files)`
+    (which returns the video files among them) unless a finished encoding is cached: behind a lock,
+    so that two runs starting at once encode it once, and each video file checked to hold the clip's
+    frames, so that frame codes match loop positions."""
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
-    stem = media.meta.with_name(f"{media.meta.stem}-svc-{digest}")
-    outputs = svcenc.outputs(stem, len(kbps))
-    done = stem.with_suffix(".json")
+    stem = media.meta.with_name(f"{media.meta.stem}-{kind}-{digest}")
+    outputs, done = files(stem), stem.with_suffix(".json")
     if done.exists() and all(p.exists() for p in outputs):
         return outputs
     with open(stem.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if done.exists() and all(p.exists() for p in outputs):
             return outputs
-        log.info("media %s: encoding the clip for synthetic participants (VP9 SVC, %d spatial layers, %s kbit/s)",
-                 media.profile, len(kbps), "/".join(map(str, kbps)))
-        # the media lives in <cache>/media/: svcenc's build goes beside it, in <cache>/svcenc/
-        exe = svcenc.binary(media.meta.parent.parent)
-        for out in svcenc.encode(exe, media.y4m, stem, kbps, gop, media.fps):
+        for out in encode(stem, outputs):
             if (frames := video_frames(out)) != media.frames:
                 raise MediaError(f"{out} has {frames} frames, the clip {media.frames}: frame codes would not "
                                  "match loop positions")

@@ -1,14 +1,13 @@
 """svcenc (synth/svcenc/svcenc.c): the clip encoded as Chrome's VP9 SVC, which ffmpeg cannot do,
 built from its C source against Debian's libvpx into the cache. A build runs only when the source
-or the installed libvpx changed, and only the current build is kept (as gobuild.py's)."""
+or the installed libvpx changed, and only the current build is kept (gobuild.installed)."""
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import subprocess
 from pathlib import Path
 
+from . import gobuild
 from .config import ROOT
 from .media import MediaError
 
@@ -37,29 +36,18 @@ def binary(cache: Path) -> Path:
     version = _pkg_config("--modversion")
     digest = hashlib.sha256(SOURCE.read_bytes() + b"\0" + version.encode()).hexdigest()[:16]
     out = cache / NAME / f"{NAME}-{digest}"
-    if out.exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.parent / f"{NAME}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if out.exists():
-            return out
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+
+    def compile_to(tmp: Path) -> None:
         try:
             r = subprocess.run(["cc", "-O2", "-std=c11", "-Wall", "-o", str(tmp), str(SOURCE),
                                 *_pkg_config("--cflags", "--libs").split()], capture_output=True, text=True)
         except FileNotFoundError:
             raise MediaError("no C compiler (cc) to build svcenc: scripts/deps.sh apt installs gcc") from None
         if r.returncode:
-            tmp.unlink(missing_ok=True)
             lines = r.stderr.strip().splitlines() or ["(no output)"]
             first = next((line for line in lines if "error" in line), lines[0])
             raise MediaError(f"building {SOURCE.relative_to(ROOT)} failed: {first[:500]}")
-        tmp.rename(out)
-        for old in out.parent.glob(f"{NAME}-*"):
-            if old != out:
-                old.unlink(missing_ok=True)
-    return out
+    return gobuild.installed(out, compile_to)
 
 
 def outputs(prefix: Path, layers: int) -> tuple[Path, ...]:
