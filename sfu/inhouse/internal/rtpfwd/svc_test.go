@@ -77,11 +77,18 @@ func spatial(got []sent) (layers string, contiguous bool) {
 	return layers, contiguous
 }
 
-func TestSVCSubscriberGetsTheSpatialLayersUpToItsOwn(t *testing.T) {
+// smallestSubscriber is a bound video DownTrack asking for the smallest
+// layer, and what it sends.
+func smallestSubscriber() (*recorder, *DownTrack) {
 	rec := &recorder{}
 	d := NewDownTrack(true)
 	d.Bind(&Binding{W: rec, SSRC: 1, PT: 98})
 	d.SetLayer(0)
+	return rec, d
+}
+
+func TestSVCSubscriberGetsTheSpatialLayersUpToItsOwn(t *testing.T) {
+	rec, d := smallestSubscriber()
 	var h History
 	seq := svcStream(t, d, &h, 100, []bool{false, true, false}, nil)
 	if got, ok := spatial(rec.got); got != "00|00|" || !ok {
@@ -106,10 +113,7 @@ func TestSVCSubscriberGetsTheSpatialLayersUpToItsOwn(t *testing.T) {
 }
 
 func TestSVCRetransmitsWhatTheSubscriberKnowsBySeq(t *testing.T) {
-	rec := &recorder{}
-	d := NewDownTrack(true)
-	d.Bind(&Binding{W: rec, SSRC: 1, PT: 98})
-	d.SetLayer(0)
+	rec, d := smallestSubscriber()
 	var h History
 	// the first packet of the second picture's base layer is lost on the way in
 	svcStream(t, d, &h, 500, []bool{true, false}, map[uint16]bool{506: true})
