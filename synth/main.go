@@ -79,6 +79,7 @@ func run() error {
 	// made to help it, and that shows as pacing error. Memory is cheap here.
 	debug.SetGCPercent(400)
 	driver := drivers[*driverName]
+	driverInUse = *driverName
 	if driver == nil {
 		return fmt.Errorf("no driver %q (have %s)", *driverName, driverNames())
 	}

@@ -37,12 +37,21 @@ type rembEstimate struct {
 	counted map[uint32][2]int64 // each stream's packets expected and received at the last update
 }
 
+// rembDrivers are the drivers whose SFU allocates layers by REMB (LiveKit
+// by default). Janus offers goog-remb too, but sent REMB its default study
+// ran past what the clients carry (client-bound at 50-52 twice, its knee
+// below that without): kept to where an allocator needs it.
+var rembDrivers = map[string]bool{"livekit": true}
+
+// driverInUse is the generator's -driver.
+var driverInUse string
+
 // negotiatesREMB tells whether pc's remote description asks for REMB: a
 // browser then sends it of the packets that come without a transport-wide
 // sequence number (LiveKit's, unless told to use transport-wide feedback).
 func negotiatesREMB(pc *webrtc.PeerConnection) bool {
 	d := pc.CurrentRemoteDescription()
-	return d != nil && strings.Contains(d.SDP, " goog-remb\r\n")
+	return rembDrivers[driverInUse] && d != nil && strings.Contains(d.SDP, " goog-remb\r\n")
 }
 
 // received counts a packet's bytes.
