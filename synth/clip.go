@@ -106,13 +106,20 @@ func loadClip(videoPaths []string, oggPath string, svc bool) (*clip, error) {
 		c.nextKey[i] = next
 	}
 	dupes := map[uint64]bool{}
+	add := func(d uint64, i int) {
+		if _, seen := c.codes[d]; seen {
+			dupes[d] = true
+		}
+		c.codes[d] = i
+	}
 	for k := range c.layers {
 		for i := range c.layers[k].frames {
-			d := digest(c.received(i, k))
-			if _, seen := c.codes[d]; seen {
-				dupes[d] = true
+			add(digest(c.received(i, k)), i)
+			if svc && k > 0 && c.nextKey[i] != i {
+				// the picture as an SFU that reads the dependency descriptor forwards it: its
+				// frames between key pictures refer to their own layer alone
+				add(digest(c.layers[k].frames[i]), i)
 			}
-			c.codes[d] = i
 		}
 	}
 	for d := range dupes { // two frames with the same bytes cannot be told apart

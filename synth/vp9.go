@@ -156,6 +156,7 @@ type vp9Reader struct {
 	ends   bool     // the last packet ends its layer's frame (E)
 	endSID int      // the spatial layer of the last packet that ended one
 	sizes  [][2]int // each spatial layer's size, from the last scalability structure
+	begun  int      // the picture ID of the last layer frame begun, plus one (0: none)
 }
 
 func (r *vp9Reader) unpack(payload []byte, _ bool) (starts, ok bool) {
@@ -173,7 +174,16 @@ func (r *vp9Reader) unpack(payload []byte, _ bool) (starts, ok bool) {
 			r.sizes = append(r.sizes, [2]int{int(d.sizes[i])<<8 | int(d.sizes[i+1]), int(d.sizes[i+2])<<8 | int(d.sizes[i+3])})
 		}
 	}
-	return payload[0]&vp9B != 0 && d.sid == 0, true
+	// A picture starts with the first of its layer frames to arrive: its
+	// smallest layer's, or where an SFU reads the dependency descriptor, the
+	// layer it forwards of a picture between key pictures (L<n>T3_KEY: such
+	// frames refer to their own layer alone), which is then the picture's only.
+	begins := payload[0]&vp9B != 0
+	starts = begins && (d.sid == 0 || d.pictureID < 0 || d.pictureID+1 != r.begun)
+	if begins {
+		r.begun = d.pictureID + 1
+	}
+	return starts, true
 }
 
 func (r *vp9Reader) emit(sink frameSink) { sink.take(r.data) }
@@ -194,8 +204,9 @@ func (r *vp9Reader) frameEnds() bool { return r.ends }
 // scalability structure's layer sizes (16-bit width and height each), nil
 // where it has none.
 type vp9Descriptor struct {
-	end, sid int
-	sizes    []byte
+	end, sid  int
+	pictureID int // -1 where it has none
+	sizes     []byte
 }
 
 func readVP9Descriptor(p []byte) (d vp9Descriptor, ok bool) {
@@ -203,7 +214,11 @@ func readVP9Descriptor(p []byte) (d vp9Descriptor, ok bool) {
 		return d, false
 	}
 	flags, pos := p[0], 1
+	d.pictureID = -1
 	if flags&vp9I != 0 && len(p) > pos { // picture ID, 7 or 15 bits
+		if d.pictureID = int(p[pos]); p[pos]&0x80 != 0 && len(p) > pos+1 {
+			d.pictureID = int(p[pos]&0x7f)<<8 | int(p[pos+1])
+		}
 		pos += 1 + int(p[pos]>>7)
 	}
 	if flags&vp9L != 0 && len(p) > pos { // layer indices, and in non-flexible mode TL0PICIDX

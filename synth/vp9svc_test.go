@@ -109,12 +109,15 @@ func TestSVCPicturesAreOneStreamOfSpatialLayers(t *testing.T) {
 	// a receiver of every layer; one an SFU serves the smallest, the marker
 	// moved to its last packet and its numbers closed up; and one served it
 	// as LiveKit does, the marker and the numbers left as they were (each
-	// picture then ends where the next begins: the last one never does)
+	// picture then ends where the next begins: the last one never does); and
+	// ones served as an SFU that reads the dependency descriptor serves a
+	// layer above the smallest: between key pictures that layer's frame alone
 	for _, r := range []struct {
 		top             uint8
-		moves           bool
+		moves, alone    bool
 		width, pictures int
-	}{{2, true, 320, 30}, {0, true, 80, 30}, {0, false, 80, 29}} {
+	}{{2, true, false, 320, 30}, {0, true, false, 80, 30}, {0, false, false, 80, 29},
+		{2, true, true, 320, 30}, {1, true, true, 160, 30}} {
 		video := &series{}
 		video.follow(true)
 		in := &inbound{peer: "r1u2", kind: "video", clock: 90000, clip: c, video: video}
@@ -125,7 +128,7 @@ func TestSVCPicturesAreOneStreamOfSpatialLayers(t *testing.T) {
 				if !r.moves {
 					seq = p.SequenceNumber
 				}
-				if p.d.SID > r.top {
+				if p.d.SID > r.top || r.alone && p.d.P && p.d.SID < r.top {
 					continue
 				}
 				h := p.Header
