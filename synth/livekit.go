@@ -94,6 +94,12 @@ func (livekitDriver) Join(ctx context.Context, p Participant) (Session, error) {
 			add.Type, add.Source = livekit.TrackType_VIDEO, livekit.TrackSource_CAMERA
 			add.Width, add.Height = uint32(p.Width), uint32(p.Height)
 			add.Layers = livekitLayers(p, t)
+			if p.SpatialLayers > 0 {
+				// livekit-client names the codec of the stream's layers; without it LiveKit takes
+				// each layer for a stream of its own (simulcast) and forwards the base alone
+				add.SimulcastCodecs = []*livekit.SimulcastCodec{{Codec: p.Codec, Cid: t.ID(), Layers: add.Layers,
+					VideoLayerMode: livekit.VideoLayer_MULTIPLE_SPATIAL_LAYERS_PER_STREAM}}
+			}
 		}
 		adds = append(adds, add)
 	}

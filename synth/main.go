@@ -104,7 +104,7 @@ func run() error {
 		return fmt.Errorf("-video names %d layers: the %s driver publishes one", n, *driverName)
 	}
 	options := client.APIOptions{IPFilter: func(a net.IP) bool { return a.Equal(ip) }, ReadBuffer: readBuffer,
-		Simulcast: len(c.layers) > 1}
+		Simulcast: len(c.layers) > 1 && !c.svc, Dependencies: c.svc}
 	if _, err := client.NewAPI(options); err != nil {
 		return err
 	}

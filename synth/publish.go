@@ -114,22 +114,25 @@ func compactNTP(t time.Time) uint32 {
 // video frame every 1/fps s, in each of the clip's layers, and an Opus
 // packet every 20 ms.
 type publisher struct {
-	clip     *clip
-	period   time.Duration // between video frames
-	vstep    uint32        // RTP ticks per video frame
-	audio    *webrtc.TrackLocalStaticRTP
-	aout     outbound
-	artp     *rtpStream
-	video    []*layerOut // as clip.layers: smallest first
-	sender   atomic.Pointer[webrtc.RTPSender]
-	midOf    func(*webrtc.RTPSender) string // the section a sender's track was given
-	pos      int
-	apos     int
-	keyframe atomic.Bool                          // a receiver asked for one (PLI/FIR)
-	camera   *series                              // own frames as sent: (time, code), for delay
-	find     func(ssrc uint32) *client.SentStream // a stream pion has bound, to write past its track
-	slots    []*slot
-	wg       sync.WaitGroup
+	clip   *clip
+	period time.Duration // between video frames
+	vstep  uint32        // RTP ticks per video frame
+	audio  *webrtc.TrackLocalStaticRTP
+	aout   outbound
+	artp   *rtpStream
+	video  []*layerOut   // as clip.layers: smallest first
+	svc    *vp9SVCStream // the video's one stream of spatial layers, with --svc
+	// described: the SVC stream was told whether the SFU took the dependency descriptor
+	described bool
+	sender    atomic.Pointer[webrtc.RTPSender]
+	midOf     func(*webrtc.RTPSender) string // the section a sender's track was given
+	pos       int
+	apos      int
+	keyframe  atomic.Bool                          // a receiver asked for one (PLI/FIR)
+	camera    *series                              // own frames as sent: (time, code), for delay
+	find      func(ssrc uint32) *client.SentStream // a stream pion has bound, to write past its track
+	slots     []*slot
+	wg        sync.WaitGroup
 }
 
 // layerOut is one published layer of the video, or with SVC the one stream
@@ -151,6 +154,7 @@ func newPublisher(c *clip, fps int, user string, camera *series, midOf func(*web
 	p.audio, _ = webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "audio", user)
 	if c.svc {
 		s := newVP9SVCStream(c)
+		p.svc = s
 		l := &layerOut{rtp: s.header(), send: func(pos int, write func(*rtp.Packet) error) (int, int) {
 			return s.send(c.picture(pos), p.vstep, write)
 		}}
@@ -271,6 +275,21 @@ func (p *publisher) nameLayers() bool {
 	return true
 }
 
+// describeDependencies gives the SVC stream the dependency descriptor's
+// extension id, where the SFU took it, once its section is negotiated.
+func (p *publisher) describeDependencies() {
+	s := p.sender.Load()
+	if s == nil || p.midOf(s) == "" {
+		return
+	}
+	p.described = true
+	for _, e := range s.GetParameters().HeaderExtensions {
+		if e.URI == client.DependencyURI {
+			p.svc.dependencyID = uint8(e.ID)
+		}
+	}
+}
+
 // start schedules both streams on the pacers, each from a random phase, as
 // independent participants would be.
 func (p *publisher) start() {
@@ -285,6 +304,9 @@ func (p *publisher) start() {
 func (p *publisher) sendVideo(skipped int) {
 	if !p.nameLayers() {
 		return
+	}
+	if p.svc != nil && !p.described {
+		p.describeDependencies()
 	}
 	n := len(p.clip.nextKey)
 	if skipped > 0 {

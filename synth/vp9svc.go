@@ -21,10 +21,19 @@ type vp9SVCStream struct {
 	sizes     [][2]int // each spatial layer's width and height
 	sinceKey  int      // pictures since the last key picture
 	buf       [mtu - rtpHeaderSize]byte
+	// the dependency descriptor, where negotiated (its extension's id; 0:
+	// not): every layer frame's, numbered, with the structure on a key
+	// picture's first packet
+	dependencyID uint8
+	templates    []ddTemplate
+	frameNumber  uint16
+	dd           [256]byte
+	ddHeader     rtp.Header // where the descriptor is set as an extension
 }
 
 func newVP9SVCStream(c *clip) *vp9SVCStream {
-	s := &vp9SVCStream{rtpStream: *newRTPStream(), pictureID: uint16(rand.N(pictureIDs))}
+	s := &vp9SVCStream{rtpStream: *newRTPStream(), pictureID: uint16(rand.N(pictureIDs)),
+		templates: keySVCTemplates(len(c.layers)), frameNumber: uint16(rand.Uint32())}
 	for _, l := range c.layers {
 		s.sizes = append(s.sizes, [2]int{l.width, l.height})
 	}
@@ -52,7 +61,20 @@ func (v *vp9SVCStream) send(picture [][]byte, ticks uint32, write func(*rtp.Pack
 	}
 	v.ts += ticks
 	v.pictureID = (v.pictureID + 1) % pictureIDs
+	v.frameNumber += uint16(len(picture))
 	return packets, bytes
+}
+
+// describe makes the next packet carry the dependency descriptor of layer
+// sid's frame, the structure where asked (over 16 bytes: the two-byte form).
+func (v *vp9SVCStream) describe(sid int, begins, ends, structure bool) {
+	template := sid*kindsPerLayer + kindAfterKey(v.sinceKey)
+	// a frame in the descriptor is a layer's frame: a picture numbers one per spatial layer
+	d := dependencyDescriptor(v.dd[:], v.templates, template, v.frameNumber+uint16(sid), begins, ends, v.sizes, structure)
+	h := &v.ddHeader
+	h.Extension, h.ExtensionProfile, h.Extensions = false, 0, h.Extensions[:0]
+	_ = h.SetExtension(v.dependencyID, d) // the form (one- or two-byte) by its size; it fits either
+	v.ext, v.extProfile = h.Extensions[:1:1], h.ExtensionProfile
 }
 
 // sendLayer writes spatial layer sid's frame of the picture, the marker on
@@ -88,6 +110,9 @@ func (v *vp9SVCStream) sendLayer(frame []byte, sid int, last bool, write func(*r
 		}
 		n := min(len(v.buf)-len(b), len(frame)-off)
 		b = append(b, frame[off:off+n]...)
+		if v.dependencyID != 0 {
+			v.describe(sid, off == 0, off+n == len(frame), key && sid == 0 && off == 0)
+		}
 		off += n
 		if off == len(frame) {
 			b[0] |= vp9E

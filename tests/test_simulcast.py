@@ -36,8 +36,9 @@ LAYERED = tuple(name for name in config.available_sfus() if Adapter.load(name).s
 LAYERS = [(s, codec) for codec in ("vp8", "h264") for s in LAYERED]
 # SFUs whose page publishes VP9 SVC (--svc)
 SVC = tuple(s for s in LAYERED if "vp9" in Adapter.load(s).svc)
-# SFUs whose synthetic participants publish the layers too
+# SFUs whose synthetic participants publish the layers too, and VP9 SVC
 SYNTHETIC_LAYERED = tuple(s for s in LAYERED if Adapter.load(s).synthetic_simulcast)
+SYNTHETIC_SVC = tuple(s for s in SYNTHETIC_LAYERED if "vp9" in Adapter.load(s).synthetic_svc)
 # SFUs that choose each receiver's layer by their estimate of its bandwidth (Janus forwards the layer a
 # subscriber asks for, whatever its link: it keeps it)
 ADAPTIVE = tuple(s for s in LAYERED if s != "janus")
@@ -228,6 +229,33 @@ def test_synthetic_participants_send_three_layers_and_every_receiver_gets_the_ti
     rows = json.loads((run_dir / "tables.json").read_text())["tables"]["layers"]["rows"]
     received = [row for row in rows if row[1] == "recv"]
     assert received and all(row[2] == "1/2" and row[4] >= 6 for row in received), rows   # 6 per window
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sfu", tiered(SYNTHETIC_SVC, core=("livekit",)))
+def test_synthetic_svc_publishers_and_receivers_get_the_spatial_layer_each_asks_for(sfu, tmp_path):
+    """`--svc --codec vp9 --receive-layer mix` in a room of one browser and two synthetic
+    participants, each synthetic one publishing the clip as one L3T3_KEY stream: r1u2 asks for the
+    smallest layer, r1u1 and r1u3 get the full picture, from browser and synthetic publishers alike,
+    at the clip's rate, and the synthetic receivers recognise each other's frames (so read pictures
+    as each SFU forwards them: every layer up to the one asked for, or, where the SFU reads the
+    dependency descriptor as LiveKit does, that layer's frame alone between key pictures)."""
+    r = loadtest(sfu, tmp_path, "--users-per-room", "3", "--real-per-room", "1",
+                 "--codec", "vp9", "--svc", "--receive-layer", "mix")
+    assert r.returncode == 0, f"{sfu}: loadtest exited {r.returncode}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    last = {}
+    for line in (run_dir / "samples.jsonl").open():
+        s = json.loads(line)
+        if s["phase"] == "target" and s["kind"] == "video" and s["direction"] == "recv":
+            last[(s["user"], s["peer"])] = (s.get("codec"), s.get("frameHeight"), s.get("framesPerSecond"))
+    assert len(last) == 6, last
+    for (user, peer), (codec, height, fps) in last.items():
+        want = (135, 136) if user == "r1u2" else (540,)
+        assert codec == "vp9" and height in want and fps >= 10, f"{sfu}: {user} from {peer}: {codec} {height} px {fps} fps"
+    played = {(p["user"], p["peer"]): p for p in runfiles.load(run_dir).playback if p["phase"] == "target"}
+    for pair in (("r1u2", "r1u3"), ("r1u3", "r1u2")):
+        assert played[pair]["delay_ms"] is not None and played[pair]["effective_fps"] >= 10, played[pair]
 
 
 # Each SFU that picks a receiver's layer by its link, with every codec its synthetic participants send

@@ -42,7 +42,14 @@ type APIOptions struct {
 	// MID and rid header extensions, and the repaired rid on a layer's
 	// retransmissions), as a sender of simulcast layers must.
 	Simulcast bool
+	// Dependencies offers the dependency descriptor for video, as Chrome
+	// does for the frames of an SVC stream.
+	Dependencies bool
 }
+
+// DependencyURI names the dependency descriptor (the AV1 RTP
+// specification's header extension).
+const DependencyURI = "https://aomediacodec.github.io/av1-rtp-spec/#dependency-descriptor-rtp-header-extension"
 
 // NewAPI builds the stack a browser would bring: NACK, RTCP reports and
 // transport-wide congestion feedback, on loopback, without mDNS. The stats
@@ -74,6 +81,11 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 			if err := me.RegisterHeaderExtension(webrtc.RTPHeaderExtensionCapability{URI: uri}, webrtc.RTPCodecTypeVideo); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if o.Dependencies {
+		if err := me.RegisterHeaderExtension(webrtc.RTPHeaderExtensionCapability{URI: DependencyURI}, webrtc.RTPCodecTypeVideo); err != nil {
+			return nil, err
 		}
 	}
 	se := webrtc.SettingEngine{}
