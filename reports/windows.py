@@ -222,14 +222,19 @@ def members(events: list[dict]) -> list[tuple[str, object, str]]:
     return [(e["user"], e.get("room"), e.get("client") or "browser") for e in started]
 
 
+def viewers(events: list[dict]) -> set[str]:
+    """The participants started as viewers, which publish nothing."""
+    return {e["user"] for e in events if e.get("event") == "participant_started" and e.get("publishes") is False}
+
+
 def missing_streams(obs: list[dict], events: list[dict], windows: list[dict] = ()) -> list[dict]:
     """A zero-bitrate observation for every video stream a measured window should have had and did
-    not: each of the first `participants` started sends one and receives one from every other member
-    of its room. So a failed participant, a browser given up or a stream the SFU never delivered
+    not: each of the first `participants` started sends one, unless it is a viewer, and receives one
+    from every other member of its room that is not. So a failed participant, a browser given up or a stream the SFU never delivered
     counts as a failed stream in every figure, instead of vanishing from the averages. The windows
     are those of windows.jsonl (so one in which no sample arrived at all counts too), else those
     the observations show."""
-    started = members(events)
+    started, watching = members(events), viewers(events)
     if not started:
         return []
     seen: dict[tuple, set] = defaultdict(set)
@@ -250,7 +255,8 @@ def missing_streams(obs: list[dict], events: list[dict], windows: list[dict] = (
             rooms[room].append(user)
         for users in rooms.values():
             for user in users:
-                want = [(user, None, "send")] + [(user, peer, "recv") for peer in users if peer != user]
+                want = [(user, None, "send")] * (user not in watching) + \
+                    [(user, peer, "recv") for peer in users if peer != user and peer not in watching]
                 for u, peer, direction in want:
                     if (u, peer, direction) not in seen[key]:
                         out.append({**{k: first.get(k) for k in ("phase", "window", "participants", "t")},

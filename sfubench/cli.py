@@ -191,7 +191,8 @@ def _list_sfus(args) -> int:
               + (f"; synthetic participants in {', '.join(a.synthetic_codecs)}" if a.synthetic_codecs else "")
               + f"; codecs {', '.join(a.codecs)}"
               + (f"; SVC in {', '.join(a.svc)}" if a.svc else "")
-              + (f" (synthetic participants in {', '.join(a.synthetic_svc)})" if a.synthetic_svc else ""))
+              + (f" (synthetic participants in {', '.join(a.synthetic_svc)})" if a.synthetic_svc else "")
+              + ("; viewers" if a.viewers else ""))
         profiles = profiles_of(a.data)
         study = resolve_profile(AUTO, profiles)
         for profile, spec in profiles.items():

@@ -87,7 +87,10 @@ class Settings:
                       metavar="NAME|FILE", scenario=False)
     rooms: int = opt(1, "rooms to ramp up to, added one by one (the ramp and degrade shapes); given to the "
                      "until-knee shape, the most rooms it adds (as --max-rooms)", min=1, max=1000)
-    users_per_room: int = opt(7, "participants per room, as in the 2018 study", min=2, max=64)
+    users_per_room: int = opt(7, "participants per room, as in the 2018 study", min=2, max=1024)
+    publishers_per_room: int = opt(0, "participants of each room that publish (its first users); the others "
+                                   "only watch: they receive every publisher of their room and send no media. "
+                                   "0: every one (a meeting)", min=0, max=1024)
     real_per_room: int = opt(AUTO, "browser participants in each room that has any (its first users); "
                              "the others are synthetic (Go participants publishing the same frame-coded "
                              "clip, synth/). auto: as many as the clients' cores carry with headroom in "
@@ -294,6 +297,10 @@ class Settings:
     def real(self, room: int, index: int) -> bool:
         """Whether the `index`-th participant (from 1) of room `room` (from 1) is a browser."""
         return room <= self.real_rooms and index <= self.real_per_room
+
+    def publishes(self, user: str) -> bool:
+        """Whether participant `user` (r<room>u<n>) publishes, or only watches."""
+        return not self.publishers_per_room or int(user.rpartition("u")[2]) <= self.publishers_per_room
 
     def receive_layer_of(self, user: str) -> str:
         """The layer participant `user` (r<room>u<n>) asks for: largest, half or smallest."""
@@ -530,10 +537,11 @@ def foreign_to(shape: str) -> set[str]:
 
 def _refuse_foreign(shape: str, given: set[str]) -> None:
     """ConfigError for another shape's own setting that the user set: it would be ignored."""
-    for other in shapes.SHAPES.values():
-        for name in sorted(set(other.options) & given & foreign_to(shape)):
-            raise ConfigError(f"{flag_of(name)} is the {other.name} shape's setting; --shape {shape} does not use "
-                              f"it (add --shape {other.name}, or leave it out)")
+    for name in sorted(given & foreign_to(shape)):
+        owners = [other.name for other in shapes.SHAPES.values() if name in other.options]
+        whose = f"the {owners[0]} shape's" if len(owners) == 1 else f"the {' and '.join(owners)} shapes'"
+        raise ConfigError(f"{flag_of(name)} is {whose} setting; --shape {shape} does not use it (add --shape "
+                          f"{' or '.join(owners)}, or leave it out)")
 
 
 def add_arguments(parser) -> None:

@@ -159,6 +159,9 @@ def _refuse(cfg: Config, adapter: Adapter) -> None:
         raise ConfigError(f"--svc --codec {cfg.codec}: {adapter.name}'s page publishes "
                           + (f"SVC in {', '.join(adapter.svc)} only" if adapter.svc else "no SVC")
                           + " (`sfubench list-sfus` says which do)")
+    if 0 < cfg.publishers_per_room < cfg.users_per_room and not adapter.viewers:
+        raise ConfigError(f"--publishers-per-room {cfg.publishers_per_room}: {adapter.name}'s page and driver "
+                          "join as publishers only (`sfubench list-sfus` says which take viewers)")
     wanted = cfg.browser_participants < cfg.participants
     if cfg.codec not in adapter.codecs:
         raise ConfigError(f"--codec {cfg.codec}: {adapter.name}'s page publishes {', '.join(adapter.codecs)} "
@@ -406,7 +409,8 @@ def _client_url(ctx: RunContext, page_url: str):
                 "token": ctx.site.token}
 
     def url(room, user):
-        probe = json.dumps({**settings, "receive_layer": cfg.receive_layer_of(user)}, separators=(",", ":"))
+        probe = json.dumps({**settings, "receive_layer": cfg.receive_layer_of(user), "publish": cfg.publishes(user)},
+                           separators=(",", ":"))
         return adapter.client_url(page_url, room, user, server.values, probe)
     return url
 

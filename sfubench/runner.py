@@ -189,7 +189,7 @@ class Runner:
         records how long the slowest took (a partition is loss, then this time; not a knee)."""
         receivers = [p for p in self.participants if p.browser is not None and not p.failed]
         videos = [(p.id, q.id) for p in receivers for q in self.participants
-                  if q.room == p.room and q.id != p.id and not q.failed]
+                  if q.room == p.room and q.id != p.id and not q.failed and self.cfg.publishes(q.id)]
         self.follow(True)
         start = time.monotonic()
         while True:
@@ -227,7 +227,7 @@ class Runner:
         self.participants.append(p)
         self.status.participants += 1
         self.collector.add_page(p_id, room, browser.index)
-        self.event("participant_started", room=room, user=p_id, browser=browser.index)
+        self.event("participant_started", room=room, user=p_id, browser=browser.index, **self.role(p_id))
         self.say(f"room {room}/{self.cfg.rooms_cap}: {p_id} joining ({self.status.participants} participants)")
         if browser.driver is None:
             self.fail(p, f"browser {browser.index} could not be opened")
@@ -239,10 +239,18 @@ class Runner:
         self.participants.append(p)
         self.status.participants += 1
         self.collector.add_page(p_id, room, None, kind="synthetic")
-        self.event("participant_started", room=room, user=p_id, client="synthetic")
+        self.event("participant_started", room=room, user=p_id, client="synthetic", **self.role(p_id))
         self.say(f"room {room}/{self.cfg.rooms_cap}: {p_id} joining, synthetic ({self.status.participants} "
                  "participants)")
-        self.synthetic.join(p_id, room, self.client_params(room, p_id), self.cfg.receive_layer_of(p_id))
+        self.join_synthetic(p)
+
+    def role(self, p_id: str) -> dict:
+        """What a participant's start says of its role: a viewer's, that it publishes nothing."""
+        return {} if self.cfg.publishes(p_id) else {"publishes": False}
+
+    def join_synthetic(self, p: Participant) -> None:
+        self.synthetic.join(p.id, p.room, self.client_params(p.room, p.id), self.cfg.receive_layer_of(p.id),
+                            publish=self.cfg.publishes(p.id))
 
     def _load(self, p: Participant) -> None:
         url = self.client_url(p.room, p.id)
@@ -272,7 +280,7 @@ class Runner:
         self.event("participant_rejoined", room=p.room, user=p_id)
         self.say(f"room {p.room}: {p_id} joining again")
         if p.browser is None:
-            self.synthetic.join(p_id, p.room, self.client_params(p.room, p_id), self.cfg.receive_layer_of(p_id))
+            self.join_synthetic(p)
         else:
             self._load(p)
 
@@ -348,7 +356,7 @@ class Runner:
 
         def hopeless(key) -> bool:   # a video its receiver or its sender failed: no wait will play it
             return bool(by_id[key[0]].failed or by_id[key[1]].failed)
-        pending = {(p.id, u): "missing" for p in members for u in users}
+        pending = {(p.id, u): "missing" for p in members for u in users if self.cfg.publishes(u)}
         total = len(pending)
         started = time.monotonic()
         deadline = started + self.cfg.video_timeout

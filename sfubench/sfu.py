@@ -206,6 +206,12 @@ class Adapter:
         return list(self.data.get("svc", []))
 
     @property
+    def viewers(self) -> bool:
+        """Whether its page and its synthetic driver join as viewers, which publish nothing
+        (`viewers = true`): without it --publishers-per-room is refused."""
+        return self.data.get("viewers") is True
+
+    @property
     def codecs(self) -> list[str]:
         """The video codecs its page publishes when a run asks (`codecs`; VP8 alone without it)."""
         return list(self.data.get("codecs", CODECS[:1]))

@@ -30,6 +30,12 @@ class SyntheticError(RuntimeError):
     pass
 
 
+def join_command(user: str, room: int, params: dict[str, str], receive_layer: str, publish: bool) -> dict:
+    """A join as sfubench-synth takes it (synth/main.go)."""
+    return {"cmd": "join", "user": user, "room": room, "params": params, "receive_layer": receive_layer,
+            **({} if publish else {"publish": False})}
+
+
 def build(cache: Path) -> Path:
     """The sfubench-synth binary for the current sources, built once into the cache (about a minute)."""
     try:
@@ -77,11 +83,13 @@ class Generator:
             except BrokenPipeError:
                 pass
 
-    def join(self, user: str, room: int, params: dict[str, str], receive_layer: str = "largest") -> None:
+    def join(self, user: str, room: int, params: dict[str, str], receive_layer: str = "largest",
+             publish: bool = True) -> None:
         """`params`: the adapter's client parameters for this participant (a token among them:
         they go to the process's stdin, never its command line or the run folder);
-        `receive_layer`: the simulcast layer it asks for (largest, half or smallest)."""
-        self._send({"cmd": "join", "user": user, "room": room, "params": params, "receive_layer": receive_layer})
+        `receive_layer`: the simulcast layer it asks for (largest, half or smallest); `publish`:
+        false for a viewer, which sends no media."""
+        self._send(join_command(user, room, params, receive_layer, publish))
 
     def leave(self, user: str) -> None:
         self._send({"cmd": "leave", "user": user})
@@ -135,7 +143,8 @@ class RemoteGenerators:
         with self._opener.open(request, timeout=self.timeout) as r:
             read_bounded(r)
 
-    def join(self, user: str, room: int, params: dict[str, str], receive_layer: str = "largest") -> None:
+    def join(self, user: str, room: int, params: dict[str, str], receive_layer: str = "largest",
+             publish: bool = True) -> None:
         try:
             generators = list(host_urls(self.url, self.addresses).values())
         except OSError as e:
@@ -147,8 +156,7 @@ class RemoteGenerators:
             return
         url = min(generators, key=lambda g: (len(self.carrying.get(g, ())), g))
         try:
-            self._post(url, {"cmd": "join", "user": user, "room": room, "params": params,
-                             "receive_layer": receive_layer, "collect": self.collect_url})
+            self._post(url, {**join_command(user, room, params, receive_layer, publish), "collect": self.collect_url})
         except OSError as e:
             self.failed(user, f"its synthetic generator at {url} could not be reached: {e}")
             return

@@ -33,7 +33,8 @@ type Participant struct {
 	// NewPeerConnection makes every PeerConnection the driver needs, all
 	// with the same codecs, interceptors and network settings.
 	NewPeerConnection func() (*webrtc.PeerConnection, error)
-	// Tracks are published: Opus audio and video in Codec.
+	// Tracks are published: Opus audio and video in Codec; none for a
+	// viewer, which joins to receive alone.
 	Tracks []webrtc.TrackLocal
 	// Encodings are the video's further simulcast layers, larger pictures
 	// than its track's (whose rid names the smallest), for a driver that

@@ -154,6 +154,9 @@ func (s *janusSession) publish(ctx context.Context) error {
 	}
 	s.privateID = joined.PrivateID
 	s.addFeeds(joined.Publishers)
+	if len(s.p.Tracks) == 0 {
+		return nil // a viewer: in the room to hear of its publishers, as janus.js's subscriber mode is
+	}
 
 	pc, err := s.p.NewPeerConnection()
 	if err != nil {

@@ -13,7 +13,8 @@
 //
 // params are the adapter's client parameters, the same a page gets;
 // receive_layer is the simulcast layer it asks for ("largest", the SFU's
-// choice, when absent). End of input leaves every room and exits. With
+// choice, when absent); "publish": false makes it a viewer, which sends no
+// media and receives every publisher. End of input leaves every room and exits. With
 // -listen it is started before its run instead (a cloud's generators, on
 // the grid's hosts) and takes the same commands over HTTP, one per POST
 // /command, each join carrying the engine's /collect URL; it runs until
@@ -153,6 +154,7 @@ func run() error {
 				Params  map[string]string `json:"params"`
 				Collect string            `json:"collect"`
 				Layer   string            `json:"receive_layer"`
+				Publish *bool             `json:"publish"`
 			}
 			if err := json.Unmarshal(line, &cmd); err != nil || cmd.User == "" {
 				fmt.Fprintf(os.Stderr, "sfubench-synth: ignoring %q\n", line)
@@ -163,7 +165,9 @@ func run() error {
 				if cmd.Collect != "" {
 					g.setCollect(cmd.Collect)
 				}
-				g.add(newMember(cmd.User, cmd.Room, cmd.Params, cmd.Layer, c, *fps))
+				m := newMember(cmd.User, cmd.Room, cmd.Params, cmd.Layer, c, *fps)
+				m.watches = cmd.Publish != nil && !*cmd.Publish
+				g.add(m)
 			case "leave":
 				g.remove(cmd.User)
 			default:

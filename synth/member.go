@@ -22,13 +22,14 @@ const joinTimeout = 30 * time.Second
 const driverReasonGrace = time.Second
 
 // member is one synthetic participant: it joins through its SFU's driver,
-// publishes the clip and receives everyone else.
+// publishes the clip, unless it only watches, and receives everyone else.
 type member struct {
-	user   string
-	room   int
-	params map[string]string
-	layer  string // the simulcast layer it asks for
-	pub    *publisher
+	user    string
+	room    int
+	params  map[string]string
+	layer   string // the simulcast layer it asks for
+	watches bool   // a viewer: it publishes nothing
+	pub     *publisher
 	camera *series
 	fast   *fastConns
 
@@ -53,18 +54,19 @@ func newMember(user string, room int, params map[string]string, layer string, c 
 func (m *member) join(g *generator) {
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
-	sess, err := g.driver.Join(ctx, Participant{
+	p := Participant{
 		Room: strconv.Itoa(m.room), User: m.user, Params: m.params,
 		Width: g.clip.full().width, Height: g.clip.full().height, Codec: g.clip.codec.name,
 		NewPeerConnection: func() (*webrtc.PeerConnection, error) { return m.newPeerConnection(g) },
-		Tracks:            m.pub.tracks(),
-		Encodings:         m.pub.encodings(),
-		SpatialLayers:     g.clip.spatialLayers(),
 		ReceiveLayer:      m.layer,
 		Publishing:        m.pub.watch,
 		OnTrack:           func(from string, t *webrtc.TrackRemote) { m.receive(from, t, g.clip) },
 		Ended:             func(err error) { m.ended(g.driverName + ": " + err.Error()) },
-	})
+	}
+	if !m.watches {
+		p.Tracks, p.Encodings, p.SpatialLayers = m.pub.tracks(), m.pub.encodings(), g.clip.spatialLayers()
+	}
+	sess, err := g.driver.Join(ctx, p)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -78,7 +80,9 @@ func (m *member) join(g *generator) {
 		return
 	}
 	m.sess, m.state = sess, "joined"
-	m.pub.start()
+	if !m.watches {
+		m.pub.start()
+	}
 }
 
 func (m *member) newPeerConnection(g *generator) (*webrtc.PeerConnection, error) {
@@ -211,12 +215,16 @@ func (m *member) samples(now time.Time) []record {
 	if m.state != "joined" {
 		return nil
 	}
-	out := m.pub.samples(now)
-	// What it receives crosses its own link to the SFU: the round trip its
-	// audio's receiver reports give, as a browser gives its candidate
-	// pair's for received streams (an audio stream's one-way delay in the
-	// E-model is half of it plus the jitter buffer's).
-	rtt := out[0]["rtt"]
+	var out []record
+	var rtt any // a viewer sends nothing, so hears of no round trip
+	if !m.watches {
+		// What it receives crosses its own link to the SFU: the round trip
+		// its audio's receiver reports give, as a browser gives its candidate
+		// pair's for received streams (an audio stream's one-way delay in the
+		// E-model is half of it plus the jitter buffer's).
+		out = m.pub.samples(now)
+		rtt = out[0]["rtt"]
+	}
 	for _, in := range m.inbound {
 		s := in.sample(now)
 		s["rtt"] = rtt

@@ -6,6 +6,7 @@ import pytest
 from reports.knee import find_knee
 from sfubench import config
 from sfubench.shapes import SHAPES, Status, Step
+from sfubench.shapes.broadcast import Broadcast
 from sfubench.shapes.degrade import Degrade
 from sfubench.shapes.ramp import RoomRamp
 from sfubench.shapes.steady import Steady
@@ -169,7 +170,7 @@ def test_steady_joins_its_rooms_then_holds_them_for_its_minutes():
 
 
 def test_shapes_are_found_by_name_and_own_their_settings():
-    assert set(SHAPES) == {"ramp", "until-knee", "degrade", "steady"}
+    assert set(SHAPES) == {"ramp", "until-knee", "degrade", "steady", "broadcast"}
     assert all(SHAPES[name].name == name for name in SHAPES)
     # a shape's settings are settings like any other: flag, environment, file, docs
     cfg = config.load(cli={"shape": "steady", "steady_minutes": "2.5", "rooms": "3"}, env={})
@@ -192,8 +193,9 @@ def test_rooms_given_to_the_until_knee_shape_are_its_most_rooms_not_ignored():
 @pytest.mark.parametrize("given, message", [
     ({"shape": "ramp", "max_rooms": "3"}, "--max-rooms is the until-knee shape's setting; --shape ramp does not use it"),
     ({"degrade": "lan"}, "--degrade is the degrade shape's setting; --shape until-knee does not use it"),
-    ({"shape": "steady", "knee_resolution": "3"}, "--knee-resolution is the until-knee shape's setting"),
-    ({"shape": "ramp", "ramp_minutes": "5"}, "--ramp-minutes is the until-knee shape's setting; --shape ramp"),
+    ({"shape": "steady", "knee_resolution": "3"}, "--knee-resolution is the broadcast and until-knee shapes' setting"),
+    ({"shape": "ramp", "ramp_minutes": "5"}, "--ramp-minutes is the broadcast and until-knee shapes' setting; --shape ramp"),
+    ({"shape": "until-knee", "viewer_step": "5"}, "--viewer-step is the broadcast shape's setting; --shape until-knee"),
 ])
 def test_a_setting_of_another_shape_is_refused_not_ignored(given, message):
     # at its default it changes nothing: a study hands every setting on to each run
@@ -209,3 +211,44 @@ def test_a_setting_of_another_shape_is_refused_not_ignored(given, message):
 def test_a_presets_rooms_do_not_bound_the_until_knee_shape():
     # the browsers preset's one room is its own ramp's: a run that asks for until-knee keeps its bound
     assert config.load(cli={"preset": "browsers", "shape": "until-knee", "max_rooms": "8"}, env={}).max_rooms == 8
+
+
+def test_broadcast_adds_viewers_in_steps_that_grow_then_narrows_the_knee_down():
+    """One publisher; 8 viewers a step, then a quarter of those watching: a knee from 60 viewers on
+    is bracketed by the step that reached it, confirmed by the next measured twice, and narrowed
+    down to the participant."""
+    measured: list[int] = []
+    shape = Broadcast(1, 501, knee=freezing_from(61, measured), publishers=1, viewer_step=8, max_viewers=500)
+    for step in run_recording(shape, measured):
+        assert step.participants <= 501
+    assert measured == [9, 17, 25, 33, 41, 51, 63, 78, 78, 57, 60, 61], measured
+    knee = freezing_from(61, measured)()
+    assert (knee.coped, knee.participants) == (60, 61), knee
+    assert shape.done.startswith(f"knee at {knee.participants} participants")
+
+
+def test_broadcast_stops_at_max_viewers_and_holds_one_room():
+    shape = Broadcast(1, 21, knee=lambda: Knee(), publishers=1, viewer_step=8, max_viewers=20)
+    assert [s.participants for s in run(shape, 21)] == [9, 17, 21]
+    assert shape.done == "no knee up to --max-viewers 20"
+    cfg = config.load(cli={"preset": "broadcast", "max_viewers": "40"}, env={})
+    assert (cfg.rooms_cap, cfg.users_per_room, cfg.publishers_per_room) == (1, 41, 1)
+    assert cfg.publishes("r1u1") and not cfg.publishes("r1u2")
+
+
+def run_recording(shape, measured):
+    status = Status()
+    while (step := shape.tick(status)) is not None:
+        measured.append(step.participants)
+        status.participants, status.rooms = step.participants, 1
+        yield step
+
+
+def test_viewers_are_refused_in_one_line_where_the_adapter_takes_none():
+    from sfubench import loadtest
+    from sfubench.sfu import Adapter
+    cfg = config.load(cli={"sfu": "livekit", "preset": "broadcast"}, env={})
+    with pytest.raises(config.ConfigError, match=r"--publishers-per-room 1: livekit's page and driver join as "
+                                                 r"publishers only \(`sfubench list-sfus` says which take viewers\)"):
+        loadtest._refuse(cfg, Adapter.load("livekit"))
+    loadtest._refuse(config.load(cli={"sfu": "janus", "preset": "broadcast"}, env={}), Adapter.load("janus"))

@@ -97,7 +97,17 @@ class UntilKnee(LoadShape):
         if bound:
             self.done = bound
             return None
-        return self.step(Step((status.rooms + 1) * self.users_per_room))
+        return self.step(Step(self.next_count(status)))
+
+    def next_count(self, status: Status) -> int:
+        """The count of the ramp's next step: one more room."""
+        return (status.rooms + 1) * self.users_per_room
+
+    def at_most(self, status: Status) -> str | None:
+        """Why the ramp has grown as far as its settings let it, if it has."""
+        if status.rooms >= self.max_rooms:
+            return f"no knee up to --max-rooms {self.max_rooms}"
+        return None
 
     def step(self, step: Step | None) -> Step | None:
         if step is not None:
@@ -128,8 +138,8 @@ class UntilKnee(LoadShape):
 
     def bound(self, status: Status, now: float) -> str | None:
         """Why the ramp may add no more rooms, if it may not."""
-        if status.rooms >= self.max_rooms:
-            return f"no knee up to --max-rooms {self.max_rooms}"
+        if (most := self.at_most(status)) is not None:
+            return most
         if now - self.started >= self.ramp_minutes * 60:
             return f"{RAMP_BOUND} {self.ramp_minutes:g} (up to {status.participants} participants)"
         return None

@@ -56,6 +56,8 @@
     // The scalability mode of the run's SVC (--svc, e.g. 'L3T3_KEY'): the --simulcast layers as the
     // spatial layers of one stream; null for simulcast streams.
     svc: settings.svc || null,
+    // Whether this participant publishes its camera and microphone; a viewer (false) only receives.
+    publishes: settings.publish !== false,
     // The layer this participant asks its SFU for: 'largest' (the SFU's default), 'half' or 'smallest'.
     receiveLayer: settings.receive_layer || 'largest',
     // That layer's index among those published, smallest first (its rid's in q, h, f; its spatial

@@ -4,7 +4,7 @@ is its module's (PARTS; the rest are `make test-e2e`'s)."""
 import pytest
 
 PARTS = {
-    "sfus": ("test_conformance", "test_synthetic", "test_simulcast", "test_codecs", "test_adding_an_sfu"),
+    "sfus": ("test_conformance", "test_synthetic", "test_simulcast", "test_codecs", "test_adding_an_sfu", "test_broadcast"),
     "cloud": ("test_cloud_rehearsal", "test_cloud_kube", "test_cloud_terraform", "test_cloud_sweep",
               "test_remote_grid", "test_remote_probe", "test_remote_generators", "test_nightly"),
 }

@@ -1,0 +1,42 @@
+"""A broadcast for real (`--preset broadcast`): one room, its publisher a real Chromium, one viewer
+a real Chromium and the other viewers synthetic, all receiving the publisher and sending nothing.
+Known answers: the checks are the publisher's own camera and its video at every viewer, no more;
+viewers send no stream and no stream is counted missing; every viewer, browser or synthetic,
+receives the publisher's video at the clip's rate.
+
+`make test` runs it through Janus; `make test-sfus` through every other adapter that takes viewers."""
+import sys
+
+import pytest
+
+from reports import metrics, runfiles
+from sfubench import config, loadtest
+from sfubench.progress import Progress
+from sfubench.sfu import Adapter
+
+from support.tiers import tiered
+
+VIEWING = tuple(n for n in config.available_sfus() if "local" in Adapter.load(n).where and Adapter.load(n).viewers)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.parametrize("sfu", tiered(VIEWING, core=("janus",)))
+def test_viewers_receive_the_publisher_and_send_nothing(sfu, tmp_path):
+    cfg = config.load(cli={"sfu": sfu, "preset": "broadcast", "viewer_step": "3", "max_viewers": "6",
+                           "out": str(tmp_path), "background_interval": 0, "quality_frames": 0,
+                           "lab_prefix": "sfubb", "lab_subnet": "127.0.14",
+                           "results_db": str(tmp_path / "results.sqlite")}, env={})
+    run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
+    assert status == "ok", (run_dir / "meta.json").read_text()
+    run = runfiles.load(run_dir)
+    assert {(c["user"], c["peer"]) for c in run.checks} == {("r1u1", "r1u1")} | {(f"r1u{i}", "r1u1") for i in range(2, 8)}
+    assert all(c["ok"] for c in run.checks), run.checks
+    started = [e for e in run.events if e["event"] == "participant_started"]
+    assert [e.get("publishes", True) for e in started] == [True] + [False] * 6
+    assert [e.get("client", "browser") for e in started[:3]] == ["browser", "browser", "synthetic"]
+    target = [o for o in metrics.analyse(run).obs if o["phase"] == "target" and o["kind"] == "video"]
+    assert {o["user"] for o in target if o["direction"] == "send"} == {"r1u1"}
+    received = {o["user"]: o for o in target if o["direction"] == "recv"}
+    assert set(received) == {f"r1u{i}" for i in range(2, 8)} and not any(o.get("missing") for o in target)
+    assert all(o["peer"] == "r1u1" and o["fps"] >= 10 for o in received.values()), received
