@@ -180,6 +180,13 @@ STEP_FIGURES = (
           help="source frames a received video never showed, per second"),
     _step("code_freezes_per_min", "Freezes (frame code)", "per stream-minute", digits=2,
           help="freezes seen in the frame codes (a code held 0.5 s or more)"),
+    _step("first_video_p50_s", "First video, median", "s", digits=2, short="First video p50",
+          help="of the videos new at a step (a newcomer's, or to a newcomer), the median time from the step's "
+               "joins until each was verified playing"),
+    _step("first_video_p95_s", "First video, 95th percentile", "s", digits=2, short="First video p95",
+          help="as the median, its 95th percentile"),
+    _step("first_video_max_s", "First video, slowest", "s", digits=2, short="First video max",
+          help="as the median, the slowest of them"),
     _step("sfu_mhz_per_published", "SFU MHz per published stream", "MHz", digits=1,
           short="MHz per published stream", plot="SFU per published\nstream",
           help="the SFU's CPU, in MHz of its machine's clock, per published stream"),
@@ -294,6 +301,9 @@ LABELS = (
     Label("passed", "Passed"),
     Label("pass_rate_pct", "Pass rate (%)"),
     Label("verdicts", "Verdicts"),
+    Label("new_videos", "New videos", "videos a step's joins added (a newcomer's own camera, what it receives, "
+          "and its video at the others)"),
+    Label("not_playing", "Not playing", "of those, the ones not verified playing within --video-timeout"),
     Label("layer", "Layer"),
     Label("frames", "Frames"),
     Label("heights_received", "Heights received (px, in order)"),

@@ -235,6 +235,8 @@ def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Tabl
         "<h2>Video checks</h2>",
         fig("fig-checks", "Video checks per room", "", "Video checks: none recorded."),
         _collapsed(shown["checks"], f"Show the {len(a.rooms)} rooms", 15),
+        _collapsed(shown["first_video"], f"Show the {len(shown['first_video'].rows)} steps' first videos", 15)
+        if shown["first_video"].rows else "",
         "<h2>Server and browsers</h2>",
         fig("fig-server", "Server and browser resources vs participants",
             "From the CPU probes (server.jsonl): CPU time of the SFU's and the browsers' process trees.",
@@ -272,6 +274,7 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     figs = {fid: plot(a, run_dir) for fid, plot in PLOTS}
     shown = {t.id: t for t in a.tables}
     shown["checks"] = tables.rooms_table(a.rooms)
+    shown["first_video"] = tables.first_video_table(a.run.checks)
     shown["series"] = tables.series_table(a.series)
     shown["percentiles"] = tables.percentiles_table(a.series)
     shown["health"] = tables.health_table(a.health)

@@ -45,6 +45,10 @@ def mix(config: dict) -> str:
     per_room, rooms = config.get("users_per_room"), config.get("real_rooms")
     real = min(config.get("real_per_room", per_room) or 0, per_room or 0)
     head = f"rooms of {per_room}"
+    publishers = config.get("publishers_per_room") or 0
+    if 0 < publishers < (per_room or 0):   # the first participants publish, the others only watch
+        head = (f"rooms of {publishers} publisher{'s' if publishers > 1 else ''} and up to "
+                f"{per_room - publishers} viewers")
     if rooms is None or (real >= (per_room or 0) and rooms >= 1000):
         return head + ", every participant a browser"
     if not rooms or not real:

@@ -95,13 +95,14 @@ def room_participants(events: list[dict]) -> dict:
 
 
 def check_series(checks: list[dict], events: list[dict]) -> list[dict]:
-    """Video-check pass rate by participant count. A room's checks count at the load its ramp step was
-    measured at (the room's validation event); checks of a room that never got one, at the count when
-    they ran."""
+    """Video-check pass rate by participant count. A check counts at the load it ran at (its
+    `participants`: a room validated again at each step of a broadcast, or of a knee narrowed down,
+    counts at each); in run folders from before checks said so, at the load its room's ramp step was
+    measured at (the room's validation event), or else at the count when it ran."""
     tl, rooms = timeline(events), room_participants(events)
     groups: dict[int, list[bool]] = defaultdict(list)
     for c in checks:
-        p = rooms.get(c.get("room"))
+        p = c.get("participants") or rooms.get(c.get("room"))
         if p is None and c.get("t") is not None:
             p = participants_at(tl, c["t"])
         if p is not None:

@@ -8,7 +8,7 @@ from collections import defaultdict
 from . import catalog
 from .series import room_participants
 from .audio import audio_stats, speech_stats
-from .stats import describe, playback_stats, stream_stats
+from .stats import describe, percentile, playback_stats, stream_stats
 from .table import Column, Table, rounded, scaled
 from .windows import MEASURED, probe_edges
 
@@ -30,7 +30,7 @@ def kind_table(obs: list[dict], playback: list[dict], checks: list[dict], events
     rooms = room_participants(events)
     passed: dict[tuple, list[bool]] = defaultdict(list)
     for c in checks:
-        p = rooms.get(c.get("room"))
+        p = c.get("participants") or rooms.get(c.get("room"))
         if p is not None:
             passed[(p, c.get("client") or "browser")].append(bool(c.get("ok")))
     rows = []
@@ -242,6 +242,28 @@ def rooms_table(rooms: list[dict]) -> Table:
             for r in rooms]
     return Table("checks", "Video checks per room", ["room", "checks", "passed", "pass_rate_pct", "verdicts"],
                  rows)
+
+
+def first_video_table(checks: list[dict]) -> Table:
+    """Per step, how long the videos it added took to play: each (receiver, sender) pair's first
+    check, counted at the step it ran at, from the step's joins until the video was verified playing
+    (frames decoded and their codes read, polled four times a second). A broadcast's step is its new
+    viewers; a join storm's, the storm."""
+    seen: set = set()
+    steps: dict[int, list[dict]] = defaultdict(list)
+    for c in sorted(checks, key=lambda c: c.get("t") or 0):
+        pair = (c.get("user"), c.get("peer"))
+        if pair not in seen and c.get("participants") is not None:
+            seen.add(pair)
+            steps[c["participants"]].append(c)
+    rows = []
+    for p, new in sorted(steps.items()):
+        played = [c["elapsed"] for c in new if c.get("ok")]
+        rows.append([p, len(new), len(new) - len(played), rounded(percentile(played, 50), 2),
+                     rounded(percentile(played, 95), 2), rounded(max(played, default=None), 2)])
+    return Table("first_video", "Time to the first video of each step's newcomers",
+                 ["participants", "new_videos", "not_playing", "first_video_p50_s", "first_video_p95_s",
+                  "first_video_max_s"], rows)
 
 
 def health_table(health: list[dict]) -> Table:

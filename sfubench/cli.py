@@ -188,11 +188,11 @@ def _list_sfus(args) -> int:
               + ("publishes simulcast" if a.simulcast else "publishes one layer (no --simulcast)")
               + (f" in {', '.join(a.simulcast_codecs)}" if a.simulcast and a.simulcast_codecs != a.codecs else "")
               + (" (synthetic participants too)" if a.synthetic_simulcast else "")
+              + ("; viewers" if a.viewers else "")
               + (f"; synthetic participants in {', '.join(a.synthetic_codecs)}" if a.synthetic_codecs else "")
               + f"; codecs {', '.join(a.codecs)}"
               + (f"; SVC in {', '.join(a.svc)}" if a.svc else "")
-              + (f" (synthetic participants in {', '.join(a.synthetic_svc)})" if a.synthetic_svc else "")
-              + ("; viewers" if a.viewers else ""))
+              + (f" (synthetic participants in {', '.join(a.synthetic_svc)})" if a.synthetic_svc else ""))
         profiles = profiles_of(a.data)
         study = resolve_profile(AUTO, profiles)
         for profile, spec in profiles.items():

@@ -393,7 +393,8 @@ class Runner:
     def record_check(self, room, key, ok, verdict, elapsed) -> None:
         p_id, user = key
         self.bus.emit("checks", {"room": room, "user": p_id, "client": self.collector.pages[p_id].kind,
-                                 "peer": user, "ok": ok, "verdict": verdict, "elapsed": round(elapsed, 2)})
+                                 "peer": user, "ok": ok, "verdict": verdict, "elapsed": round(elapsed, 2),
+                                 "participants": self.status.participants})
 
     # -- measuring -------------------------------------------------------------------------------
     def measure(self, phase: str, n: int) -> dict:

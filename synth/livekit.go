@@ -103,6 +103,13 @@ func (livekitDriver) Join(ctx context.Context, p Participant) (Session, error) {
 		}
 		adds = append(adds, add)
 	}
+	if len(p.Tracks) == 0 {
+		// a viewer's offer has a section all the same: livekit-client's data channel, which
+		// LiveKit refuses an offer without (STATE_MISMATCH)
+		if _, err := pc.CreateDataChannel("_reliable", nil); err != nil {
+			return fail(err)
+		}
+	}
 	pc.OnTrack(func(t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) { go s.track(t) })
 	offer, err := s.offer(ctx)
 	if err != nil {

@@ -65,8 +65,10 @@ func (mediasoupDriver) Join(ctx context.Context, p Participant) (Session, error)
 			s.caps.HeaderExtensions = append(s.caps.HeaderExtensions, e)
 		}
 	}
-	if err := s.publish(ctx); err != nil {
-		return fail(fmt.Errorf("publishing: %w", err))
+	if len(p.Tracks) > 0 { // a viewer, as mediasoup-client's, makes no send transport
+		if err := s.publish(ctx); err != nil {
+			return fail(fmt.Errorf("publishing: %w", err))
+		}
 	}
 	if err := s.request(ctx, "createTransport", map[string]string{"direction": "recv"}, &s.recvT); err != nil {
 		return fail(err)

@@ -30,8 +30,8 @@ type member struct {
 	layer   string // the simulcast layer it asks for
 	watches bool   // a viewer: it publishes nothing
 	pub     *publisher
-	camera *series
-	fast   *fastConns
+	camera  *series
+	fast    *fastConns
 
 	mu      sync.Mutex
 	pcs     []*webrtc.PeerConnection // every one its driver made

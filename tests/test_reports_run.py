@@ -56,7 +56,7 @@ def test_report_opens_from_disk_without_network(full_report):
 def test_tables_are_exported_next_to_the_report(runs, full_report):
     d = runs["full"]
     doc = json.loads((d / "tables.json").read_text())
-    assert set(doc["tables"]) == {"table4", "table5", "table6", "checks", "series", "percentiles", "health", "cost",
+    assert set(doc["tables"]) == {"table4", "table5", "table6", "checks", "first_video", "series", "percentiles", "health", "cost",
                                   "traffic", "clients", "network", "codecs", "audio"}
     assert doc["headline"]["knee"] == 42 and "knee_rule" in doc and "audio_knee_rule" in doc
     # the generated run's browsers sent and received VP8 video alone
@@ -202,3 +202,18 @@ def test_a_stored_real_default_run_gives_the_figures_it_gave_before(tmp_path):
     after = json.loads((folder / "tables.json").read_text())
     assert before["tables"]["series"]["rows"] and before["knee"]["participants"]
     _same(before, after)
+
+
+def test_the_first_video_table_counts_each_video_once_at_the_step_that_added_it():
+    from reports import tables
+    def check(t, user, ok, elapsed, participants):
+        return {"t": t, "room": 1, "user": user, "peer": "r1u1", "ok": ok, "elapsed": elapsed,
+                "participants": participants}
+    checks = [check(1, "r1u1", True, 1.0, 3), check(1, "r1u2", True, 2.0, 3), check(1, "r1u3", False, 60.0, 3),
+              check(2, "r1u2", True, 0.25, 5),   # checked again at the next step: not a new video there
+              check(2, "r1u4", True, 3.0, 5), check(2, "r1u5", True, 5.0, 5),
+              {"t": 3, "room": 1, "user": "r1u6", "peer": "r1u1", "ok": True, "elapsed": 1.0}]   # an old run's
+    t = tables.first_video_table(checks)
+    assert [row[:4] for row in t.rows] == [[3, 3, 1, 1.5], [5, 2, 0, 4.0]]
+    assert [row[5] for row in t.rows] == [2.0, 5.0] and 1.5 < t.rows[0][4] <= 2.0
+    assert t.id == "first_video" and not tables.first_video_table([]).rows

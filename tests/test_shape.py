@@ -247,8 +247,8 @@ def run_recording(shape, measured):
 def test_viewers_are_refused_in_one_line_where_the_adapter_takes_none():
     from sfubench import loadtest
     from sfubench.sfu import Adapter
-    cfg = config.load(cli={"sfu": "livekit", "preset": "broadcast"}, env={})
-    with pytest.raises(config.ConfigError, match=r"--publishers-per-room 1: livekit's page and driver join as "
+    cfg = config.load(cli={"sfu": "medooze", "preset": "broadcast"}, env={})
+    with pytest.raises(config.ConfigError, match=r"--publishers-per-room 1: medooze.s page and driver join as "
                                                  r"publishers only \(`sfubench list-sfus` says which take viewers\)"):
-        loadtest._refuse(cfg, Adapter.load("livekit"))
+        loadtest._refuse(cfg, Adapter.load("medooze"))
     loadtest._refuse(config.load(cli={"sfu": "janus", "preset": "broadcast"}, env={}), Adapter.load("janus"))
