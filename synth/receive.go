@@ -19,8 +19,11 @@ const keyframeRetry = time.Second
 
 // A received audio stream is played out, as a model, by a jitter buffer
 // that holds each packet until playoutDelay after the stream's quickest
-// packet would have arrived: a packet later than that comes too late to be
-// played and is concealed, as a lost one is. No decoder runs; the figures
+// packet of the last one to two seconds would have arrived (NetEq measures
+// a packet's delay against the quickest of its last 2 s, so a step up in
+// the path's delay costs a moment, not the rest of the stream): a packet
+// later than that comes too late to be played and is concealed, as a lost
+// one is. No decoder runs; the figures
 // it gives (getStats's names, reports/audio.py) are estimates, and the
 // reports say so for synthetic receivers.
 const (
@@ -92,6 +95,10 @@ type inbound struct {
 	// the buffer, and their time in it (s, summed over packets played)
 	quickest, queued, buffered float64
 	late                       uint64
+	// the playout model's quickest transit (s) in this second and the one
+	// before, and when this one began (s since the epoch)
+	playoutQuickest [2]float64
+	playoutSecond   float64
 }
 
 // newInbound follows track t, its frames in the codec it arrives in (video
@@ -164,13 +171,23 @@ func (in *inbound) packet(p *rtp.Header, payload []byte, at time.Time) {
 	if in.reader != nil {
 		in.assemble(p, payload, at)
 	} else if in.kind == "audio" {
-		in.playout(t)
+		in.playout(t, at.Sub(epoch).Seconds())
 	}
 }
 
-// playout places an audio packet of transit `t` (s) in the model's buffer.
-func (in *inbound) playout(t float64) {
-	if wait := in.quickest + playoutDelay - t; wait >= 0 {
+// playout places an audio packet of transit `t` (s), arrived at `now` (s),
+// in the model's buffer.
+func (in *inbound) playout(t, now float64) {
+	q := &in.playoutQuickest
+	switch since := now - in.playoutSecond; {
+	case in.playoutSecond == 0 || since >= 2 || t-min(q[0], q[1]) > transitRebase:
+		*q, in.playoutSecond = [2]float64{t, t}, now
+	case since >= 1:
+		q[1], q[0], in.playoutSecond = q[0], t, now
+	default:
+		q[0] = min(q[0], t)
+	}
+	if wait := min(q[0], q[1]) + playoutDelay - t; wait >= 0 {
 		in.buffered += wait
 	} else {
 		in.late++

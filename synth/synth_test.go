@@ -344,7 +344,8 @@ func TestPostedBatchesEncodeAsEncodingJSONWritesThem(t *testing.T) {
 
 // An audio stream's playout model: packets in step are played after the
 // buffer's delay, a lost one and one later than the buffer are concealed,
-// and a stream whose timestamps start again is not read as late for ever.
+// a stream whose timestamps start again is not read as late for ever, nor
+// one whose path's delay steps up.
 func TestReceivedAudioIsPlayedOutByTheModel(t *testing.T) {
 	in := &inbound{peer: "r1u2", kind: "audio", clock: 48000}
 	at := epoch.Add(time.Second)
@@ -380,5 +381,14 @@ func TestReceivedAudioIsPlayedOutByTheModel(t *testing.T) {
 	}
 	if s = in.sample(at); s["packetsDiscarded"] != uint64(1) {
 		t.Fatalf("after the timestamps started again: %v", s)
+	}
+	// the path's delay steps up 100 ms for good: late until the quickest
+	// packet before the step is over 2 s old, then played again
+	for seq := uint16(20); seq < 270; seq++ {
+		send(seq, 100*time.Millisecond)
+	}
+	late := s["packetsDiscarded"].(uint64)
+	if s = in.sample(at); s["packetsDiscarded"].(uint64)-late < 50 || s["packetsDiscarded"].(uint64)-late > 100 {
+		t.Fatalf("5 s after a 100-ms step up, %d packets late: %v", s["packetsDiscarded"].(uint64)-late, s)
 	}
 }
