@@ -2,9 +2,11 @@
 a real Chromium and the other viewers synthetic, all receiving the publisher and sending nothing.
 Known answers: the checks are the publisher's own camera and its video at every viewer, no more;
 viewers send no stream and no stream is counted missing; every viewer, browser or synthetic,
-receives the publisher's video at the clip's rate.
+receives the publisher's video at the clip's rate; the step's videos are each timed to their first
+play.
 
 `make test` runs it through Janus; `make test-sfus` through every other adapter that takes viewers."""
+import json
 import sys
 
 import pytest
@@ -23,7 +25,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.mark.parametrize("sfu", tiered(VIEWING, core=("janus",)))
 def test_viewers_receive_the_publisher_and_send_nothing(sfu, tmp_path):
-    cfg = config.load(cli={"sfu": sfu, "preset": "broadcast", "viewer_step": "3", "max_viewers": "6",
+    cfg = config.load(cli={"sfu": sfu, "preset": "broadcast", "viewer_step": "6", "max_viewers": "6",
                            "out": str(tmp_path), "background_interval": 0, "quality_frames": 0,
                            "lab_prefix": "sfubb", "lab_subnet": "127.0.14",
                            "results_db": str(tmp_path / "results.sqlite")}, env={})
@@ -40,3 +42,6 @@ def test_viewers_receive_the_publisher_and_send_nothing(sfu, tmp_path):
     received = {o["user"]: o for o in target if o["direction"] == "recv"}
     assert set(received) == {f"r1u{i}" for i in range(2, 8)} and not any(o.get("missing") for o in target)
     assert all(o["peer"] == "r1u1" and o["fps"] >= 10 for o in received.values()), received
+    # the step's videos (the publisher's camera at itself and at each viewer), each timed to its first play
+    first = json.loads((run_dir / "tables.json").read_text())["tables"]["first_video"]["rows"]
+    assert [row[:3] for row in first] == [[7, 7, 0]] and 0 < first[0][3] <= first[0][5] < cfg.video_timeout, first

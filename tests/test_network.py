@@ -94,8 +94,11 @@ def test_a_one_way_delay_shows_as_twice_that_round_trip(tmp_path, delay):
     run_dir = run(tmp_path, f"delay_ms = {delay}\n", users_per_room=2, target_samples=4)
     _, st = target_stats(run_dir)
     rtt = st["rtt_send_ms"]
-    assert abs(rtt - 2 * delay) <= max(0.1 * 2 * delay, 5), (rtt, delay)
     meta = json.loads((run_dir / "meta.json").read_text())
+    # with the emulator's own count of frames it let out late, and the RTT's spread: two whole-suite
+    # runs read 45.7 and 48.6 ms at 20 ms where a run alone reads 41-42
+    assert abs(rtt - 2 * delay) <= max(0.1 * 2 * delay, 5), (rtt, delay, meta["network"]["counters"],
+                                                             {k: v for k, v in st.items() if k.startswith("rtt_send")})
     assert meta["network"]["up"]["delay_ms"] == delay and meta["scenario"]["network"].endswith("link.toml")
     counters = meta["network"]["counters"]
     assert counters["up"]["packets"] > 100 and counters["down"]["packets"] > 100, counters
