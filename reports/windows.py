@@ -230,8 +230,8 @@ def viewers(events: list[dict]) -> set[str]:
 def missing_streams(obs: list[dict], events: list[dict], windows: list[dict] = ()) -> list[dict]:
     """A zero-bitrate observation for every video stream a measured window should have had and did
     not: each of the first `participants` started sends one, unless it is a viewer, and receives one
-    from every other member of its room that is not. So a failed participant, a browser given up or a stream the SFU never delivered
-    counts as a failed stream in every figure, instead of vanishing from the averages. The windows
+    from every other member of its room that is not. So a failed participant, a browser given up or
+    a stream the SFU never delivered counts as a failed stream in every figure, instead of vanishing from the averages. The windows
     are those of windows.jsonl (so one in which no sample arrived at all counts too), else those
     the observations show."""
     started, watching = members(events), viewers(events)
