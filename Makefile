@@ -55,9 +55,10 @@ pytest = $(PY) -m pytest -ra --durations=20 -m "$(1)" $(ARGS); rc=$$?; \
   if [ $$rc -eq 5 ]; then echo "make: no tests were collected" >&2; exit 1; fi; exit $$rc
 
 # The Go modules' own tests (the in-house SFU: fuzz seeds, leak check, fan-out), then the pytest tier.
+# `-short`: the leak check joins and leaves a hundred times here; its thousand are test-e2e's.
 test: deps
 	@scripts/deps.sh cloud
-	@cd sfu/inhouse && go test -count=1 ./...
+	@cd sfu/inhouse && go test -count=1 -short ./...
 	@cd synth && go test -count=1 ./...
 	@cd netem && go test -count=1 ./...
 	@$(call pytest,$(TIER_TEST))
@@ -75,8 +76,10 @@ test-cloud: deps
 	@scripts/deps.sh cloud
 	@$(call pytest,$(PART_CLOUD))
 
-# The rest of the end-to-end modules: every fault, network profile and browser run make test leaves out.
+# The rest of the end-to-end modules: every fault, network profile and browser run make test leaves out,
+# and what `-short` leaves out of the Go tests.
 test-e2e: deps
+	@cd sfu/inhouse && go test -count=1 -run 'ThousandTimes' ./internal/sfu
 	@$(call pytest,$(PART_E2E))
 
 list-sfus: deps
