@@ -18,6 +18,7 @@ from .stats import describe, playback_stats, quality_stats, stream_stats
 from .table import Table
 from .tables import study_tables
 from .samples import SampleFold
+from .storm import StormRule, storm_series
 from .windows import missing_streams, stream_windows
 
 
@@ -35,7 +36,7 @@ class Analysis:
     rooms: list[dict]
     tables: list[Table]
     knee: Knee
-    rule: KneeRule
+    rule: KneeRule              # or, for a run of join storms, StormRule
     audio_knee: Knee = Knee()
     audio_rule: AudioKneeRule = AudioKneeRule()
     health: list[dict] = field(default_factory=list)   # per ramp-up / target window: client-bound?
@@ -116,7 +117,7 @@ def coped(a: Analysis, participants: int | None = None) -> int:
 def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientRule = ClientRule(),
             samples: SampleFold | None = None) -> Analysis:
     """`samples`: the run's samples.jsonl as folded so far by whoever reads it as it grows (else it is
-    read here, to its end)."""
+    read here, to its end). A run of join storms is judged by StormRule instead of `rule`."""
     if samples is None:
         samples = SampleFold(run.path / "samples.jsonl", run.discarded).read()
     if samples.damaged:
@@ -128,9 +129,14 @@ def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientR
     health = window_health(run, obs, client_rule)
     cost = cost_series(run, samples.spans)
     server = server_series(run.server, tl)
+    windows = window_series(totals)
+    storms = storm_series(run.checks, run.events, windows, run.server)
+    if storms:
+        rule = StormRule()
     series = merge_series(stream_series(obs), freeze_series(totals), quality_series(run.quality),
                           playback_series(run.playback), check_series(run.checks, run.events),
-                          health_series(health), cost, server, audio_series(heard), speech_series(run.speech))
+                          health_series(health), cost, server, audio_series(heard), speech_series(run.speech),
+                          storms)
     a = Analysis(
         run=run,
         ident=runfiles.identity(run.meta, run.path),
@@ -139,7 +145,7 @@ def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientR
         timeline=tl,
         series=series,
         background=background_series(totals),
-        windows=window_series(totals),
+        windows=windows,
         server=server,
         rooms=room_checks(run.checks),
         tables=study_tables(obs),

@@ -5,7 +5,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import audio, clientbound, export, html, layers, metrics, runfiles, scenario, table, tables, thresholds, traffic
+from . import audio, clientbound, export, html, layers, metrics, runfiles, scenario, storm, table, tables, thresholds, traffic
 from .knee import KneeRule
 from .metrics import Analysis
 from .runfigures import FIGURES, PLOTS, run_span   # FIGURES: the ids of a complete report's figures (verify.py)
@@ -179,7 +179,7 @@ def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Tabl
         knee_text = f"<b>Client-bound at {k.participants} participants</b> — {html.escape(k.detail)}."
     elif k.participants is not None:
         coped = f" ({k.coped} coped)" if k.coped is not None else ""
-        knee_text = (f"<b>Knee at {k.participants} participants{coped}{' ' + html.escape(per) if per else ''}</b> — "
+        knee_text = (f"<b>{k.of.capitalize()} at {k.participants} participants{coped}{' ' + html.escape(per) if per else ''}</b> — "
                      f"{html.escape(k.detail)}.")
     else:
         stopped = next((e["reason"] for e in a.run.events
@@ -199,6 +199,8 @@ def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Tabl
         fig("fig-timeline", "The run over time",
             "Participants started (from the events); mean video bitrate and sender RTT of every measurement "
             "window, background ticks included.", "The run over time: no events or samples."),
+        *(("<h2>Join storms</h2>", f'<div class="rule">{knee_text}</div>', html.table(shown["storms"]))
+          if shown["storms"].rows else ()),
         "<h2>Bitrate and round-trip time</h2>",
         f'<div class="rule">{knee_text}<br><span class="small">Rule: {html.escape(a.rule.text())}</span></div>',
         fig("fig-bitrate", "Video bitrate vs participants",
@@ -275,6 +277,7 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     shown = {t.id: t for t in a.tables}
     shown["checks"] = tables.rooms_table(a.rooms)
     shown["first_video"] = tables.first_video_table(a.run.checks)
+    shown["storms"] = storm.storm_table(a.series)
     shown["series"] = tables.series_table(a.series)
     shown["percentiles"] = tables.percentiles_table(a.series)
     shown["health"] = tables.health_table(a.health)

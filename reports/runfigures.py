@@ -7,7 +7,7 @@ from pathlib import Path
 from matplotlib.ticker import MaxNLocator
 
 from . import plotting, tables
-from .knee import plateaus
+from .knee import KneeRule, plateaus
 from .metrics import Analysis
 from .plotting import KNEE_COLOR, RECV_COLOR, SEND_COLOR, Panel
 
@@ -105,7 +105,7 @@ def plot_bitrate(a: Analysis, out: Path) -> str | None:
         plotting.plt.close(fig)
         return None
     x, y = plotting.column(a.series, "recv_bps")
-    if x:
+    if x and isinstance(a.rule, KneeRule):   # a storm knee's rule draws no line here
         ax.plot(x, [a.rule.bitrate_fraction * p for p in plateaus(y)], linestyle=":", color=KNEE_COLOR,
                 linewidth=1, label=f"{a.rule.bitrate_fraction:.0%} of the receive plateau (knee rule)")
     plotting.annotate_knee(ax, a.knee.participants)
@@ -129,7 +129,9 @@ def plot_rtt(a: Analysis, out: Path) -> str | None:
         plotting.plt.close(fig)
         return None
     ax.axhline(tables.RTT_THRESHOLD_MS, color="#555", linestyle=":", linewidth=1, label="50 ms (study's threshold)")
-    ax.axhline(a.rule.rtt_ms, color=KNEE_COLOR, linestyle=":", linewidth=1, label=f"{a.rule.rtt_ms:g} ms (knee rule)")
+    if isinstance(a.rule, KneeRule):
+        ax.axhline(a.rule.rtt_ms, color=KNEE_COLOR, linestyle=":", linewidth=1,
+                   label=f"{a.rule.rtt_ms:g} ms (knee rule)")
     plotting.annotate_knee(ax, a.knee.participants)
     plotting.ms_log_axis(ax)
     plotting.participants_axis(ax, a.series + a.background)

@@ -181,7 +181,7 @@ def window_health(run: runfiles.Run, obs: list[dict], rule: ClientRule = ClientR
     interval = (run.meta.get("config") or {}).get("sample_interval")
     out = []
     for w in run.windows:
-        if w.get("phase") not in (*MEASURED, "network"):
+        if w.get("phase") not in (*MEASURED, "network", "storm"):
             continue
         at = edges.get(w.get("window"), {})
         strain = clientbound.assess(w, at, fps.get(w.get("window"), []), source, interval, rule)
@@ -200,11 +200,12 @@ def window_health(run: runfiles.Run, obs: list[dict], rule: ClientRule = ClientR
 
 def health_series(health: list[dict]) -> list[dict]:
     """Per participant count: client-bound if any of its windows was, with that window's reasons
-    (the windows under the run's own network: those of the participant curves)."""
+    (the windows under the run's own network: those of the participant curves; a join storm's, at
+    its own count)."""
     rows: dict[int, dict] = {}
     for h in health:
         p = h["participants"]
-        if p is None or h["phase"] not in MEASURED:
+        if p is None or h["phase"] not in (*MEASURED, "storm"):
             continue
         row = rows.setdefault(p, {"participants": p, "client_bound": False})
         if h["client_bound"] and not row["client_bound"]:

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import compare, export, html, layers, plotting, price, reference, scenario, tables
+from . import compare, export, html, layers, plotting, price, reference, scenario, storm, tables
 from .confidence import Span, ranks, verdicts
 from .audio import AudioKneeRule
 from .knee import KneeRule
@@ -260,18 +260,21 @@ def build(entries: list[Entry], out_dir: str | Path, budget: dict | None = None,
     load = common_load(measured)
     figs = plots(entries, out)
     layered = any(layers.layers_asked(a.run.meta) > 1 for e in measured for a in e.analyses)
+    storms = storm.study_table({e.sfu: e.analyses for e in measured})
     shown = [knee_table(entries, load), audio_table(entries, load), cost_table(entries, load),
              *([layers.study_table({e.sfu: e.analyses for e in measured}, coped)] if layered else []),
+             *([storms] if storms.rows else []),
              *([price.table([(e.sfu, profile(e), per_vcpu(e)) for e in entries], offer)] if offer else []),
              *side_by_side(entries), reference.table()]
     results = summary(entries, load, offer)
-    words = verdicts({e.sfu: knee_span(e) for e in entries}, "knee", "higher")
+    rule = next((a.rule for e in measured for a in e.analyses), KneeRule())   # a storm study's: StormRule
+    words = verdicts({e.sfu: knee_span(e) for e in entries}, rule.name, "higher")
     words += verdicts({e.sfu: knee_span(e, audio=True) for e in entries}, "audio knee", "higher")
     if load:
         words += verdicts({e.sfu: cost_span(e, load, "sfu_us_per_packet") for e in entries},
                           f"CPU per forwarded packet at {load} participants", "lower", higher_is_better=False,
                           digits=1)
-    export.write_tables(shown, out, {"results": results, "verdicts": words, "knee_rule": KneeRule().text(),
+    export.write_tables(shown, out, {"results": results, "verdicts": words, "knee_rule": rule.text(),
                                       "audio_knee_rule": AudioKneeRule().text(),
                                       "reference": reference.source(), "budget": budget,
                                       "prices": offer and {"cloud": offer["cloud"], "source": offer["source"],
@@ -313,6 +316,7 @@ def render(entries: list[Entry], figs: dict, shown: dict[str, Table], words: lis
         '<p class="missing">No SFU has a knee measured: nothing to rank.</p>',
         html.table(shown["knees"]),
         html.table(shown["study-layers"]) if "study-layers" in shown else "",
+        html.table(shown["study-storms"]) if "study-storms" in shown else "",
         html.table(shown["study-cost"]),
         html.table(shown["study-price"]) if "study-price" in shown else "",
         "<h2>What participants heard</h2>",

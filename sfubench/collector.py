@@ -248,7 +248,9 @@ class Collector:
 
     def _frames(self, page: Page, series: dict) -> None:
         own = page.user
-        open_windows = [w for w in self.windows.values() if w.closed is None and w.phase != "background"]
+        # a window measures those it expected: not who joined after it opened (a storm's)
+        open_windows = [w for w in self.windows.values()
+                        if w.closed is None and w.phase != "background" and page.user in w.expected]
         for video, samples in series.items():
             if not isinstance(samples, list):
                 continue

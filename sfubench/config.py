@@ -539,9 +539,10 @@ def _refuse_foreign(shape: str, given: set[str]) -> None:
     """ConfigError for another shape's own setting that the user set: it would be ignored."""
     for name in sorted(given & foreign_to(shape)):
         owners = [other.name for other in shapes.SHAPES.values() if name in other.options]
-        whose = f"the {owners[0]} shape's" if len(owners) == 1 else f"the {' and '.join(owners)} shapes'"
+        whose = f"the {owners[0]} shape's" if len(owners) == 1 else \
+            f"the {', '.join(owners[:-1])} and {owners[-1]} shapes'"
         raise ConfigError(f"{flag_of(name)} is {whose} setting; --shape {shape} does not use it (add --shape "
-                          f"{' or '.join(owners)}, or leave it out)")
+                          f"{', '.join(owners[:-1]) + ' or ' if owners[:-1] else ''}{owners[-1]}, or leave it out)")
 
 
 def add_arguments(parser) -> None:

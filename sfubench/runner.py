@@ -26,7 +26,7 @@ from .grid import GridLost
 from .events import Bus
 from .memory import give_back
 from .sfuserver import SfuFailed
-from .shapes import LoadShape, Status
+from .shapes import LoadShape, Status, Step
 
 SILENT_S = 15.0       # a page that posted nothing (not even its 1-s health record) for this long is lost
 LOAD_S = 60.0         # a page that never reported this long after being added did not load
@@ -53,6 +53,7 @@ class Participant:
     browser: "Browser | None"    # None for a synthetic participant
     added: float                 # monotonic
     failed: str | None = None
+    joined: float = 0.0          # epoch s: its (latest) join began
 
     @property
     def kind(self) -> str:
@@ -118,6 +119,9 @@ class Runner:
                 self.say(step.reason)
             if step.network != self.network:
                 self.change_network(step.network)
+            if step.phase == "storm":
+                self.storm(step)
+                continue
             changed = self.status.participants != step.participants
             joined = self.resize(step.participants)
             for room in joined:
@@ -166,6 +170,25 @@ class Runner:
                 joined.append(room)
         self.status.rooms = max((p.room for p in self.participants if p.failed != "left"), default=0)
         return joined
+
+    def storm(self, step: Step) -> None:
+        """A join storm: the last storm's participants leave (down to `step.fresh_from`) and the SFU
+        is given the settle time to let them go; then a window measures those still in while the
+        storm's participants all join at once, validated together, `step.within` s for their videos."""
+        if self.status.participants > step.fresh_from:
+            self.resize(step.fresh_from)
+            self.wait(self.cfg.settle)
+        self.measure("storm", self.cfg.ramp_samples, during=lambda: self.join_storm(step),
+                     participants=step.participants)
+
+    def join_storm(self, step: Step) -> None:
+        size, background = step.participants - self.status.participants, self.status.participants
+        self.event("storm_started", storm=size, background=background)
+        self.say(f"storm: {size} participants joining at once, {background} already in")
+        deadline = time.monotonic() + step.within
+        for room in self.resize(step.participants):
+            self.validate(room, deadline)
+        self.event("storm_ended", storm=size, background=background)
 
     def change_network(self, name: str | None) -> None:
         """Puts the link under profile `name` (None: the run's own), then lets the clients' congestion
@@ -222,7 +245,7 @@ class Runner:
             self._start_synthetic(p_id, room)
             return
         browser = self.browsers.with_room(self.cfg.participants_per_browser) or self._open()
-        p = Participant(p_id, room, browser, time.monotonic())
+        p = Participant(p_id, room, browser, time.monotonic(), joined=time.time())
         browser.participants.append(p)
         self.participants.append(p)
         self.status.participants += 1
@@ -235,7 +258,7 @@ class Runner:
         self._load(p)
 
     def _start_synthetic(self, p_id: str, room: int) -> None:
-        p = Participant(p_id, room, None, time.monotonic())
+        p = Participant(p_id, room, None, time.monotonic(), joined=time.time())
         self.participants.append(p)
         self.status.participants += 1
         self.collector.add_page(p_id, room, None, kind="synthetic")
@@ -275,7 +298,7 @@ class Runner:
     def rejoin(self, p_id: str) -> None:
         """A participant that left joins again with the same user id, in a fresh page."""
         p = next(p for p in self.participants if p.id == p_id)
-        p.failed, p.added = None, time.monotonic()
+        p.failed, p.added, p.joined = None, time.monotonic(), time.time()
         self.collector.add_page(p_id, p.room, p.browser.index if p.browser else None, kind=p.kind)
         self.event("participant_rejoined", room=p.room, user=p_id)
         self.say(f"room {p.room}: {p_id} joining again")
@@ -347,9 +370,9 @@ class Runner:
         return [p.id for p in self.participants if not p.failed]
 
     # -- validation ------------------------------------------------------------------------------
-    def validate(self, room: int) -> None:
+    def validate(self, room: int, deadline: float | None = None) -> None:
         """Checks every video of the room (each participant's own camera and every remote) until it
-        is verified playing or the per-video timeout passes."""
+        is verified playing or the per-video timeout passes (or `deadline`, monotonic s)."""
         members = [p for p in self.participants if p.room == room and p.failed != "left"]
         users = [p.id for p in members]
         by_id = {p.id: p for p in members}
@@ -359,7 +382,7 @@ class Runner:
         pending = {(p.id, u): "missing" for p in members for u in users if self.cfg.publishes(u)}
         total = len(pending)
         started = time.monotonic()
-        deadline = started + self.cfg.video_timeout
+        deadline = started + self.cfg.video_timeout if deadline is None else deadline
         self.follow(True)
         while pending and time.monotonic() < deadline:
             self.note_failures()
@@ -370,7 +393,8 @@ class Runner:
                 pending[key] = verdict
                 if verdict == "playing":
                     del pending[key]
-                    self.record_check(room, key, True, verdict, time.monotonic() - started)
+                    self.record_check(room, key, True, verdict, time.monotonic() - started,
+                                      self.first_frame(by_id[key[0]], by_id[key[1]]))
             self.say(f"room {room}/{self.cfg.rooms_cap}: checks {total - len(pending)}/{total} playing",
                      transient=True)
             if pending:
@@ -386,31 +410,44 @@ class Runner:
         if len(pending) > failed:
             late = [f"{user}'s {'own camera' if peer == user else peer} {verdict}"
                     for (user, peer), verdict in pending.items() if not hopeless((user, peer))]
-            why.append(f"{len(late)} timed out after {self.cfg.video_timeout:.0f} s ("
+            why.append(f"{len(late)} timed out after {deadline - started:.0f} s ("
                        + ", ".join(late[:3]) + (", ..." if len(late) > 3 else "") + ")")
         self.say(f"room {room}/{self.cfg.rooms_cap}: {ok}/{total} videos playing" + "".join(f"; {w}" for w in why))
 
-    def record_check(self, room, key, ok, verdict, elapsed) -> None:
+    def record_check(self, room, key, ok, verdict, elapsed, first_frame: float | None = None) -> None:
         p_id, user = key
         self.bus.emit("checks", {"room": room, "user": p_id, "client": self.collector.pages[p_id].kind,
                                  "peer": user, "ok": ok, "verdict": verdict, "elapsed": round(elapsed, 2),
-                                 "participants": self.status.participants})
+                                 "participants": self.status.participants,
+                                 **({} if first_frame is None else {"first_frame_s": first_frame})})
+
+    def first_frame(self, receiver: Participant, sender: Participant) -> float | None:
+        """Seconds from the later of their joins until `receiver` got its first frame of `sender`'s
+        video; known for a synthetic receiver, which keeps its frames from its join (a page starts
+        when the engine first follows)."""
+        if receiver.browser is not None or receiver is sender:
+            return None
+        since = max(receiver.joined, sender.joined)
+        first = self.collector.first_frames([(receiver.id, sender.id)], since)[(receiver.id, sender.id)]
+        return None if first is None else round(first - since, 3)
 
     # -- measuring -------------------------------------------------------------------------------
-    def measure(self, phase: str, n: int) -> dict:
+    def measure(self, phase: str, n: int, during: Callable[[], None] | None = None,
+                participants: int | None = None) -> dict:
         """A measurement window: every live page takes n samples `sample_interval` apart. The window
         closes when they are all in, or SAMPLE_GRACE_S after the last was due; its health (how long
         it took, samples missing, getStats times, main-thread lag) goes to windows.jsonl. Frames for
         the after-run scores are captured after the window, so encoding them is not measured. A
         window the wall clock stepped in is discarded and measured again (MEASURE_TRIES at most:
-        a clock that steps every time stops the run). Returns the health of the window kept."""
+        a clock that steps every time stops the run). `during` runs as the window opens (a join
+        storm), whose step's count is then `participants`. Returns the health of the window kept."""
         self.end_background()
         give_back()   # what the last window's frames and captures freed: runs go on for hours
         self.browsers.keep()
         self.note_failures()
         for _ in range(MEASURE_TRIES):
             steps = len(self.steps)
-            w, health = self._window(phase, n)
+            w, health = self._window(phase, n, during, participants)
             if len(self.steps) == steps:
                 break
             moved = ", then ".join(f"{e.seconds:+.1f} s" for e in self.steps[steps:])
@@ -423,26 +460,29 @@ class Runner:
         self.note_failures()
         return health
 
-    def _window(self, phase: str, n: int) -> tuple[Window, dict]:
+    def _window(self, phase: str, n: int, during: Callable[[], None] | None = None,
+                participants: int | None = None) -> tuple[Window, dict]:
         """One measurement window, opened, waited for and closed (discarded where the clock stepped)."""
         steps = len(self.steps)
         self.follow(True)   # from now: the window's first frames may show codes captured before it
-        w = self.schedule(phase, n)
+        w = self.schedule(phase, n, participants)
         # waited for on the monotonic clock: a wall clock stepped back must not hold the run up
         opens = time.monotonic() + (w.opened - time.time())
         while (now := time.monotonic()) < opens:
             self.check()
             time.sleep(max(0.0, min(opens - now, POLL_S)))
-        self.read_probes(phase, w.id, "start")
+        self.read_probes(phase, w.id, "start", w.participants)
         deadline = time.monotonic() + (n - 1) * self.cfg.sample_interval + SAMPLE_GRACE_S
+        if during is not None:
+            during()
         while not w.complete and time.monotonic() < deadline:
             self.check()
             time.sleep(0.05)
-        self.read_probes(phase, w.id, "end")
+        self.read_probes(phase, w.id, "end", w.participants)
         time.sleep(FRAME_FLUSH_S)
         health = self.collector.close_window(w, self._discarded(steps))
         self.follow(False)
-        self.say(f"{phase}: {n} samples at {self.status.participants} participants in "
+        self.say(f"{phase}: {n} samples at {w.participants} participants in "
                  f"{health['duration_s']:.1f} s" + (f" ({health['missing_samples']} samples missing)"
                                                    if health["missing_samples"] else ""))
         return w, health
@@ -453,18 +493,21 @@ class Runner:
 
     def follow(self, on: bool) -> None:
         """Frame codes are read (checks, playback, delay) only while followed: between times the
-        browsers spend nothing on it."""
+        browsers spend nothing on it. (A validation goes on following into the window after it, or
+        the storm's window it is part of, which stops it.)"""
         self.collector.send({"cmd": "follow", "on": on}, self.live())
 
-    def schedule(self, phase: str, n: int) -> Window:
-        """Opens a window that every live page starts sampling at LEAD_S from now."""
+    def schedule(self, phase: str, n: int, participants: int | None = None) -> Window:
+        """Opens a window that every live page starts sampling at LEAD_S from now, at the step's
+        count `participants` (else the count now)."""
         self.window += 1
         users = self.live()
+        count = self.status.participants if participants is None else participants
         w = self.collector.open_window(Window(phase, self.window, n, self.cfg.sample_interval,
-                                              self.status.participants, time.time() + LEAD_S, frozenset(users)))
+                                              count, time.time() + LEAD_S, frozenset(users)))
         self.collector.send({"cmd": "measure", "phase": phase, "window": w.id, "n": n,
                              "interval": self.cfg.sample_interval, "at": round(w.opened * 1000),
-                             "participants": self.status.participants,
+                             "participants": count,
                              # browsers record what they hear (synthetic participants decode nothing)
                              "record": self.recording(phase, n)}, users)
         return w
@@ -491,9 +534,10 @@ class Runner:
         while self.collector.captured[window] < expected and time.monotonic() < deadline:
             self.wait(0.1)
 
-    def read_probes(self, phase: str, window: int, edge: str) -> None:
+    def read_probes(self, phase: str, window: int, edge: str, participants: int | None = None) -> None:
         for probe in self.probes:
-            row = probe.sample(phase=phase, window=window, edge=edge, participants=self.status.participants)
+            row = probe.sample(phase=phase, window=window, edge=edge,
+                               participants=self.status.participants if participants is None else participants)
             if row is None:   # a remote probe that did not answer: the window lacks its row
                 self.say(f"probe: {probe.role} did not answer ({probe.error})")
                 continue

@@ -31,9 +31,10 @@ class SyntheticError(RuntimeError):
 
 
 def join_command(user: str, room: int, params: dict[str, str], receive_layer: str, publish: bool) -> dict:
-    """A join as sfubench-synth takes it (synth/main.go)."""
+    """A join as sfubench-synth takes it (synth/main.go). The participant keeps its frames from the
+    start (`follow`), until the engine says otherwise: its first frame of each video times its join."""
     return {"cmd": "join", "user": user, "room": room, "params": params, "receive_layer": receive_layer,
-            **({} if publish else {"publish": False})}
+            "follow": True, **({} if publish else {"publish": False})}
 
 
 def build(cache: Path) -> Path:

@@ -155,6 +155,7 @@ func run() error {
 				Collect string            `json:"collect"`
 				Layer   string            `json:"receive_layer"`
 				Publish *bool             `json:"publish"`
+				Follow  bool              `json:"follow"`
 			}
 			if err := json.Unmarshal(line, &cmd); err != nil || cmd.User == "" {
 				fmt.Fprintf(os.Stderr, "sfubench-synth: ignoring %q\n", line)
@@ -167,6 +168,9 @@ func run() error {
 				}
 				m := newMember(cmd.User, cmd.Room, cmd.Params, cmd.Layer, c, *fps)
 				m.watches = cmd.Publish != nil && !*cmd.Publish
+				if cmd.Follow { // its first frames are the time it took to join
+					m.follow(true)
+				}
 				g.add(m)
 			case "leave":
 				g.remove(cmd.User)

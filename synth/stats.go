@@ -202,10 +202,14 @@ type series struct {
 	entries frames
 }
 
+// follow starts or stops keeping frames; what was kept and not taken is
+// dropped when it stops, and kept when it is asked to go on.
 func (s *series) follow(on bool) {
 	s.mu.Lock()
-	s.on = on
-	s.entries = nil
+	if s.on != on {
+		s.on = on
+		s.entries = nil
+	}
 	s.mu.Unlock()
 }
 

@@ -56,7 +56,8 @@ def test_joins_go_to_the_generator_carrying_the_fewest_and_leaves_follow_them(tw
     assert failed == []
     assert [m["user"] for m in a.got] == ["r1u1", "r1u3"] and [m["user"] for m in b.got] == ["r1u2", "r1u4"]
     assert a.got[0] == {"cmd": "join", "user": "r1u1", "room": 1, "params": {"token": "t1"},
-                        "receive_layer": "smallest", "collect": "http://127.0.0.9:4000/collect"}
+                        "receive_layer": "smallest", "follow": True,
+                        "collect": "http://127.0.0.9:4000/collect"}
     gens.leave("r1u2")
     assert b.got[-1] == {"cmd": "leave", "user": "r1u2"}
     gens.join("r1u5", 1, {})                      # b now carries one: the next goes there

@@ -4,10 +4,12 @@ import dataclasses
 import pytest
 
 from reports.knee import find_knee
+from reports.storm import StormRule
 from sfubench import config
 from sfubench.shapes import SHAPES, Status, Step
 from sfubench.shapes.broadcast import Broadcast
 from sfubench.shapes.degrade import Degrade
+from sfubench.shapes.join_storm import JoinStorm
 from sfubench.shapes.ramp import RoomRamp
 from sfubench.shapes.steady import Steady
 from sfubench.shapes.until_knee import UntilKnee
@@ -170,7 +172,7 @@ def test_steady_joins_its_rooms_then_holds_them_for_its_minutes():
 
 
 def test_shapes_are_found_by_name_and_own_their_settings():
-    assert set(SHAPES) == {"ramp", "until-knee", "degrade", "steady", "broadcast"}
+    assert set(SHAPES) == {"ramp", "until-knee", "degrade", "steady", "broadcast", "join-storm"}
     assert all(SHAPES[name].name == name for name in SHAPES)
     # a shape's settings are settings like any other: flag, environment, file, docs
     cfg = config.load(cli={"shape": "steady", "steady_minutes": "2.5", "rooms": "3"}, env={})
@@ -194,7 +196,7 @@ def test_rooms_given_to_the_until_knee_shape_are_its_most_rooms_not_ignored():
     ({"shape": "ramp", "max_rooms": "3"}, "--max-rooms is the until-knee shape's setting; --shape ramp does not use it"),
     ({"degrade": "lan"}, "--degrade is the degrade shape's setting; --shape until-knee does not use it"),
     ({"shape": "steady", "knee_resolution": "3"}, "--knee-resolution is the broadcast and until-knee shapes' setting"),
-    ({"shape": "ramp", "ramp_minutes": "5"}, "--ramp-minutes is the broadcast and until-knee shapes' setting; --shape ramp"),
+    ({"shape": "ramp", "ramp_minutes": "5"}, "--ramp-minutes is the broadcast, join-storm and until-knee shapes' setting; --shape ramp"),
     ({"shape": "until-knee", "viewer_step": "5"}, "--viewer-step is the broadcast shape's setting; --shape until-knee"),
 ])
 def test_a_setting_of_another_shape_is_refused_not_ignored(given, message):
@@ -242,6 +244,35 @@ def run_recording(shape, measured):
         measured.append(step.participants)
         status.participants, status.rooms = step.participants, 1
         yield step
+
+
+def slow_from(size: int, measured: list[int], background: int = 14):
+    """The storm knee's rule (reports/storm.py) over the storms measured so far, of an SFU whose
+    newcomers take 4 s to a first frame from storms of `size` on."""
+    return lambda: find_knee([{"participants": c, "first_frame_p95_s": 4.0 if c - background >= size else 0.8,
+                               "joins_failed": 0} for c in sorted(set(measured)) if c > background], StormRule())
+
+
+def test_join_storm_doubles_its_storms_on_one_background_until_the_storm_knee_is_confirmed():
+    measured: list[int] = []
+    shape = JoinStorm(background=14, first=14, most=448, within=10.0, knee=slow_from(56, measured))
+    steps = list(run_recording(shape, measured))
+    assert [s.participants for s in steps] == [14, 28, 42, 70, 126]
+    assert steps[0] == Step(14) and {(s.phase, s.fresh_from, s.within) for s in steps[1:]} == {("storm", 14, 10.0)}
+    assert shape.done.startswith("storm knee at 70 participants: the storm's 95th-percentile time to a first "
+                                 "frame, 4.00 s, is above 3 s"), shape.done
+
+
+def test_join_storm_stops_at_max_storm_or_where_the_clients_are_the_limit():
+    shape = JoinStorm(background=7, first=14, most=40, within=10.0, knee=lambda: Knee())
+    assert [s.participants for s in run(shape, 7)] == [7, 21, 35, 47]
+    assert shape.done == "no storm knee up to --max-storm 40"
+    shape = JoinStorm(background=7, first=14, most=40, within=10.0,
+                      knee=lambda: Knee(35, client_bound=True, detail="client-bound at 35 participants"))
+    assert [s.participants for s in run(shape, 7)] == [7] and shape.done == "client-bound at 35 participants"
+    cfg = config.load(cli={"preset": "join-storm", "max_storm": "28"}, env={})
+    assert (cfg.rooms_cap, cfg.real_rooms, cfg.first_storm) == (6, 1, 14)
+    assert cfg.real(1, 1) and not cfg.real(3, 1)
 
 
 def test_viewers_are_refused_in_one_line_where_the_adapter_takes_none():
