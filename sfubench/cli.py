@@ -396,7 +396,8 @@ def _print_summary(run_dir: Path) -> None:
             print(f"client-bound at {knee['participants']} participants: {knee.get('detail')}")
         else:
             per = scenario.per_budget(meta.get("config") or {})
-            print(f"knee at {knee['participants']} participants{' ' + per if per else ''}: {knee.get('detail')}")
+            print(f"{knee.get('of') or 'knee'} at {knee['participants']} participants{' ' + per if per else ''}: "
+                  f"{knee.get('detail')}")
     print(f"scenario: {scenario.describe(meta.get('config') or {})}")
     if tables.get("clients"):
         print(tables["clients"])

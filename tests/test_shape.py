@@ -236,6 +236,8 @@ def test_broadcast_stops_at_max_viewers_and_holds_one_room():
     cfg = config.load(cli={"preset": "broadcast", "max_viewers": "40"}, env={})
     assert (cfg.rooms_cap, cfg.users_per_room, cfg.publishers_per_room) == (1, 41, 1)
     assert cfg.publishes("r1u1") and not cfg.publishes("r1u2")
+    with pytest.raises(config.ConfigError, match=r"^--rooms: the broadcast shape holds one room"):
+        config.load(cli={"preset": "broadcast", "rooms": "3"}, env={})
 
 
 def run_recording(shape, measured):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..settings import opt
+from ..settings import ConfigError, opt
 from . import Status
 from .until_knee import UntilKnee
 
@@ -39,7 +39,10 @@ class Broadcast(UntilKnee):
 
     @classmethod
     def adopt(cls, values: dict, given: set[str]) -> dict:
-        """The room holds every participant the ramp may add; at least one of them publishes."""
+        """The room holds every participant the ramp may add; at least one of them publishes. --rooms
+        is refused, not ignored: there is one room."""
+        if "rooms" in given:
+            raise ConfigError("--rooms: the broadcast shape holds one room (--max-viewers bounds its viewers)")
         publishers = max(1, values["publishers_per_room"])
         return {**values, "publishers_per_room": publishers, "users_per_room": publishers + values["max_viewers"]}
 
