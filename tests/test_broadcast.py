@@ -26,7 +26,7 @@ pytestmark = pytest.mark.e2e
 @pytest.mark.parametrize("sfu", tiered(VIEWING, core=("janus",)))
 def test_viewers_receive_the_publisher_and_send_nothing(sfu, tmp_path):
     cfg = config.load(cli={"sfu": sfu, "preset": "broadcast", "viewer_step": "6", "max_viewers": "6",
-                           "out": str(tmp_path), "background_interval": 0, "quality_frames": 0,
+                           "out": str(tmp_path), "background_interval": 0, "quality_frames": 0, "audio_seconds": 0,
                            "lab_prefix": "sfubb", "lab_subnet": "127.0.14",
                            "results_db": str(tmp_path / "results.sqlite")}, env={})
     run_dir, status = loadtest.run(cfg, Progress(sys.stdout))

@@ -29,7 +29,7 @@ RUNS = [(sfu, codec) for sfu in config.available_sfus() if "local" in Adapter.lo
 
 def loadtest(sfu: str, out: Path, *args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", sfu, "--users-per-room", str(USERS),
-           "--background-interval", "1", "--settle", "5", "--client-cpus", "1.4", "--quality-frames", "0",
+           "--background-interval", "1", "--settle", "5", "--client-cpus", "1.4", "--quality-frames", "0", "--audio-seconds", "0",
            "--out", str(out), "--lab-prefix", "sfubcd", "--lab-subnet", "127.0.12", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
 

@@ -49,7 +49,7 @@ def adapter_run(request, tmp_path_factory):
     os.environ.update(secrets)
     cfg = config.load(cli={"sfu": request.param, "preset": "browsers", "users_per_room": USERS,
                            "real_per_room": "auto", "out": str(out),
-                           "quality_frames": 0, "background_interval": 0, "lab_prefix": PREFIX,
+                           "quality_frames": 0, "audio_seconds": 0, "background_interval": 0, "lab_prefix": PREFIX,
                            "lab_subnet": SUBNET, "video_timeout": 90,
                            "results_db": str(out / "results.sqlite")}, env={})
     try:

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.e2e
 
 def command(out: Path, *args: str, preset: str = "browsers") -> list[str]:
     return [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", "janus", "--preset", preset, "--out", str(out),
-            "--lab-prefix", PREFIX, "--lab-subnet", SUBNET, "--quality-frames", "0", *args]
+            "--lab-prefix", PREFIX, "--lab-subnet", SUBNET, "--quality-frames", "0", "--audio-seconds", "0", *args]
 
 
 class Run:

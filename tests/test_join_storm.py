@@ -24,9 +24,9 @@ from support.tiers import full
 pytestmark = pytest.mark.e2e
 
 
-def storm_run(tmp_path, sfu="janus", **more):
-    cfg = config.load(cli={"sfu": sfu, "preset": "join-storm", "rooms": "1", "first_storm": "14",
-                           "out": str(tmp_path), "background_interval": 0, "quality_frames": 0,
+def storm_run(tmp_path, sfu="janus", first="14", **more):
+    cfg = config.load(cli={"sfu": sfu, "preset": "join-storm", "rooms": "1", "first_storm": first,
+                           "out": str(tmp_path), "background_interval": 0, "quality_frames": 0, "audio_seconds": 0,
                            "lab_prefix": "sfubj", "lab_subnet": "127.0.15",
                            "results_db": str(tmp_path / "results.sqlite"), **more}, env={})
     run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
@@ -43,27 +43,27 @@ def storms(run_dir) -> list[dict]:
 
 
 def test_each_storm_joins_at_once_on_the_background_and_is_timed_to_its_first_frames(tmp_path):
-    run_dir = storm_run(tmp_path, max_storm="28")
+    run_dir = storm_run(tmp_path, first="7", max_storm="14")
     rows = storms(run_dir)
-    assert [(r["participants"], r["storm"], r["joins_failed"]) for r in rows] == [(21, 14, 0), (35, 28, 0)], rows
+    assert [(r["participants"], r["storm"], r["joins_failed"]) for r in rows] == [(14, 7, 0), (21, 14, 0)], rows
     for r in rows:
         assert 0 < r["first_frame_p50_s"] <= r["first_frame_p95_s"] <= r["first_frame_p99_s"] \
             <= r["first_frame_max_s"] < 10, r
         assert r["storm_sfu_cores"] > 0, r
     run = runfiles.load(run_dir)
     windows = [w for w in run.windows if w["phase"] == "storm"]
-    assert [(w["participants"], w["expected"]) for w in windows] == [(21, 7), (35, 7)], windows
+    assert [(w["participants"], w["expected"]) for w in windows] == [(14, 7), (21, 7)], windows
     # each storm's newcomers: synthetic, joining within a second, after the last storm's have left
     events = run.events
     marks = [i for i, e in enumerate(events) if e["event"] == "storm_started"]
-    assert [events[i]["storm"] for i in marks] == [14, 28]
-    assert sum(e["event"] == "participant_left" for e in events[marks[0]:marks[1]]) == 14
-    for i, size in zip(marks, (14, 28)):
+    assert [events[i]["storm"] for i in marks] == [7, 14]
+    assert sum(e["event"] == "participant_left" for e in events[marks[0]:marks[1]]) == 7
+    for i, size in zip(marks, (7, 14)):
         joins = [e for e in events[i:] if e["event"] in ("participant_started", "participant_rejoined")][:size]
         assert all(e.get("client", "synthetic") == "synthetic" for e in joins if e["event"] == "participant_started")
         assert max(e["t"] for e in joins) - min(e["t"] for e in joins) < 1000, joins
-    timed = [c for c in run.checks if c["participants"] in (21, 35) and c["user"] != c["peer"]]
-    assert len(timed) == 14 * 6 + 28 * 6 and all(c["ok"] and c["first_frame_s"] > 0 for c in timed)
+    timed = [c for c in run.checks if c["participants"] in (14, 21) and c["user"] != c["peer"]]
+    assert len(timed) == 7 * 6 + 14 * 6 and all(c["ok"] and c["first_frame_s"] > 0 for c in timed)
     a = metrics.analyse(run)
     assert a.rule.name == "storm knee" and not [h for h in a.health if h["client_bound"]], a.health
     assert "<h2>Join storms</h2>" in (run_dir / "report.html").read_text()

@@ -91,7 +91,7 @@ def target_stats(run_dir):
 @pytest.mark.e2e
 @pytest.mark.parametrize("delay", tiered([20, 90], core=(20,)))
 def test_a_one_way_delay_shows_as_twice_that_round_trip(tmp_path, delay):
-    run_dir = run(tmp_path, f"delay_ms = {delay}\n", users_per_room=2, target_samples=4)
+    run_dir = run(tmp_path, f"delay_ms = {delay}\n", users_per_room=2, target_samples=4, audio_seconds=0)
     _, st = target_stats(run_dir)
     rtt = st["rtt_send_ms"]
     meta = json.loads((run_dir / "meta.json").read_text())
@@ -112,7 +112,8 @@ def test_a_rate_cap_on_the_uplink_caps_what_the_senders_report(tmp_path):
     what their encoders send together must settle below the cap (their audio shares it) and above
     half of it."""
     cap = 600
-    run_dir = run(tmp_path, f"[up]\nrate_kbps = {cap}\nqueue_ms = 200\n", users_per_room=2, target_samples=8)
+    run_dir = run(tmp_path, f"[up]\nrate_kbps = {cap}\nqueue_ms = 200\n", users_per_room=2, target_samples=8,
+                  audio_seconds=0)
     _, st = target_stats(run_dir)
     sent = 2 * st["send_bps"] / 1000
     assert 0.5 * cap < sent <= cap, sent
@@ -122,7 +123,7 @@ def test_a_rate_cap_on_the_uplink_caps_what_the_senders_report(tmp_path):
 @full
 def test_random_loss_on_the_downlink_shows_as_the_receivers_loss(tmp_path):
     loss = 5
-    run_dir = run(tmp_path, f"[down]\nloss_pct = {loss}\n", users_per_room=2, target_samples=8)
+    run_dir = run(tmp_path, f"[down]\nloss_pct = {loss}\n", users_per_room=2, target_samples=8, audio_seconds=0)
     _, st = target_stats(run_dir)
     assert 0.5 * loss <= st["loss_pct"] <= 1.5 * loss, st["loss_pct"]
     counters = json.loads((run_dir / "meta.json").read_text())["network"]["counters"]["down"]
@@ -135,7 +136,7 @@ def test_an_sfu_that_drops_one_publishers_video_fails_exactly_those_checks(tmp_p
     video by another participant must fail, and every other check pass (r1u2's own camera too)."""
     cfg = config.load(cli={"sfu": "inhouse", "preset": "browsers", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
                            "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
-                           "quality_frames": 0, "users_per_room": 3, "video_timeout": 15, "target_samples": 2,
+                           "quality_frames": 0, "audio_seconds": 0, "users_per_room": 3, "video_timeout": 15, "target_samples": 2,
                            "sfu_options": "drop_video_from=r1u2"}, env={})
     run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
     assert status == "ok"
@@ -159,7 +160,7 @@ def test_synthetic_participants_get_a_network_of_their_own(tmp_path):
     f.write_text("delay_ms = 40\n")
     cfg = config.load(cli={"sfu": "inhouse", "preset": "browsers", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
                            "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
-                           "quality_frames": 0, "users_per_room": 3, "real_per_room": 1, "target_samples": 4,
+                           "quality_frames": 0, "audio_seconds": 0, "users_per_room": 3, "real_per_room": 1, "target_samples": 4,
                            "synthetic_network": str(f)}, env={})
     run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
     assert status == "ok"
@@ -190,7 +191,7 @@ def test_synthetic_publishers_resend_what_their_lossy_uplink_lost(tmp_path):
     f.write_text("[up]\nloss_pct = 5\n")
     cfg = config.load(cli={"sfu": "inhouse", "preset": "browsers", "out": str(tmp_path), "background_interval": 0,
                            "lab_prefix": PREFIX, "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
-                           "quality_frames": 0, "users_per_room": 3, "real_per_room": 1, "target_samples": 6,
+                           "quality_frames": 0, "audio_seconds": 0, "users_per_room": 3, "real_per_room": 1, "target_samples": 6,
                            "synthetic_network": str(f)}, env={})
     run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
     assert status == "ok"
@@ -217,7 +218,7 @@ def test_the_degrade_shape_measures_the_same_room_under_each_profile(tmp_path):
     lossy.write_text("[down]\nloss_pct = 5\n")
     cfg = config.load(cli={"sfu": "janus", "preset": "browsers", "out": str(tmp_path), "background_interval": 0, "lab_prefix": PREFIX,
                            "lab_subnet": SUBNET, "results_db": str(tmp_path / "results.sqlite"),
-                           "quality_frames": 0, "users_per_room": 2, "network_samples": 6, "target_samples": 4,
+                           "quality_frames": 0, "audio_seconds": 0, "users_per_room": 2, "network_samples": 6, "target_samples": 4,
                            "shape": "degrade", "degrade": f"{far},{lossy}"}, env={})
     run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
     assert status == "ok"

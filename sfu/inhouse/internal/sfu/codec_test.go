@@ -11,6 +11,7 @@ import (
 // keyframe the SFU reads in that codec's payload, which it asks the publisher
 // for when they join.
 func TestEveryOfferedVideoCodecIsForwardedFromAKeyframe(t *testing.T) {
+	t.Parallel() // mostly waiting on its clients: beside the others, each in a server of its own
 	for _, codec := range []string{webrtc.MimeTypeVP8, webrtc.MimeTypeH264, webrtc.MimeTypeVP9, webrtc.MimeTypeAV1} {
 		t.Run(codec, func(t *testing.T) {
 			_, url := startServer(t, nil)

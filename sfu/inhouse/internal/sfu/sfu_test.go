@@ -27,6 +27,7 @@ func everyoneReceivesEveryone(t *testing.T, clients []*tc, min int) {
 }
 
 func TestRoomForwardsEveryoneToEveryone(t *testing.T) {
+	t.Parallel() // mostly waiting on its clients: beside the others, each in a server of its own
 	s, url := startServer(t, nil)
 	var clients []*tc
 	for _, u := range []string{"alice", "bob", "carol"} {
@@ -67,6 +68,7 @@ func TestRoomForwardsEveryoneToEveryone(t *testing.T) {
 }
 
 func TestLostPacketsAreResentAsRTX(t *testing.T) {
+	t.Parallel() // mostly waiting on its clients: beside the others, each in a server of its own
 	s, url := startServer(t, nil)
 	alice := join(t, url, "1", "alice", clientOptions{})
 	alice.publish()
@@ -124,6 +126,7 @@ func TestLostPacketsAreResentAsRTX(t *testing.T) {
 // theirs (an RTT for the sender), transport-wide congestion feedback and
 // NACKs for what the network lost, whose retransmissions reach subscribers.
 func TestMediaTakesTheDirectPaths(t *testing.T) {
+	t.Parallel() // mostly waiting on its clients: beside the others, each in a server of its own
 	s, url := startServer(t, nil)
 	var mu sync.Mutex
 	lost := map[uint16]bool{}
@@ -217,6 +220,7 @@ func TestCongestionFeedbackBeginsAtTheFirstPacket(t *testing.T) {
 // A packet lost for good is asked for 10 times at most, as a browser asks:
 // an SFU that asked on would draw retransmissions of all it ever lost.
 func TestALostPacketIsAskedForTenTimesAtMost(t *testing.T) {
+	t.Parallel() // mostly waiting on its clients: beside the others, each in a server of its own
 	_, url := startServer(t, nil)
 	// alice's network loses packet 40 and every retransmission
 	alice := join(t, url, "1", "alice", clientOptions{dropSent: func(h *rtp.Header) bool {

@@ -110,6 +110,7 @@ func layeredRoom(t *testing.T) (*Server, *tc, *tc) {
 }
 
 func TestSimulcastReceiversGetTheLayerTheyAskFor(t *testing.T) {
+	t.Parallel() // mostly waiting on its clients: beside the others, each in a server of its own
 	_, alice, bob := layeredRoom(t)
 	since := bob.newest("alice")
 	time.Sleep(500 * time.Millisecond)
@@ -159,6 +160,7 @@ func TestSimulcastReceiversGetTheLayerTheyAskFor(t *testing.T) {
 // the last move's reports are in. Then his reports are pion's own, clear:
 // he is tried one layer up, then the largest.
 func TestSimulcastReceiversAreMovedByTheLossTheyReport(t *testing.T) {
+	t.Parallel() // mostly waiting on its clients: beside the others, each in a server of its own
 	s, _, bob := layeredRoom(t)
 
 	bob.mu.Lock()
