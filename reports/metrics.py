@@ -13,7 +13,7 @@ from .cost import cost_series
 from .knee import Knee
 from .knee import KneeRule
 from .knee import as_stopped, find_knee
-from .series import background_series, check_series, freeze_series, health_series, merge_series, playback_series, quality_series, room_checks, server_series, stream_series, timeline, window_health, window_series
+from .series import background_series, check_series, freeze_series, health_series, merge_series, playback_series, quality_series, room_checks, server_series, stream_series, timeline, viewer_series, window_health, window_series
 from .stats import describe, playback_stats, quality_stats, stream_stats
 from .table import Table
 from .tables import study_tables
@@ -136,7 +136,7 @@ def analyse(run: runfiles.Run, rule: KneeRule = KneeRule(), client_rule: ClientR
     series = merge_series(stream_series(obs), freeze_series(totals), quality_series(run.quality),
                           playback_series(run.playback), check_series(run.checks, run.events),
                           health_series(health), cost, server, audio_series(heard), speech_series(run.speech),
-                          storms)
+                          storms, viewer_series(run.events, server))
     a = Analysis(
         run=run,
         ident=runfiles.identity(run.meta, run.path),

@@ -5,7 +5,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import audio, clientbound, export, html, layers, metrics, runfiles, scenario, storm, table, tables, thresholds, traffic
+from . import audio, clientbound, export, html, layers, metrics, runfiles, restart, scenario, storm, table, tables, thresholds, traffic
 from .knee import KneeRule
 from .metrics import Analysis
 from .runfigures import FIGURES, PLOTS, run_span   # FIGURES: the ids of a complete report's figures (verify.py)
@@ -179,7 +179,9 @@ def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Tabl
         knee_text = f"<b>Client-bound at {k.participants} participants</b> — {html.escape(k.detail)}."
     elif k.participants is not None:
         coped = f" ({k.coped} coped)" if k.coped is not None else ""
-        knee_text = (f"<b>{k.of.capitalize()} at {k.participants} participants{coped}{' ' + html.escape(per) if per else ''}</b> — "
+        audience = next((r["viewers"] for r in a.series if r["participants"] == k.participants and r.get("viewers")), None)
+        who = f", {audience} of them viewers" if audience else ""
+        knee_text = (f"<b>{k.of.capitalize()} at {k.participants} participants{who}{coped}{' ' + html.escape(per) if per else ''}</b> — "
                      f"{html.escape(k.detail)}.")
     else:
         stopped = next((e["reason"] for e in a.run.events
@@ -201,6 +203,7 @@ def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Tabl
             "window, background ticks included.", "The run over time: no events or samples."),
         *(("<h2>Join storms</h2>", f'<div class="rule">{knee_text}</div>', html.table(shown["storms"]))
           if shown["storms"].rows else ()),
+        *(("<h2>Planned restart</h2>", html.table(shown["restart"])) if shown["restart"].rows else ()),
         "<h2>Bitrate and round-trip time</h2>",
         f'<div class="rule">{knee_text}<br><span class="small">Rule: {html.escape(a.rule.text())}</span></div>',
         fig("fig-bitrate", "Video bitrate vs participants",
@@ -245,6 +248,7 @@ def render(a: Analysis, figs: dict[str, str | None], shown: dict[str, table.Tabl
             "Server CPU and memory: not measured (no server.jsonl)."),
         html.key_values("cpu", "CPU at target load (meta.json)", cpu_rows) if cpu_rows else "",
         html.table(shown["cost"]) if shown["cost"].rows else "",
+        html.table(shown["viewers"]) if shown["viewers"].rows else "",
         html.table(shown["traffic"]) if shown["traffic"].rows else "",
         "<h2>Network profiles</h2>" + html.table(shown["network"]) if shown["network"].rows else "",
         "<h2>Browsers and synthetic participants</h2>" + html.table(shown["clients"])
@@ -278,6 +282,8 @@ def build(run_dir: str | Path, rule: KneeRule = KneeRule()) -> Path:
     shown["checks"] = tables.rooms_table(a.rooms)
     shown["first_video"] = tables.first_video_table(a.run.checks)
     shown["storms"] = storm.storm_table(a.series)
+    shown["viewers"] = tables.viewers_table(a.series)
+    shown["restart"] = restart.restart_table(a.run.events)
     shown["series"] = tables.series_table(a.series)
     shown["percentiles"] = tables.percentiles_table(a.series)
     shown["health"] = tables.health_table(a.health)

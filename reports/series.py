@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from . import clientbound, runfiles
 from .clientbound import ClientRule
 from .stats import playback_stats, quality_stats, stream_stats
-from .windows import MEASURED, Totals, probe_edges, sample_time
+from .windows import MEASURED, Totals, members, probe_edges, sample_time, viewers
 
 
 def stream_series(obs: list[dict]) -> list[dict]:
@@ -167,6 +167,19 @@ def server_series(server: list[dict], tl: list[tuple[float, int]]) -> list[dict]
         if rss:
             row[f"{role}_rss"] = sum(rss) / len(rss)
     return [rows[p] for p in sorted(rows)]
+
+
+def viewer_series(events: list[dict], server: list[dict]) -> list[dict]:
+    """Per participant count at which any of the first that many started only watch (a broadcast's
+    audience): the viewers, and the SFU's CPU per viewer from `server` (server_series' rows)."""
+    started, watching = members(events), viewers(events)
+    out = []
+    for r in server:
+        n = sum(user in watching for user, _, _ in started[:r["participants"] or 0])
+        if n:
+            out.append({"participants": r["participants"], "viewers": n,
+                        **({"sfu_cpu_per_viewer": r["sfu_cpu"] / n} if r.get("sfu_cpu") is not None else {})})
+    return out
 
 
 def window_health(run: runfiles.Run, obs: list[dict], rule: ClientRule = ClientRule()) -> list[dict]:

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import compare, export, html, layers, plotting, price, reference, scenario, storm, tables
+from . import compare, export, html, layers, plotting, price, reference, restart, scenario, storm, tables
 from .confidence import Span, ranks, verdicts
 from .audio import AudioKneeRule
 from .knee import KneeRule
@@ -117,7 +117,9 @@ def knee_table(entries: list[Entry], load: int | None) -> Table:
     rows, keys = [], []
     for e in sorted(entries, key=lambda e: (rank.get(e.sfu, 99), -(knees[e.sfu].middle if knees[e.sfu] else 0))):
         runs = [a.knee for a in e.analyses]
-        per_run = " / ".join("client-bound" if k.client_bound else k.cell() for k in runs)
+        audience = [viewers_at(a, a.knee.judged) for a in e.analyses]
+        per_run = " / ".join("client-bound" if k.client_bound else k.cell() + (f" ({v} viewers)" if v else "")
+                             for k, v in zip(runs, audience))
         criteria = sorted({k.criterion for k in runs if k.criterion and not k.client_bound})
         note = "; ".join(e.why)
         if e.analyses and knees[e.sfu] is None:
@@ -214,6 +216,11 @@ def plots(entries: list[Entry], out: Path) -> dict[str, str | None]:
     return compare.plots(runs, names, out, colors=colors, prefix="study")
 
 
+def viewers_at(a: Analysis, count: int | None) -> int | None:
+    """Of `count` participants of a run, those who only watched (None: a meeting, or no count)."""
+    return next((r["viewers"] for r in a.series if r["participants"] == count and r.get("viewers")), None)
+
+
 def summary(entries: list[Entry], load: int | None, offer: dict | None = None) -> dict:
     """study.json's results: per SFU its runs, knee and spread, cost per stream and, with the
     cloud's `offer`, its price per participant-hour."""
@@ -228,6 +235,7 @@ def summary(entries: list[Entry], load: int | None, offer: dict | None = None) -
             "runs": [str(a.run.path) for a in e.analyses], "asked": e.asked, "why": e.why,
             "knees": [None if a.knee.client_bound else a.knee.judged for a in e.analyses],
             "unconfirmed": [a.knee.participants is None and a.knee.stopped_on is not None for a in e.analyses],
+            "viewers_at_knee": [viewers_at(a, a.knee.judged) for a in e.analyses],
             "client_bound": [a.knee.client_bound for a in e.analyses],
             "knee": None if k is None else {"median": k.middle, "min": k.low, "max": None if k.open_above else k.high,
                                             "spread": None if k.open_above else k.high - k.low,
@@ -261,9 +269,10 @@ def build(entries: list[Entry], out_dir: str | Path, budget: dict | None = None,
     figs = plots(entries, out)
     layered = any(layers.layers_asked(a.run.meta) > 1 for e in measured for a in e.analyses)
     storms = storm.study_table({e.sfu: e.analyses for e in measured})
+    restarts = restart.study_table({e.sfu: e.analyses for e in measured})
     shown = [knee_table(entries, load), audio_table(entries, load), cost_table(entries, load),
              *([layers.study_table({e.sfu: e.analyses for e in measured}, coped)] if layered else []),
-             *([storms] if storms.rows else []),
+             *([storms] if storms.rows else []), *([restarts] if restarts.rows else []),
              *([price.table([(e.sfu, profile(e), per_vcpu(e)) for e in entries], offer)] if offer else []),
              *side_by_side(entries), reference.table()]
     results = summary(entries, load, offer)
@@ -317,6 +326,7 @@ def render(entries: list[Entry], figs: dict, shown: dict[str, Table], words: lis
         html.table(shown["knees"]),
         html.table(shown["study-layers"]) if "study-layers" in shown else "",
         html.table(shown["study-storms"]) if "study-storms" in shown else "",
+        html.table(shown["study-restarts"]) if "study-restarts" in shown else "",
         html.table(shown["study-cost"]),
         html.table(shown["study-price"]) if "study-price" in shown else "",
         "<h2>What participants heard</h2>",

@@ -156,6 +156,16 @@ def cost_table(cost: list[dict]) -> Table:
                       "Throttled: the share of CFS periods in which the SFU's CPU budget ran out.")
 
 
+def viewers_table(series: list[dict]) -> Table:
+    """A broadcast's audience at each count: its viewers and what each cost the SFU."""
+    rows = [[r["participants"], r["viewers"], rounded(scaled(r.get("sfu_cpu_per_viewer"), 100), 3)]
+            for r in series if r.get("viewers")]
+    return Table("viewers", "The audience: viewers and the SFU's CPU per viewer, at each count",
+                 ["participants", "viewers", "sfu_cpu_per_viewer"], rows,
+                 note="Viewers: participants who only watch. The SFU's CPU over every probe interval at the count, "
+                      "over its viewers.")
+
+
 def traffic_table(cost: list[dict]) -> Table:
     """The SFU's media and signalling apart, and its media against what the clients sent and got."""
     rows = [[r["participants"], rounded(r["sfu_media_in_mbps"], 2), rounded(r["sfu_media_out_mbps"], 2),

@@ -358,8 +358,9 @@ def _drive(ctx: RunContext, scenario) -> None:
                                                                                    discarded=run.discarded)), cfg.knee)
 
             clients = Clients(_browser_opener(ctx, pages.url(), grid_url), _client_url(ctx, pages.url()), generator,
-                              lambda room, user: adapter.client_params(room, user, server.values))
-            watches = Watches(tuple(probes), (server.check, run_dir.check, ClockWatch()), site.set_network())
+                              lambda room, user: adapter.client_params(room, user, server.values), adapter.reconnect_s)
+            watches = Watches(tuple(probes), (server.check, run_dir.check, ClockWatch()), site.set_network(),
+                              server.restart if server.launch is not None else None)
             runner = Runner(cfg, shapes.from_config(cfg, knee, [o.halt for o in ctx.outputs]), ctx.bus, collector,
                             clients, watches)
             try:

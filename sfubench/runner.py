@@ -65,11 +65,13 @@ class Clients:
     """How the runner reaches its participants: `open_browser()` returns a WebDriver already showing
     the host page, `client_url(room, user)` gives a participant's page; `generator`
     (sfubench.synthetic.Generator) carries the participants the settings make synthetic, which join
-    with `client_params(room, user)`."""
+    with `client_params(room, user)`; `reconnect_s`, the delays before each rejoin of a participant
+    whose session ended after a planned restart, as its SFU's official client retries."""
     open_browser: Callable
     client_url: Callable
     generator: object = None
     client_params: Callable | None = None
+    reconnect_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,10 +79,12 @@ class Watches:
     """What the runner reads and keeps an eye on: `probes`, read at both edges of every measurement
     and at every background tick; `checks` (the SFU's health, the run folder's, the clock), called
     about once a second, which raise when the run cannot go on; `set_network(profile or None)`, which
-    puts the lab's link under a profile (None: the run's own; no emulator: None)."""
+    puts the lab's link under a profile (None: the run's own; no emulator: None); `restart()`, which
+    stops the SFU and starts it again (None: the site cannot)."""
     probes: tuple = ()
     checks: tuple = ()
     set_network: Callable | None = None
+    restart: Callable[[], None] | None = None
 
 
 class Runner:
@@ -96,6 +100,8 @@ class Runner:
         self.synthetic = clients.generator
         self.client_params = clients.client_params
         self.set_network = watches.set_network
+        self.restart_sfu = watches.restart
+        self.reconnect_s = clients.reconnect_s
         self.network = None
         self.probes = list(watches.probes)
         self.watches = list(watches.checks)
@@ -121,6 +127,9 @@ class Runner:
                 self.change_network(step.network)
             if step.phase == "storm":
                 self.storm(step)
+                continue
+            if step.phase == "restart":
+                self.restart(step)
                 continue
             changed = self.status.participants != step.participants
             joined = self.resize(step.participants)
@@ -189,6 +198,61 @@ class Runner:
         for room in self.resize(step.participants):
             self.validate(room, deadline)
         self.event("storm_ended", storm=size, background=background)
+
+    def restart(self, step: Step) -> None:
+        """A planned restart: the SFU stopped and started again; each participant in before it whose
+        session ends rejoins after the adapter's delays (`step.rejoin`), and is timed until it gets
+        video again from everyone of its room, for `step.within` s; then the step is measured."""
+        if self.restart_sfu is None:
+            raise RuntimeError("this run's site cannot restart its SFU")
+        before = [p for p in self.participants if not p.failed]
+        began = time.time()
+        self.event("sfu_restart", planned=True)
+        self.say("sfu: restarting it, as a supervisor would (planned)")
+        self.restart_sfu()
+        up = time.time()   # a frame after this came through the new SFU
+        self.event("sfu_restarted", down_s=round(up - began, 2))
+        self.say(f"sfu: answering again after {up - began:.1f} s; timing every participant's video back")
+        back = self.time_back(before, began, up, step)
+        self.say(f"restart: {len(back)}/{len(before)} participants got video back within {step.within:g} s"
+                 + (f", the last after {max(back.values()):.1f} s" if back else ""))
+        self.measure("ramp", self.cfg.ramp_samples)
+
+    def time_back(self, before: list[Participant], began: float, up: float, step: Step) -> dict[str, float]:
+        """Seconds from `began` until each of `before` had a frame of every video of its room after
+        `up`, by user; rejoining those whose session ended, each after the next of its delays."""
+        videos = {p.id: [(p.id, q.id) for q in before if q.room == p.room and q is not p and self.cfg.publishes(q.id)]
+                  for p in before}
+        tries: dict[str, int] = dict.fromkeys(videos, 0)
+        due: dict[str, float] = {}
+        back: dict[str, float] = {}
+        deadline = time.monotonic() + step.within
+        self.follow(True)
+        while len(back) < len(before) and time.monotonic() < deadline:
+            self.note_failures()
+            now = time.monotonic()
+            for p in before:
+                if step.rejoin and p.failed and p.failed != "left" and p.id not in due                         and tries[p.id] < len(self.reconnect_s):
+                    due[p.id] = now + self.reconnect_s[tries[p.id]]
+                if p.id in due and now >= due[p.id]:
+                    del due[p.id]
+                    tries[p.id] += 1
+                    self.rejoin(p.id)
+                    self.follow(True)
+            for p in before:
+                if p.id in back or p.failed:
+                    continue
+                first = self.collector.first_frames(videos[p.id], up)
+                if None not in first.values():
+                    back[p.id] = round(max(first.values(), default=up) - began, 3)
+                    self.event("participant_recovered", room=p.room, user=p.id, seconds=back[p.id],
+                               rejoins=tries[p.id])
+            self.wait(POLL_S)
+        for p in before:
+            if p.id not in back:
+                self.event("participant_not_recovered", room=p.room, user=p.id, rejoins=tries[p.id],
+                           within=step.within)
+        return back
 
     def change_network(self, name: str | None) -> None:
         """Puts the link under profile `name` (None: the run's own), then lets the clients' congestion

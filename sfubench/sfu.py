@@ -27,6 +27,9 @@ PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 # A participant's token is minted as it joins (and again as it rejoins): it needs to outlive the
 # join, not the run, and a token seen on the wire is worth little ten minutes later.
 TOKEN_TTL_S = 600
+# An application's rejoin where the SFU's official client has none of its own (janus.js, mediasoup-client):
+# a second, then twice as long each time up to 8 s, for about a minute.
+RECONNECT_S = (1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0)
 
 
 def render(text: str, values: dict[str, str], where: str) -> str:
@@ -206,6 +209,13 @@ class Adapter:
         return list(self.data.get("svc", []))
 
     @property
+    def reconnect_s(self) -> tuple[float, ...]:
+        """The delays (s) before each attempt to rejoin after its session ended, as its official client
+        (or, where that has none, an application) retries: `reconnect_s` in its sfu.toml, else
+        RECONNECT_S; none left: it gives up."""
+        return tuple(float(d) for d in self.data.get("reconnect_s", RECONNECT_S))
+
+    @property
     def viewers(self) -> bool:
         """Whether its page and its synthetic driver join as viewers, which publish nothing
         (`viewers = true`): without it --publishers-per-room is refused."""
@@ -361,11 +371,14 @@ class Adapter:
             text = (self.folder / name).read_text()
             (confdir / name).write_text(render(text, values, f"{self.name}/{name}"))
         argv = [render(a, values, f"{self.name} start") for a in self.data["start"]]
-        log = open(run_dir / "sfu.log", "ab")
-        proc = subprocess.Popen(wrap(host.command(argv)), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, env=self.environment(values))
-        server = Server(self.name, self.self_signed, proc, run_dir / "sfu.log",
-                        render(self.data["health"], values, f"{self.name} health"), values)
+
+        def launch() -> subprocess.Popen:
+            with open(run_dir / "sfu.log", "ab") as log:
+                return subprocess.Popen(wrap(host.command(argv)), stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True,
+                                        env=self.environment(values))
+        server = Server(self.name, self.self_signed, launch(), run_dir / "sfu.log",
+                        render(self.data["health"], values, f"{self.name} health"), values, launch=launch)
         try:
             server.wait_healthy()
         except BaseException:

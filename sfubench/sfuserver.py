@@ -9,6 +9,7 @@ import ssl
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +60,16 @@ class Server:
     values: dict[str, str]   # the placeholders it was started with; client pages need them too
     unhealthy: int = 0       # health checks failed in a row
     watch_from: object = None   # runs the health checks during the run where it says (see check)
+    launch: Callable[[], subprocess.Popen] | None = None   # starts it as it was first started
+
+    def restart(self, timeout: float = 30) -> None:
+        """Stops the server and starts it again as it was first started, as a deployment's supervisor
+        would for a planned restart; returns once it answers its health check again."""
+        if self.launch is None:
+            raise AdapterError(f"{self.name} was started elsewhere: this run cannot restart it")
+        self.stop()
+        self.proc, self.unhealthy = self.launch(), 0
+        self.wait_healthy(timeout)
 
     def wait_healthy(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

@@ -357,6 +357,9 @@ class RemoteSite(Site):
         if cfg.network != "none" or cfg.synthetic_network:
             raise ConfigError("--network emulates the local lab's link; a remote run's network is "
                               "the cloud's own")
+        if cfg.shape == "restart":
+            raise ConfigError("--shape restart: a remote run's SFU is started by its host (sfubench serve); "
+                              "only the local lab restarts the SFU it started")
         if cfg.sfu_address and not cfg.grid_url:
             raise ConfigError("--sfu-address needs --grid-url: with a remote SFU the browsers run on a "
                               "remote grid too")

@@ -140,7 +140,7 @@ def test_precedence_default_file_env_flag(tmp_path):
     ({"sample_interval": "nan"}, "--sample-interval (on the command line) wants a finite number"),
     ({"sfu_cpus": "inf"}, "--sfu-cpus (on the command line) wants a finite number or auto"),
     ({"real_per_room": "lots"}, "--real-per-room (on the command line) wants an integer or auto"),
-    ({"preset": "nope"}, "unknown preset 'nope'; available: broadcast, browsers, join-storm, paper, study"),
+    ({"preset": "nope"}, "unknown preset 'nope'; available: broadcast, browsers, join-storm, paper, restart, study"),
     ({"sfu_address": "10.42.0.9"}, "--sfu-address needs --grid-url"),
     ({"sfu_address": "10.42.0.9", "grid_url": "http://h:4444", "client_cpus": "1.4"},
      "CPU quotas and pinning confine the local lab's processes"),

@@ -56,7 +56,7 @@ def test_report_opens_from_disk_without_network(full_report):
 def test_tables_are_exported_next_to_the_report(runs, full_report):
     d = runs["full"]
     doc = json.loads((d / "tables.json").read_text())
-    assert set(doc["tables"]) == {"table4", "table5", "table6", "checks", "first_video", "storms", "series", "percentiles", "health", "cost",
+    assert set(doc["tables"]) == {"table4", "table5", "table6", "checks", "first_video", "storms", "restart", "viewers", "series", "percentiles", "health", "cost",
                                   "traffic", "clients", "network", "codecs", "audio"}
     assert doc["headline"]["knee"] == 42 and "knee_rule" in doc and "audio_knee_rule" in doc
     # the generated run's browsers sent and received VP8 video alone

@@ -11,6 +11,7 @@ from sfubench.shapes.broadcast import Broadcast
 from sfubench.shapes.degrade import Degrade
 from sfubench.shapes.join_storm import JoinStorm
 from sfubench.shapes.ramp import RoomRamp
+from sfubench.shapes.restart import Restart
 from sfubench.shapes.steady import Steady
 from sfubench.shapes.until_knee import UntilKnee
 
@@ -172,7 +173,7 @@ def test_steady_joins_its_rooms_then_holds_them_for_its_minutes():
 
 
 def test_shapes_are_found_by_name_and_own_their_settings():
-    assert set(SHAPES) == {"ramp", "until-knee", "degrade", "steady", "broadcast", "join-storm"}
+    assert set(SHAPES) == {"ramp", "until-knee", "degrade", "steady", "broadcast", "join-storm", "restart"}
     assert all(SHAPES[name].name == name for name in SHAPES)
     # a shape's settings are settings like any other: flag, environment, file, docs
     cfg = config.load(cli={"shape": "steady", "steady_minutes": "2.5", "rooms": "3"}, env={})
@@ -275,6 +276,16 @@ def test_join_storm_stops_at_max_storm_or_where_the_clients_are_the_limit():
     cfg = config.load(cli={"preset": "join-storm", "max_storm": "28"}, env={})
     assert (cfg.rooms_cap, cfg.real_rooms, cfg.first_storm) == (6, 1, 14)
     assert cfg.real(1, 1) and not cfg.real(3, 1)
+
+
+def test_restart_joins_its_rooms_restarts_the_sfu_once_then_stops():
+    shape = Restart(rooms=3, users_per_room=7, reconnect=False, recovery_timeout=45.0)
+    assert run(shape, 7) == [Step(21), Step(21, phase="restart", within=45.0, rejoin=False)]
+    assert shape.done == "the SFU was restarted once"
+    cfg = config.load(cli={"preset": "restart"}, env={})
+    assert (cfg.shape, cfg.rooms, cfg.reconnect, cfg.recovery_timeout) == ("restart", 3, True, 60.0)
+    with pytest.raises(config.ConfigError, match=r"^--shape restart: a remote run's SFU is started by its host"):
+        config.load(cli={"preset": "restart", "sfu_address": "10.0.0.5", "grid_url": "http://g:4444"}, env={})
 
 
 def test_viewers_are_refused_in_one_line_where_the_adapter_takes_none():

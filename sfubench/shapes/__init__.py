@@ -25,12 +25,15 @@ class Status:
 class Step:
     participants: int
     network: str | None = None   # the profile the step runs under; None: the run's own
-    phase: str = "ramp"          # how the step is measured: "ramp", "network" or "storm"
+    phase: str = "ramp"          # how the step is measured: "ramp", "network", "storm" or "restart"
     reason: str | None = None    # said before the step, where it is not one more room
     # A storm: those above `fresh_from` leave first; the newcomers then all join at once, inside a
     # window measuring those already in, and have `within` s for their videos to play.
     fresh_from: int = 0
     within: float = 10.0
+    # A restart ("restart"): the SFU is restarted, and participants whose session ended rejoin (or,
+    # not `rejoin`, stay out); `within` is then how long their videos have to come back.
+    rejoin: bool = True
 
 
 class LoadShape:
