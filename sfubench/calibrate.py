@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import ConfigError, cpu_list
+from .config import ConfigError, cpu_list, foreign_to
 from .progress import Progress
 
 # Of the participants the clients carry: the cheapest SFU's expected knee. Under its quota an SFU
@@ -260,7 +260,9 @@ class Cache:
         facts = machine_facts()
         self.path = root / "calibration.json"
         self.machine = _key([facts[k] for k in ("hostname", "cpu_model", "cpus", "memory_bytes", "kernel")])
-        self.scenario = _key({k: v for k, v in cfg.scenario().items() if k != "sfu_cpus"})
+        # other shapes' settings shape nothing calibrated here: a new one must not cost a calibration
+        foreign = foreign_to(cfg.shape)
+        self.scenario = _key({k: v for k, v in cfg.scenario().items() if k != "sfu_cpus" and k not in foreign})
 
     def _all(self) -> dict:
         try:

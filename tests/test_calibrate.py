@@ -89,6 +89,8 @@ def test_figures_are_kept_per_machine_and_scenario(tmp_path):
     assert calibrate.Cache(tmp_path, cfg).get("clients")["participants"] == 90
     # the budget itself is not the scenario's to key on; rooms of another size are
     assert calibrate.Cache(tmp_path, dataclasses.replace(cfg, sfu_cpus=0.3)).get("clients")["participants"] == 90
+    # nor another shape's settings (a shape added since must not cost a calibration)
+    assert calibrate.Cache(tmp_path, dataclasses.replace(cfg, first_storm=28)).get("clients")["participants"] == 90
     assert calibrate.Cache(tmp_path, config.load(cli={"cache": str(tmp_path), "users_per_room": 5}, env={})
                            ).get("clients") is None
     other = calibrate.Cache(tmp_path, cfg)

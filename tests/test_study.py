@@ -127,6 +127,7 @@ def test_a_second_run_in_the_same_folder_finds_nothing_left_to_do(done, analysis
     assert "nothing left to do" in text and sorted((out / "runs").iterdir()) == runs
 
 
+@full
 def test_an_interrupted_study_keeps_its_runs_and_goes_on(tmp_path):
     """Ctrl-C in the second run: the first stays, the second is torn down and not kept; run again,
     only the second runs. A short scenario: what is tested is the study's record."""
