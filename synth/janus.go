@@ -46,7 +46,23 @@ func (janusDriver) Join(ctx context.Context, p Participant) (Session, error) {
 	}
 	s.wg.Go(s.keepalive)
 	s.wg.Go(s.subscribeLoop)
+	s.wg.Go(s.watchSignalling)
 	return s, nil
+}
+
+// watchSignalling ends the session when Janus's WebSocket closes without
+// our leaving, as janus.js reports a lost connection at once: the media
+// connections would otherwise fail only at ICE's timeout, half a minute on.
+func (s *janusSession) watchSignalling() {
+	select {
+	case <-s.stop:
+	case <-s.c.done:
+		select {
+		case <-s.stop:
+		default:
+			s.p.Ended(errors.New("lost the connection to the server"))
+		}
+	}
 }
 
 type janusSession struct {
