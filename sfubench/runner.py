@@ -512,6 +512,7 @@ class Runner:
         for _ in range(MEASURE_TRIES):
             steps = len(self.steps)
             w, health = self._window(phase, n, during, participants)
+            during = None   # a storm joins once: a window measured again measures it after its joins
             if len(self.steps) == steps:
                 break
             moved = ", then ".join(f"{e.seconds:+.1f} s" for e in self.steps[steps:])
