@@ -77,6 +77,7 @@ class Capacity:
     streams: int            # the streams they received there
     pacing_ms_p99: float    # the generator's pacing there
     curve: tuple            # ((participants, the in-house SFU's cores), ...) up to there
+    at_least: bool = False  # the ramp stopped there with headroom left: all a budget can use
 
     def reference_cores(self, participants: float) -> float:
         """The in-house SFU's CPU at `participants`, between the counts measured (past the last two,
@@ -157,28 +158,29 @@ def choose(capacity: Capacity, costs: dict[str, Cost], reference: Cost, sfu_core
     cores = round(min(capacity.reference_cores(aim) * scale, float(sfu_cores)), 2)
     if cores < FLOOR_CORES:
         most = round(capacity.reference_cores(carried) * scale, 2)
-        if most < FLOOR_CORES:
+        if most < FLOOR_CORES and not capacity.at_least:
             raise ConfigError(
                 f"the budget this machine sizes is {most:g} core, under {FLOOR_CORES:g}, which no fair deployment "
                 f"would give an SFU: its clients carry {capacity.participants} participants beside the browser, "
                 f"and {cheapest}, the cheapest, would use {most:g} core at {carried:.0f}. "
                 "Give --sfu-cpus, or run on a machine with more cores for the clients")
-        cores = FLOOR_CORES   # only the ramp's minutes asked for less: its knee comes later, still carried
+        # only the ramp's minutes asked for less (or the clients' limit, past sought(), was not measured)
+        cores = FLOOR_CORES
         aim = min(capacity.reference_participants(FLOOR_CORES / scale), carried)
     return Budget(cores, capacity, costs, cheapest, reference, reached, aim)
 
 
 # ---------------------------------------------------------------- the measurements
 
-def _scenario(stop_rooms: int | None):
+def _scenario(stop_rooms: int | None, enough: float | None = None):
     """A run's scenario (loadtest.run's): rooms added a step (one, then STEP_ROOMS), each validated,
     settled SETTLE_S and measured over SAMPLES; up to `stop_rooms` rooms a room a step, else until
     the generator's pacing p99 reaches PACING_MS in two windows in a row at one count (one alone
     may be a passing hiccup: 6.4 ms once at 105 where the same ramp read 0.25 up to 147; at the
-    first count, FIRST_WINDOWS) or MAX_ROOMS."""
+    first count, FIRST_WINDOWS), MAX_ROOMS, or a count of headroom at `enough` participants."""
     def scenario(runner) -> None:
         rooms = 0
-        while rooms < (stop_rooms or MAX_ROOMS):
+        while rooms < (stop_rooms or MAX_ROOMS) and not (enough and rooms * runner.cfg.users_per_room >= enough):
             first = not rooms
             rooms += 1 if stop_rooms or first else STEP_ROOMS
             for room in runner.resize(rooms * runner.cfg.users_per_room):
@@ -196,33 +198,44 @@ def _paced(runner) -> bool:
     return (runner.measure("ramp", SAMPLES).get("pacing_ms_p99") or 0) < PACING_MS
 
 
-def _run(cfg, sfu: str, out: Path, stop_rooms: int | None, progress: Progress):
+def _run(cfg, sfu: str, out: Path, stop_rooms: int | None, progress: Progress, enough: float | None = None):
     from reports import metrics, runfiles   # the reports read the calibration's run folders as any
     from . import loadtest                  # loadtest.run calls back here: imported when measuring
 
     run_cfg = dataclasses.replace(cfg, sfu=sfu, sfu_cpus=0.0, shape="ramp", rooms=stop_rooms or MAX_ROOMS,
                                   real_rooms=cfg.real_rooms if stop_rooms is None else 0, settle=SETTLE_S,
                                   quality_frames=0, background_interval=0, output="", out=str(out))
-    run_dir, status = loadtest.run(run_cfg, progress, _scenario(stop_rooms))
+    run_dir, status = loadtest.run(run_cfg, progress, _scenario(stop_rooms, enough))
     if status != "ok":
         raise CalibrationFailed(f"calibrating on {sfu}: the run ended {status}; see {run_dir}")
     return run_dir, metrics.analyse(runfiles.load(run_dir))
 
 
 def measure_capacity(cfg, out: Path, progress: Progress) -> Capacity:
-    """What the clients' core carries beside the browser, and the in-house SFU's CPU up to there."""
-    run_dir, a = _run(cfg, REFERENCE, out, None, progress)
-    found = capacity(a.run.windows, a.health, a.cost)
+    """What the clients' core carries beside the browser, and the in-house SFU's CPU up to there,
+    up to the participants a budget can use."""
+    run_dir, a = _run(cfg, REFERENCE, out, None, progress, sought(cfg))
+    found = capacity(a.run.windows, a.health, a.cost, sought(cfg))
     if found is None:
         raise CalibrationFailed(f"calibrating: the clients carried under two steps with headroom (see {run_dir})")
     return found
 
 
-def capacity(windows: list[dict], health: list[dict], cost: list[dict]) -> Capacity | None:
+def sought(cfg) -> float | None:
+    """The participants past which the clients' capacity changes no budget: TARGET of it would
+    pass what the ramp reaches in its minutes, so the budget aims at that instead (None: unbounded).
+    A capacity ramp that stops there spares a fast machine's first study half its ramp."""
+    reached = reach(cfg)
+    return reached / TARGET if reached else None
+
+
+def capacity(windows: list[dict], health: list[dict], cost: list[dict],
+             enough: float | None = None) -> Capacity | None:
     """From a capacity ramp's windows (windows.jsonl), their health and the SFU's cost rows: the
     most participants whose windows, and every count's below, kept the generator's pacing p99
-    under PACING_MS and the clients' health, a count measured twice going by its second window;
-    None under two such counts."""
+    under PACING_MS and the clients' health, a count measured twice going by its second window
+    (`at_least` where that is the ramp's last count and reaches `enough`); None under two such
+    counts."""
     ramp = [w for w in windows if w.get("phase") == "ramp"]
     pacing = {w["participants"]: w.get("pacing_ms_p99") for w in ramp}
     bound = {h["participants"]: h["client_bound"] for h in health if h["phase"] == "ramp"}
@@ -232,7 +245,9 @@ def capacity(windows: list[dict], health: list[dict], cost: list[dict]) -> Capac
     if len(below) < 2:
         return None
     top = below[-1]
-    return Capacity(top, rows[top]["fwd_streams"], pacing[top], tuple((p, rows[p]["sfu_cores_fwd"]) for p in below))
+    at_least = bool(enough) and top >= enough and top == max(pacing)
+    return Capacity(top, rows[top]["fwd_streams"], pacing[top], tuple((p, rows[p]["sfu_cores_fwd"]) for p in below),
+                    at_least)
 
 
 def measure_cost(cfg, sfu: str, version: str, out: Path, progress: Progress) -> Cost:
@@ -289,11 +304,12 @@ def calibrate(cfg, sfus: dict[str, str], out: Path, progress: Progress) -> Budge
     found = cache.get("clients")
     if not isinstance(found, dict) or not {"participants", "streams", "pacing_ms_p99", "curve"} <= set(found):
         progress.say(f"calibrating: what the clients carry here beside the browser ({REFERENCE} on a core of its "
-                     f"own, rooms added until the generator's pacing p99 reaches {PACING_MS:g} ms)")
+                     f"own, rooms added until the generator's pacing p99 reaches {PACING_MS:g} ms"
+                     + (f" or {sought(cfg):.0f} participants, all a budget can use)" if sought(cfg) else ")"))
         found = dataclasses.asdict(measure_capacity(cfg, out, progress))
         cache.put("clients", found)
     capacity = Capacity(found["participants"], found["streams"], found["pacing_ms_p99"],
-                        tuple(tuple(p) for p in found["curve"]))
+                        tuple(tuple(p) for p in found["curve"]), found.get("at_least", False))
     costs = {}
     for sfu in dict.fromkeys([REFERENCE, *sfus]):
         version = sfus.get(sfu) or _version(sfu)
@@ -314,7 +330,8 @@ def calibrate(cfg, sfus: dict[str, str], out: Path, progress: Progress) -> Budge
         raise CalibrationFailed(f"calibrating: no SFU of {', '.join(sfus)} could be measured")
     budget = choose(capacity, {s: costs[s] for s in sfus if s in costs}, costs[REFERENCE],
                     len(cpu_list(cfg.sfu_cpuset)) or (os.cpu_count() or 1), reach(cfg))
-    progress.say(f"calibrated: the clients carry {capacity.participants} participants ({capacity.streams} streams, "
+    carry = f"{'at least ' * capacity.at_least}{capacity.participants}"
+    progress.say(f"calibrated: the clients carry {carry} participants ({capacity.streams} streams, "
                  f"pacing p99 {capacity.pacing_ms_p99:.2f} ms); a budget of {budget.cores:g} core puts "
                  f"{budget.cheapest}'s knee near {budget.expected_knee(budget.cheapest):.0f}")
     return budget

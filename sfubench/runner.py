@@ -232,7 +232,8 @@ class Runner:
             self.note_failures()
             now = time.monotonic()
             for p in before:
-                if step.rejoin and p.failed and p.failed != "left" and p.id not in due                         and tries[p.id] < len(self.reconnect_s):
+                if (step.rejoin and p.failed and p.failed != "left" and p.id not in due
+                        and tries[p.id] < len(self.reconnect_s)):
                     due[p.id] = now + self.reconnect_s[tries[p.id]]
                 if p.id in due and now >= due[p.id]:
                     del due[p.id]

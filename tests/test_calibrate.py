@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from reports import scenario
 from sfubench import calibrate, config
 from sfubench.calibrate import Capacity, Cost, choose
 from sfubench.config import ConfigError
@@ -143,3 +144,25 @@ def test_the_capacity_ramp_waits_out_the_browsers_start_at_its_first_count_and_n
     runner = ScriptedRunner([1.3] * calibrate.FIRST_WINDOWS)
     calibrate._scenario(None)(runner)
     assert runner.windows == [(7, 1.3)] * calibrate.FIRST_WINDOWS
+
+
+def test_the_capacity_ramp_stops_once_the_budget_could_use_no_more():
+    cfg = config.load(cli={}, env={})
+    sought = calibrate.sought(cfg)
+    assert sought == calibrate.reach(cfg) / calibrate.TARGET and calibrate.sought(
+        dataclasses.replace(cfg, ramp_minutes=0.0)) is None
+    runner = ScriptedRunner([0.3] * 40)
+    calibrate._scenario(None, sought)(runner)
+    counts = [p for p, _ in runner.windows]
+    assert counts[-1] >= sought > counts[-2] and len(counts) == len(set(counts))
+    found = calibrate.capacity(*ramp(*runner.windows), sought)
+    assert found.participants == counts[-1] and found.at_least
+    # headroom ended at the last count: the clients' limit was found, not a lower bound
+    assert not calibrate.capacity(*ramp(*runner.windows[:-1], (counts[-1] + 14, 2.0)), sought).at_least
+    # a lower bound refuses no budget: the floor, as where only the ramp's minutes ask for less
+    light = Cost("1", 1.0, 10.0)
+    lower = Capacity(70, 840, 0.3, ((7, 0.01), (70, 0.05)), at_least=True)
+    assert choose(lower, {"inhouse": light}, light, reached=30).cores == calibrate.FLOOR_CORES
+    with pytest.raises(ConfigError):
+        choose(dataclasses.replace(lower, at_least=False), {"inhouse": light}, light, reached=30)
+    assert "at least 70 participants" in scenario.sized(choose(lower, {"inhouse": light}, light, reached=30).record())
