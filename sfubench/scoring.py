@@ -10,8 +10,12 @@ its frames and index; `sfubench report` scores them.
 """
 from __future__ import annotations
 
+import functools
 import json
+import multiprocessing
+import os
 import wave
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +75,6 @@ def score_speech(run_path: Path, media, progress=None) -> int:
     in the microphone's loop by its audio codes, ViSQOL and PESQ against the speech it should be
     (quality/speech.py), and the mouth-to-ear delay of each code it holds against the sender's own
     recording of its microphone in the same window. Returns the count."""
-    from .media import AUDIO_RATE
     from .rundir import read
 
     records = read(run_path / "audio", "index")
@@ -81,28 +84,47 @@ def score_speech(run_path: Path, media, progress=None) -> int:
     if progress:
         progress.say(f"audio: scoring {len(heard)} recordings of what participants heard (ViSQOL, PESQ, delay)")
     loop = _wav(media.wav)[0]
-    loop_s = len(loop) / AUDIO_RATE
     sent = {}
     for r in records:
         if r.get("peer") == r.get("user"):
             pcm, rate = _wav(run_path / "audio" / r["file"])
             sent[(r["window"], r["user"])] = [(r["t"] / 1000 + t, k) for t, k in audiocode.find(pcm, rate)]
-    scorer = speech.Scorer()
-    rows = []
-    for r in heard:
-        pcm, rate = _wav(run_path / "audio" / r["file"])
-        row = {k: r.get(k) for k in ("t", "phase", "window", "participants", "room", "user", "peer")}
-        row.update(visqol=None, pesq=None, mouth_to_ear_ms=None, codes=0)
-        at = speech.place(pcm, rate, media.marks, len(loop), AUDIO_RATE)
-        if at is not None:
-            ref = speech.reference(loop, AUDIO_RATE, at, len(pcm) / rate, speech.SCORING_RATE)
-            row.update({k: _round(v, 3) for k, v in scorer.score(ref, speech.resample(pcm, rate)).items()})
-        codes = [(r["t"] / 1000 + t, k) for t, k in audiocode.find(pcm, rate)]
-        delays = speech.delays_ms(codes, sent.get((r["window"], r["peer"]), []), loop_s)
-        row.update(codes=len(codes), mouth_to_ear_ms=_round(float(np.median(delays)), 1) if delays else None)
-        rows.append(row)
+    jobs = [(r, sent.get((r["window"], r["peer"]), [])) for r in heard]
+    score = functools.partial(_heard, run_path, media, loop)
+    # ViSQOL takes seconds a recording, one core each: after the run both cores are free for it
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers < 2:
+        rows = [score(job) for job in jobs]
+    else:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            rows = list(pool.map(score, jobs))
     _write_whole(run_path / "speech.jsonl", rows)
     return len(rows)
+
+
+def _heard(run_path: Path, media, loop: np.ndarray, job: tuple[dict, list]) -> dict:
+    """One recording's row of speech.jsonl: `job` is its index record and the codes its sender's
+    microphone sent in the same window."""
+    from .media import AUDIO_RATE
+
+    r, sent = job
+    pcm, rate = _wav(run_path / "audio" / r["file"])
+    row = {k: r.get(k) for k in ("t", "phase", "window", "participants", "room", "user", "peer")}
+    row.update(visqol=None, pesq=None, mouth_to_ear_ms=None, codes=0)
+    at = speech.place(pcm, rate, media.marks, len(loop), AUDIO_RATE)
+    if at is not None:
+        ref = speech.reference(loop, AUDIO_RATE, at, len(pcm) / rate, speech.SCORING_RATE)
+        row.update({k: _round(v, 3) for k, v in _scorer().score(ref, speech.resample(pcm, rate)).items()})
+    codes = [(r["t"] / 1000 + t, k) for t, k in audiocode.find(pcm, rate)]
+    delays = speech.delays_ms(codes, sent, len(loop) / AUDIO_RATE)
+    row.update(codes=len(codes), mouth_to_ear_ms=_round(float(np.median(delays)), 1) if delays else None)
+    return row
+
+
+@functools.cache
+def _scorer() -> speech.Scorer:
+    """One per process: its models load once."""
+    return speech.Scorer()
 
 
 def _write_whole(path: Path, records: list[dict]) -> None:
