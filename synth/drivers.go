@@ -230,6 +230,14 @@ func (medoozeDriver) Join(ctx context.Context, p Participant) (Session, error) {
 		}
 		p.Publishing(tr.Sender())
 	}
+	if len(p.Tracks) == 0 { // a viewer, as its page: a section of each kind to receive (the server copies them)
+		for _, kind := range []webrtc.RTPCodecType{webrtc.RTPCodecTypeAudio, webrtc.RTPCodecTypeVideo} {
+			if _, err := pc.AddTransceiverFromKind(kind,
+				webrtc.RTPTransceiverInit{Direction: webrtc.RTPTransceiverDirectionRecvonly}); err != nil {
+				return fail(err)
+			}
+		}
+	}
 	if s.ws, _, err = websocket.DefaultDialer.DialContext(ctx, url, nil); err != nil {
 		return fail(err)
 	}

@@ -288,11 +288,22 @@ def test_restart_joins_its_rooms_restarts_the_sfu_once_then_stops():
         config.load(cli={"preset": "restart", "sfu_address": "10.0.0.5", "grid_url": "http://g:4444"}, env={})
 
 
+def test_restarts_network_variant_cuts_the_link_for_its_seconds_under_the_emulators_partition():
+    cfg = config.load(cli={"preset": "restart", "outage": "link", "outage_seconds": "35"}, env={})
+    shape = Restart.from_config(cfg, None)
+    assert run(shape, 7) == [Step(21), Step(21, phase="restart", within=60.0, rejoin=True, network="partition",
+                                         cut_s=35.0)]
+    assert shape.done == "the clients' link was cut once" and Restart.networks(cfg) == ("partition",)
+    assert Restart.networks(config.load(cli={"preset": "restart"}, env={})) == ()
+    with pytest.raises(config.ConfigError, match="--outage"):
+        config.load(cli={"preset": "restart", "outage": "router"}, env={})
+
+
 def test_viewers_are_refused_in_one_line_where_the_adapter_takes_none():
     from sfubench import loadtest
     from sfubench.sfu import Adapter
-    cfg = config.load(cli={"sfu": "medooze", "preset": "broadcast"}, env={})
-    with pytest.raises(config.ConfigError, match=r"--publishers-per-room 1: medooze.s page and driver join as "
+    cfg = config.load(cli={"sfu": "jitsi", "preset": "broadcast"}, env={})
+    with pytest.raises(config.ConfigError, match=r"--publishers-per-room 1: jitsi.s page and driver join as "
                                                  r"publishers only \(`sfubench list-sfus` says which take viewers\)"):
-        loadtest._refuse(cfg, Adapter.load("medooze"))
+        loadtest._refuse(cfg, Adapter.load("jitsi"))
     loadtest._refuse(config.load(cli={"sfu": "janus", "preset": "broadcast"}, env={}), Adapter.load("janus"))
