@@ -92,6 +92,7 @@ bench: deps
 	@$(PY) bench/clients.py
 	@$(PY) bench/forwarding.py --codec h264,vp9,av1
 	@$(PY) bench/budget.py
+	@$(PY) bench/budget.py --preset broadcast --sfus inhouse
 	@$(PY) bench/netem.py
 
 # An hour at a steady load (not in `make bench`: it takes the machine for the hour).

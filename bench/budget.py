@@ -11,7 +11,7 @@ participants; with neither, Janus's knees came at 35 and 63). The knee rule read
 participants' figures as it reads the browsers'.
 
     .venv/bin/python bench/budget.py [--sfus janus,inhouse,janus-tuned] [--budget CORES] [--repeat R]
-                                     [--json FILE]
+                                     [--preset broadcast] [--json FILE]
 
 An SFU named `ADAPTER-PROFILE` (`janus-tuned`) runs that adapter with that profile; `--budget` is
 the smaller of the two budgets (default: the one a study of these SFUs sizes on this machine,
@@ -30,6 +30,10 @@ the table shows both. A ratio outside the band says how far the steps below the 
 where each run last coped: the ratio is the one times the inverse of the other, and an SFU that
 forwards more cheaply once saturated beats the band from above. Not a test: figures depend on the
 machine; printed beside them. Exit codes: 0 ok, 1 a run failed, 2 bad input, 130 interrupted.
+
+`--preset broadcast` runs the broadcast instead (one publisher, viewers added until the knee, on the
+meeting's budget, as `make study ARGS="--preset broadcast"` does): its knees, steps and ratio count
+viewers, every one synthetic as every participant is here.
 """
 from __future__ import annotations
 
@@ -52,16 +56,18 @@ from sfubench.progress import Progress  # noqa: E402
 EXPECTED = (1.6, 2.4)
 
 
-def knee(name: str, cores: float, out: Path, prefix: str, subnet: str) -> dict:
-    """One default run of `name` (ADAPTER or ADAPTER-PROFILE) with the budget `cores`: its knee,
-    or where the clients stopped it."""
+def knee(name: str, cores: float, out: Path, prefix: str, subnet: str, preset: str | None = None) -> dict:
+    """One run of `name` (ADAPTER or ADAPTER-PROFILE) with the budget `cores`, the default scenario's
+    or `preset`'s: its knee, or where the clients stopped it, counted in viewers in a broadcast."""
     sfu, _, profile = name.partition("-")
-    cfg = config.load(cli={"sfu": sfu, "sfu_profile": profile or "auto", "sfu_cpus": cores, "out": str(out),
+    cfg = config.load(cli={**({"preset": preset} if preset else {}),
+                           "sfu": sfu, "sfu_profile": profile or "auto", "sfu_cpus": cores, "out": str(out),
                            "real_rooms": 0, "lab_prefix": prefix, "lab_subnet": subnet, "quality_frames": 0,
                            "results_db": str(out / "results.sqlite"),
                            # twice the budget ramps twice as far: the default run's time bound would cut it
-                           "ramp_minutes": 60}, env={})
-    print(f"{name}: the study's run, every participant synthetic, with {cores:g} core(s) of SFU", flush=True)
+                           "ramp_minutes": 60, **({"max_viewers": 1000} if preset == "broadcast" else {})}, env={})
+    print(f"{name}: {preset or 'the study'}'s run, every participant synthetic, with {cores:g} core(s) of SFU",
+          flush=True)
     run_dir, status = loadtest.run(cfg, Progress(open(os.devnull, "w")))
     if status != "ok":
         raise RuntimeError(f"{name} at {cores:g} core(s): the run ended {status}; see {run_dir}")
@@ -72,8 +78,12 @@ def knee(name: str, cores: float, out: Path, prefix: str, subnet: str) -> dict:
     used = max((r["sfu_cores_fwd"] for r in analysis.cost if r.get("sfu_cores_fwd") is not None), default=None)
     # what a forwarded packet cost where the SFU last coped: the premise of the band is that it stays
     coped = next((r for r in analysis.cost if r["participants"] == k.coped), {})
-    return {"cores": cores, "knee": k.participants, "criterion": k.criterion, "detail": k.detail,
-            "step": k.participants - k.coped if k.participants and k.coped else cfg.users_per_room,
+    # a broadcast's knee is counted in viewers: its publishers are there at every count
+    fixed = cfg.publishers_per_room if cfg.shape == "broadcast" else 0
+    return {"cores": cores, "knee": k.participants and k.participants - fixed, "criterion": k.criterion,
+            "detail": k.detail, "unit": "viewers" if fixed else "participants",
+            "step": k.participants - k.coped if k.participants and k.coped else cfg.viewer_step if fixed
+            else cfg.users_per_room,
             "sfu_cores_used": used, "us_per_packet_coped": coped.get("sfu_us_per_packet"),
             "sfu_cores_coped": coped.get("sfu_cores_fwd"), "run": str(run_dir)}
 
@@ -119,7 +129,8 @@ def resolution(one: dict, two: dict) -> str:
     below_one, below_two = one["step"], two.get("step") or one["step"]
     low = (two["knee"] - below_two) / one["knee"]
     high = f"{two['knee'] / (one['knee'] - below_one):.2f}x" if one["knee"] > below_one else "any higher ratio"
-    return (f" (the steps of {below_one} and {below_two} participants below the knees leave it anywhere "
+    unit = one.get("unit", "participants")
+    return (f" (the steps of {below_one} and {below_two} {unit} below the knees leave it anywhere "
             f"from {low:.2f}x to {high})")
 
 
@@ -182,11 +193,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, help="the smaller budget, in cores (default: the one a study of "
                    "these SFUs sizes here)")
     p.add_argument("--repeat", type=int, default=1, help="rounds: every SFU at both budgets this many times")
+    p.add_argument("--preset", help="a scenario's preset instead of the study's default one (broadcast: its "
+                   "knees counted in viewers)")
     p.add_argument("--json", type=Path, help="also write the results to this file")
     a = p.parse_args(argv)
     sfus = [s.strip() for s in a.sfus.split(",") if s.strip()]
     if not sfus or (os.cpu_count() or 1) < 2 or a.repeat < 1:
         print("budget: --sfus must name adapters, --repeat >= 1, and the machine needs 2 cores", file=sys.stderr)
+        return 2
+    try:
+        config.load(cli={"preset": a.preset} if a.preset else {}, env={})
+    except config.ConfigError as e:
+        print(f"budget: {e}", file=sys.stderr)
         return 2
     defaults = config.load(cli={"lab_prefix": a.lab_prefix, "lab_subnet": a.lab_subnet}, env={})
     out = Path(tempfile.mkdtemp(prefix="sfubench-bench-budget-"))
@@ -199,15 +217,17 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(a.repeat):
             rounds.append({})
             for sfu in sfus:
-                rounds[-1][sfu] = one_round(sfu, base, lambda s, c: knee(s, c, out, a.lab_prefix, a.lab_subnet))
+                rounds[-1][sfu] = one_round(sfu, base, lambda s, c: knee(s, c, out, a.lab_prefix, a.lab_subnet,
+                                                                         a.preset))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except (config.ConfigError, RuntimeError, OSError) as e:
         print(f"budget: {e}", file=sys.stderr)
         return 1
-    print(f"\nThe knee with twice the SFU's budget (expected {EXPECTED[0]:g}-{EXPECTED[1]:g}x the knee with "
-          f"{base:g} core), {a.repeat} round(s):")
+    unit = "viewers at the knee" if a.preset == "broadcast" else "the knee"
+    print(f"\n{unit[0].upper() + unit[1:]} with twice the SFU's budget (expected {EXPECTED[0]:g}-{EXPECTED[1]:g}x "
+          f"{unit} with {base:g} core){f', {a.preset}' if a.preset else ''}, {a.repeat} round(s):")
     print("| SFU | round | budgets (cores) | knees | ratio | most SFU cores used | verdict |")
     print("|---|---|---|---|---|---|---|")
     for i, r in enumerate(rounds, 1):

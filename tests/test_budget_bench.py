@@ -78,3 +78,10 @@ def test_a_ratio_outside_the_band_says_what_the_sfu_gained_per_packet():
                         {**run(126), "us_per_packet_coped": 6.0, "sfu_cores_coped": 1.0},
                         0.5)["verdict"] == "as expected"
     assert "µs" not in budget.judge(run(29), run(71), 0.19)["verdict"]
+
+
+def test_a_broadcasts_steps_are_counted_in_viewers_and_an_unknown_preset_is_refused(capsys):
+    coarse = budget.judge({**run(100), "step": 25, "unit": "viewers"}, {**run(300), "step": 60, "unit": "viewers"}, 0.2)
+    assert "the steps of 25 and 60 viewers below the knees" in coarse["verdict"]
+    assert budget.main(["--preset", "no-such-preset"]) == 2
+    assert "no-such-preset" in capsys.readouterr().err
