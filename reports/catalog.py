@@ -207,12 +207,13 @@ STEP_FIGURES = (
     _step("storm_background_loss_pct", "Background loss (%)", "%", digits=2, section="storm",
           help="video packet loss of the rooms already running, in the storm's window"),
     _step("restarted_participants", "Participants", "participants", digits=0, section="restart",
-          help="participants in when the SFU was restarted"),
-    _step("restart_down_s", "SFU down (s)", "s", digits=2, section="restart",
-          help="from the planned restart's stop until the SFU answered its health check again"),
+          help="participants in when the SFU was restarted (or the link cut)"),
+    _step("restart_down_s", "Down (s)", "s", digits=2, section="restart",
+          help="from the planned restart's stop until the SFU answered its health check again; with --outage "
+               "link, how long the link was cut"),
     _step("recovered_10s_pct", "Video back within 10 s (%)", "%", digits=1, section="restart",
           short="Back in 10 s", help="participants with a frame of every video of their room within 10 s of "
-                                     "the restart, of those in before it"),
+                                     "the restart (or of the link's return), of those in before it"),
     _step("recovered_30s_pct", "Video back within 30 s (%)", "%", digits=1, section="restart",
           short="Back in 30 s", help="as within 10 s, within 30 s"),
     _step("recovered_60s_pct", "Video back within 60 s (%)", "%", digits=1, section="restart",
@@ -225,6 +226,9 @@ STEP_FIGURES = (
           help="participants with no frame of some video of their room within --recovery-timeout"),
     _step("rejoins", "Rejoins", "rejoins", digits=0, section="restart",
           help="rejoins after the restart, each a fresh session, as the adapter's official client retries"),
+    _step("ice_restarts", "ICE restarts", "restarts", digits=0, section="restart",
+          help="ICE restarts the browsers' own clients made after the outage (a new local ICE ufrag once an "
+               "offer and answer settled); synthetic participants rejoin instead"),
     _step("sfu_mhz_per_published", "SFU MHz per published stream", "MHz", digits=1,
           short="MHz per published stream", plot="SFU per published\nstream",
           help="the SFU's CPU, in MHz of its machine's clock, per published stream"),

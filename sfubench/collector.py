@@ -171,6 +171,8 @@ class Collector:
                 self._samples(page, msg)
             elif kind == "frames" and isinstance(msg.get("series"), dict):
                 self._frames(page, msg["series"])
+            elif kind == "ice_restart":
+                self.bus.event("ice_restart", self._participants(), room=page.room, user=page.user)
             elif kind == "health":
                 self._health(page, msg)
                 commands, page.commands = page.commands, []

@@ -123,13 +123,13 @@ class Runner:
         while (step := self.shape.tick(self.status)) is not None:
             if step.reason:
                 self.say(step.reason)
+            if step.phase == "restart":   # its network, a cut link, is the outage itself
+                self.restart(step)
+                continue
             if step.network != self.network:
                 self.change_network(step.network)
             if step.phase == "storm":
                 self.storm(step)
-                continue
-            if step.phase == "restart":
-                self.restart(step)
                 continue
             changed = self.status.participants != step.participants
             joined = self.resize(step.participants)
@@ -200,23 +200,48 @@ class Runner:
         self.event("storm_ended", storm=size, background=background)
 
     def restart(self, step: Step) -> None:
-        """A planned restart: the SFU stopped and started again; each participant in before it whose
-        session ends rejoins after the adapter's delays (`step.rejoin`), and is timed until it gets
-        video again from everyone of its room, for `step.within` s; then the step is measured."""
+        """A planned outage: the SFU stopped and started again or, with `step.cut_s`, the clients'
+        link cut that long; each participant in before it whose session ends rejoins after the
+        adapter's delays (`step.rejoin`), and is timed until it gets video again from everyone of
+        its room, for `step.within` s (from the restart, or from the link's return); then the step
+        is measured."""
+        before = [p for p in self.participants if not p.failed]
+        began = time.time()
+        if step.cut_s:
+            self.cut_link(step)
+        else:
+            self.restart_server()
+        up = time.time()   # a frame after this came after the outage
+        back = self.time_back(before, up if step.cut_s else began, up, step)
+        self.say(f"restart: {len(back)}/{len(before)} participants got video back within {step.within:g} s"
+                 + (f", the last after {max(back.values()):.1f} s" if back else ""))
+        self.measure("ramp", self.cfg.ramp_samples)
+
+    def restart_server(self) -> None:
         if self.restart_sfu is None:
             raise RuntimeError("this run's site cannot restart its SFU")
-        before = [p for p in self.participants if not p.failed]
         began = time.time()
         self.event("sfu_restart", planned=True)
         self.say("sfu: restarting it, as a supervisor would (planned)")
         self.restart_sfu()
-        up = time.time()   # a frame after this came through the new SFU
-        self.event("sfu_restarted", down_s=round(up - began, 2))
-        self.say(f"sfu: answering again after {up - began:.1f} s; timing every participant's video back")
-        back = self.time_back(before, began, up, step)
-        self.say(f"restart: {len(back)}/{len(before)} participants got video back within {step.within:g} s"
-                 + (f", the last after {max(back.values()):.1f} s" if back else ""))
-        self.measure("ramp", self.cfg.ramp_samples)
+        self.event("sfu_restarted", down_s=round(time.time() - began, 2))
+        self.say(f"sfu: answering again after {time.time() - began:.1f} s; timing every participant's video back")
+
+    def cut_link(self, step: Step) -> None:
+        """The clients' link under `step.network` (every packet lost) for `step.cut_s`, the pages'
+        failures noted meanwhile, then back to the run's own."""
+        if self.set_network is None:
+            raise RuntimeError("this run's link has no emulator to cut it")
+        self.set_network(step.network)
+        began = time.monotonic()
+        self.event("link_cut", network=step.network, seconds=step.cut_s)
+        self.say(f"network: the clients' link cut both ways for {step.cut_s:g} s")
+        while time.monotonic() - began < step.cut_s:
+            self.note_failures()
+            self.wait(POLL_S)
+        self.set_network(self.network)
+        self.event("link_restored", down_s=round(time.monotonic() - began, 2))
+        self.say("network: the link is back; timing every participant's video back")
 
     def time_back(self, before: list[Participant], began: float, up: float, step: Step) -> dict[str, float]:
         """Seconds from `began` until each of `before` had a frame of every video of its room after

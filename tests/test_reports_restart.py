@@ -27,3 +27,16 @@ def test_nobody_back_is_zero_not_missing_and_a_run_without_a_restart_has_no_rows
     assert every["recovered_60s_pct"] == 0.0 and every["recovery_first_s"] is None and every["not_recovered"] == 2
     assert restart_rows([{"event": "participant_started", "user": "r1u1"}]) == []
     assert restart_table([]).rows == []
+
+
+def test_a_cut_link_is_reported_as_its_outage_with_the_browsers_ice_restarts_after_it():
+    cut = [e for e in events({"r1u1": 2.0, "r1u2": 9.0}) if not e["event"].startswith("sfu_")]
+    cut[2:2] = [{"event": "ice_restart", "user": "r1u1", "t": 500},   # at the join, before the outage: not its
+                {"event": "link_cut", "seconds": 40, "t": 1000}, {"event": "ice_restart", "user": "r1u1", "t": 30000},
+                {"event": "link_restored", "down_s": 40.2, "t": 41000}]
+    rows = {r["clients"]: r for r in restart_rows(cut)}
+    assert rows["all"]["restart_down_s"] == 40.2 and rows["all"]["recovered_10s_pct"] == 100.0
+    assert (rows["browser"]["ice_restarts"], rows["synthetic"]["ice_restarts"], rows["all"]["ice_restarts"]) == (1, 0, 1)
+    table = restart_table(cut)
+    assert table.title == "After the clients' link was cut" and "the link's return after 40 s" in table.note
+    assert restart_table(events({"r1u1": 2.0})).title == "After the planned restart"

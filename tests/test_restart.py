@@ -6,8 +6,11 @@ room again; then the rooms are measured again.
 Known answers: through the in-house SFU, whose sessions all end with it, every participant rejoins
 and has video again within 30 s, and each is counted once (one recovery event, one row of the
 report's shares); with reconnects off, no participant gets video back, and every one is reported
-so; the restart is an event of the run, not its failure (status ok, exit 0). `make test` runs the
-first; `make test-e2e` the second and Janus's."""
+so; the restart is an event of the run, not its failure (status ok, exit 0). Its network variant
+(`--outage link`): the link cut for less than ICE's failure timeouts costs no session, every
+participant's video comes back with no rejoin; cut past them, the in-house SFU's clients (whose
+pages and sessions end on a failed connection) all rejoin and are back within 30 s of the link's
+return. `make test` runs the first; `make test-e2e` the rest."""
 import sys
 
 import pytest
@@ -74,3 +77,24 @@ def test_janus_participants_rejoin_after_a_planned_restart(tmp_path):
                                                                        "participant_not_recovered"))
     (_, _, every) = restart.restart_rows(run.events)
     assert every["recovered_10s_pct"] >= 100 * 12 / 14, every
+
+
+@full
+def test_a_link_cut_shorter_than_ices_failure_timeout_costs_no_session(tmp_path):
+    run = restart_run(tmp_path, rooms="1", outage="link", outage_seconds="8")
+    (cut,) = of(run, "link_cut")
+    assert cut["seconds"] == 8 and len(of(run, "link_restored")) == 1 and not of(run, "sfu_restart")
+    back = of(run, "participant_recovered")
+    assert len(back) == 7 and all(e["rejoins"] == 0 for e in back) and not of(run, "participant_failed"), back
+    assert not of(run, "ice_restart")
+
+
+@full
+def test_a_link_cut_past_ices_failure_timeout_ends_sessions_that_rejoin_once_it_is_back(tmp_path):
+    run = restart_run(tmp_path, rooms="1", outage="link")
+    back = of(run, "participant_recovered")
+    assert len(back) == 7 and not of(run, "participant_not_recovered"), run.events
+    assert all(e["rejoins"] >= 1 and 0 < e["seconds"] <= 30 for e in back), back
+    (_, _, every) = restart.restart_rows(run.events)
+    assert every["restart_down_s"] >= 40 and every["recovered_30s_pct"] == 100.0 and every["ice_restarts"] == 0
+    assert "After the clients&#x27; link was cut" in (run.path / "report.html").read_text()

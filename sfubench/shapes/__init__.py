@@ -31,9 +31,11 @@ class Step:
     # window measuring those already in, and have `within` s for their videos to play.
     fresh_from: int = 0
     within: float = 10.0
-    # A restart ("restart"): the SFU is restarted, and participants whose session ended rejoin (or,
-    # not `rejoin`, stay out); `within` is then how long their videos have to come back.
+    # A restart ("restart"): the SFU is restarted, or with `cut_s` the link is cut that long (under
+    # `network`), and participants whose session ended rejoin (or, not `rejoin`, stay out); `within`
+    # is then how long their videos have to come back.
     rejoin: bool = True
+    cut_s: float = 0.0
 
 
 class LoadShape:

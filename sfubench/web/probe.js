@@ -117,6 +117,14 @@
     constructor(...args) {
       super(...args);
       conns.push(this);
+      // An ICE restart, whoever makes it, leaves a new local ufrag once its offer and answer settle
+      let ufrag = null;
+      this.addEventListener('signalingstatechange', () => {
+        const m = this.signalingState === 'stable' && /a=ice-ufrag:(\S+)/.exec(this.localDescription?.sdp || '');
+        if (!m) return;
+        if (ufrag !== null && m[1] !== ufrag) post('ice_restart', {});
+        ufrag = m[1];
+      });
     }
   };
 
