@@ -25,6 +25,7 @@ from .collector import Collector, Window
 from .grid import GridLost
 from .events import Bus
 from .memory import give_back
+from .phases import PHASES
 from .sfuserver import SfuFailed
 from .shapes import LoadShape, Status, Step
 
@@ -123,14 +124,11 @@ class Runner:
         while (step := self.shape.tick(self.status)) is not None:
             if step.reason:
                 self.say(step.reason)
-            if step.phase == "restart":   # its network, a cut link, is the outage itself
-                self.restart(step)
+            if step.phase in PHASES:   # each minds its step's network itself
+                PHASES[step.phase](self, step)
                 continue
             if step.network != self.network:
                 self.change_network(step.network)
-            if step.phase == "storm":
-                self.storm(step)
-                continue
             changed = self.status.participants != step.participants
             joined = self.resize(step.participants)
             for room in joined:
@@ -179,106 +177,6 @@ class Runner:
                 joined.append(room)
         self.status.rooms = max((p.room for p in self.participants if p.failed != "left"), default=0)
         return joined
-
-    def storm(self, step: Step) -> None:
-        """A join storm: the last storm's participants leave (down to `step.fresh_from`) and the SFU
-        is given the settle time to let them go; then a window measures those still in while the
-        storm's participants all join at once, validated together, `step.within` s for their videos."""
-        if self.status.participants > step.fresh_from:
-            self.resize(step.fresh_from)
-            self.wait(self.cfg.settle)
-        self.measure("storm", self.cfg.ramp_samples, during=lambda: self.join_storm(step),
-                     participants=step.participants)
-
-    def join_storm(self, step: Step) -> None:
-        size, background = step.participants - self.status.participants, self.status.participants
-        self.event("storm_started", storm=size, background=background)
-        self.say(f"storm: {size} participants joining at once, {background} already in")
-        deadline = time.monotonic() + step.within
-        for room in self.resize(step.participants):
-            self.validate(room, deadline)
-        self.event("storm_ended", storm=size, background=background)
-
-    def restart(self, step: Step) -> None:
-        """A planned outage: the SFU stopped and started again or, with `step.cut_s`, the clients'
-        link cut that long; each participant in before it whose session ends rejoins after the
-        adapter's delays (`step.rejoin`), and is timed until it gets video again from everyone of
-        its room, for `step.within` s (from the restart, or from the link's return); then the step
-        is measured."""
-        before = [p for p in self.participants if not p.failed]
-        began = time.time()
-        if step.cut_s:
-            self.cut_link(step)
-        else:
-            self.restart_server()
-        up = time.time()   # a frame after this came after the outage
-        back = self.time_back(before, up if step.cut_s else began, up, step)
-        self.say(f"restart: {len(back)}/{len(before)} participants got video back within {step.within:g} s"
-                 + (f", the last after {max(back.values()):.1f} s" if back else ""))
-        self.measure("ramp", self.cfg.ramp_samples)
-
-    def restart_server(self) -> None:
-        if self.restart_sfu is None:
-            raise RuntimeError("this run's site cannot restart its SFU")
-        began = time.time()
-        self.event("sfu_restart", planned=True)
-        self.say("sfu: restarting it, as a supervisor would (planned)")
-        self.restart_sfu()
-        self.event("sfu_restarted", down_s=round(time.time() - began, 2))
-        self.say(f"sfu: answering again after {time.time() - began:.1f} s; timing every participant's video back")
-
-    def cut_link(self, step: Step) -> None:
-        """The clients' link under `step.network` (every packet lost) for `step.cut_s`, the pages'
-        failures noted meanwhile, then back to the run's own."""
-        if self.set_network is None:
-            raise RuntimeError("this run's link has no emulator to cut it")
-        self.set_network(step.network)
-        began = time.monotonic()
-        self.event("link_cut", network=step.network, seconds=step.cut_s)
-        self.say(f"network: the clients' link cut both ways for {step.cut_s:g} s")
-        while time.monotonic() - began < step.cut_s:
-            self.note_failures()
-            self.wait(POLL_S)
-        self.set_network(self.network)
-        self.event("link_restored", down_s=round(time.monotonic() - began, 2))
-        self.say("network: the link is back; timing every participant's video back")
-
-    def time_back(self, before: list[Participant], began: float, up: float, step: Step) -> dict[str, float]:
-        """Seconds from `began` until each of `before` had a frame of every video of its room after
-        `up`, by user; rejoining those whose session ended, each after the next of its delays."""
-        videos = {p.id: [(p.id, q.id) for q in before if q.room == p.room and q is not p and self.cfg.publishes(q.id)]
-                  for p in before}
-        tries: dict[str, int] = dict.fromkeys(videos, 0)
-        due: dict[str, float] = {}
-        back: dict[str, float] = {}
-        deadline = time.monotonic() + step.within
-        self.follow(True)
-        while len(back) < len(before) and time.monotonic() < deadline:
-            self.note_failures()
-            now = time.monotonic()
-            for p in before:
-                if (step.rejoin and p.failed and p.failed != "left" and p.id not in due
-                        and tries[p.id] < len(self.reconnect_s)):
-                    due[p.id] = now + self.reconnect_s[tries[p.id]]
-                if p.id in due and now >= due[p.id]:
-                    del due[p.id]
-                    tries[p.id] += 1
-                    self.rejoin(p.id)
-                    self.follow(True)
-            for p in before:
-                if p.id in back or p.failed:
-                    continue
-                first = self.collector.first_frames(videos[p.id], up)
-                if None not in first.values():
-                    back[p.id] = round(max(first.values(), default=up) - began, 3)
-                    self.event("participant_recovered", room=p.room, user=p.id, seconds=back[p.id],
-                               rejoins=tries[p.id])
-            self.wait(POLL_S)
-        for p in before:
-            if p.id not in back:
-                self.event("participant_not_recovered", room=p.room, user=p.id, rejoins=tries[p.id],
-                           within=step.within)
-        return back
 
     def change_network(self, name: str | None) -> None:
         """Puts the link under profile `name` (None: the run's own), then lets the clients' congestion
