@@ -77,9 +77,20 @@ def retry_reason(record: dict, a) -> str | None:
     if record["status"] == "failed" and any(e.get("event") == "clock_stepped" for e in events):
         return "the wall clock stepped in every try of a window"
     if a is not None and a.knee.client_bound and a.knee.participants == min(
-            (r["participants"] for r in a.series), default=None):
+            (r["participants"] for r in a.series), default=None) and _bound_before_outage(a, events):
         return f"client-bound at its first count ({a.knee.participants}): the machine was not the run's"
     return None
+
+
+def _bound_before_outage(a, events: list[dict]) -> bool:
+    """Whether a client-bound window opened before the run's planned outage (a restart run's SFU
+    restarted or link cut; every window where there was none): the rejoins after one are the
+    outage's own aftermath, not a machine that was not the run's."""
+    outage = next((e["t"] for e in events if e.get("event") in ("sfu_restart", "link_cut")), None)
+    if outage is None:
+        return True
+    opened = {w["window"]: w.get("opened", 0) for w in a.run.windows}
+    return any(h["client_bound"] and opened.get(h["window"], 0) < outage for h in a.health)
 
 
 class Study:

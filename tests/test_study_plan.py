@@ -22,6 +22,16 @@ def test_a_run_is_run_again_for_a_passing_cause_only(tmp_path):
     assert a.knee.client_bound and a.knee.participants == 7
     assert study.retry_reason({"status": "ok", "run_dir": str(starved)}, a).startswith(
         "client-bound at its first count (7)")
+    # a restart run's windows after its outage, client-bound by the rejoins: the outage's, counted
+    with open(starved / "events.jsonl", "a") as f:
+        f.write(json.dumps({"t": min(w["opened"] for w in a.run.windows) - 1, "event": "sfu_restart"}) + "\n")
+    assert study.retry_reason({"status": "ok", "run_dir": str(starved)}, a) is None
+    # an outage after every window leaves them the machine's, as without one
+    cut = fakerun.make_run(tmp_path / "e", client_bound_after=0, knee=None)
+    with open(cut / "events.jsonl", "a") as f:
+        f.write(json.dumps({"t": 10 ** 13, "event": "link_cut"}) + "\n")
+    assert study.retry_reason({"status": "ok", "run_dir": str(cut)}, metrics.analyse(runfiles.load(cut))).startswith(
+        "client-bound at its first count")
     later = fakerun.make_run(tmp_path / "b", rooms=4, client_bound_after=14, knee=None)
     a = metrics.analyse(runfiles.load(later))
     assert a.knee.client_bound and a.knee.participants > 7 and study.retry_reason({"status": "ok", "run_dir": str(later)},
