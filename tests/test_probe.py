@@ -7,6 +7,7 @@ import time
 
 import pytest
 from selenium import webdriver
+from selenium.webdriver.common.by import By
 from selenium.webdriver.chrome.service import Service
 
 from sfubench import grid
@@ -31,8 +32,13 @@ LOOPBACK_PAGE = """<!doctype html><html><head><script src="/probe.js"></script><
   b.ontrack = (e) => sb.addTrack(sb.params.peer, e.track);
   // Clones: a received track takes the id of the track sent, and these must not pass for the camera.
   for (const t of local.getTracks()) a.addTrack(t.clone(), local);
-  await a.setLocalDescription(); await b.setRemoteDescription(a.localDescription);
-  await b.setLocalDescription(); await a.setRemoteDescription(b.localDescription);
+  // Offer and answer again, as an SFU's renegotiation does; with `restart`, an ICE restart first.
+  window.negotiate = async (restart) => {
+    if (restart) a.restartIce();
+    await a.setLocalDescription(); await b.setRemoteDescription(a.localDescription);
+    await b.setLocalDescription(); await a.setRemoteDescription(b.localDescription);
+  };
+  await window.negotiate(false);
   sb.setState('joined');
 })().catch((e) => window.sfubench.setState('failed', String(e)));
 </script></body></html>"""
@@ -63,7 +69,7 @@ def session(local_media, tmp_path_factory):
                 driver.execute_script("sfubenchHost.add(arguments[0], arguments[1])", user,
                                       f"{pages.url()}/test/loopback.html?room=1&user={user}&peer={PEER[user]}&probe={probe}")
             collector.send({"cmd": "follow", "on": True})
-            yield collector, records, folder
+            yield collector, records, folder, driver
         finally:
             driver.quit()
 
@@ -78,7 +84,7 @@ def wait_for(predicate, timeout=30.0):
 
 
 def test_pages_join_report_health_and_play(session):
-    collector, records, _ = session
+    collector, records, *_ = session
     assert wait_for(lambda: all(collector.pages[u].state == "joined" for u in USERS)), \
         {u: (p.state, p.reason) for u, p in collector.pages.items()}
     for user in USERS:
@@ -89,7 +95,7 @@ def test_pages_join_report_health_and_play(session):
 
 
 def test_a_measurement_is_one_command_and_every_page_answers_on_time(session):
-    collector, records, _ = session
+    collector, records, *_ = session
     assert wait_for(lambda: all(collector.verdict(u, PEER[u]) == "playing" for u in USERS))
     at = time.time() + LEAD_S
     w = collector.open_window(Window("target", 7, 3, 1.0, 2, at, frozenset(USERS)))
@@ -115,6 +121,7 @@ def test_a_measurement_is_one_command_and_every_page_answers_on_time(session):
         played = heard[-1]["totalSamplesReceived"] - heard[0]["totalSamplesReceived"]
         assert 0.8 * 48 * (heard[-1]["t"] - heard[0]["t"]) < played, heard
         assert heard[-1]["jitterBufferEmittedCount"] > 0 and heard[-1]["concealedSamples"] is not None, heard[-1]
+        assert heard[-1]["jitterBufferMinimumDelay"] is not None, heard[-1]   # what lip sync held
     assert not any("totalSamplesReceived" in s for s in samples if s["kind"] == "video" or s["direction"] == "send")
     playback = [r for s, r in records if s == "playback" and r["window"] == 7]
     assert {(p["user"], p["peer"]) for p in playback} == set(PEER.items())
@@ -128,7 +135,7 @@ def test_a_measurement_is_one_command_and_every_page_answers_on_time(session):
 
 
 def test_captured_frames_are_saved_with_their_code(session):
-    collector, records, folder = session
+    collector, records, folder, _ = session
     for user in USERS:
         collector.send({"cmd": "capture", "phase": "target", "window": 9, "count": 2, "gap_ms": 300,
                         "peers": [PEER[user]], "participants": 2}, [user])
@@ -146,7 +153,7 @@ def test_a_page_records_what_it_hears_and_its_microphone_in_a_window(session):
     import wave
 
     import numpy as np
-    collector, records, folder = session
+    collector, records, folder, _ = session
     assert wait_for(lambda: len([r for s, r in records if s == "audio" and r["window"] == 7]) >= 4, timeout=15)
     got = {(r["user"], r["peer"]): r for s, r in records if s == "audio" and r["window"] == 7}
     assert set(got) == {(u, p) for u in USERS for p in (u, PEER[u])}
@@ -157,3 +164,25 @@ def test_a_page_records_what_it_hears_and_its_microphone_in_a_window(session):
         with wave.open(str(folder / "audio" / r["file"])) as f:
             pcm = np.frombuffer(f.readframes(f.getnframes()), "<i2") / 32768.0
         assert np.sqrt(np.mean(pcm ** 2)) > 0.005, (r["file"], float(np.sqrt(np.mean(pcm ** 2))))
+
+
+def test_an_ice_restart_is_counted_once_per_peer_connection_and_a_renegotiation_is_not(session):
+    """A real ICE restart in Chromium: p1's page renegotiates its pair of peer connections, which
+    counts nothing, then restarts ICE on one of them, which gives both new ufrags once the offer and
+    answer settle: one `ice_restart` event each, p1's; and the media plays on."""
+    collector, records, _, driver = session
+    restarts = lambda: [r for s, r in records if s == "events" and r["event"] == "ice_restart"]
+    assert wait_for(lambda: collector.verdict("p1", "p2") == "playing")
+    frame = driver.find_element(By.CSS_SELECTOR, 'iframe[data-participant="p1"]')
+    driver.switch_to.frame(frame)
+    try:
+        driver.execute_async_script("window.negotiate(false).then(arguments[0])")
+        time.sleep(1)
+        assert not restarts()
+        driver.execute_async_script("window.negotiate(true).then(arguments[0])")
+    finally:
+        driver.switch_to.default_content()
+    assert wait_for(lambda: len(restarts()) >= 2, timeout=10), restarts()
+    time.sleep(1)
+    assert [r["user"] for r in restarts()] == ["p1", "p1"], restarts()
+    assert wait_for(lambda: collector.verdict("p1", "p2") == "playing")
