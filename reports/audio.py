@@ -44,6 +44,7 @@ def stream_figures(o: dict, sent: dict | None = None) -> dict:
     total, concealed = p.get("totalSamplesReceived"), p.get("concealedSamples")
     emitted, buffered = p.get("jitterBufferEmittedCount"), p.get("jitterBufferDelay")
     jb_ms = 1000.0 * buffered / emitted if emitted and buffered is not None else None
+    held = p.get("jitterBufferMinimumDelay")
     loss = None
     if o.get("expected"):
         loss = 100.0 * (o["lost"] + (p.get("packetsDiscarded") or 0)) / o["expected"]
@@ -52,6 +53,7 @@ def stream_figures(o: dict, sent: dict | None = None) -> dict:
     return {
         "audio_concealed_pct": 100.0 * concealed / total if total and concealed is not None else None,
         "audio_jb_ms": jb_ms,
+        "audio_jb_held_ms": 1000.0 * held / emitted if emitted and held is not None else None,
         "audio_loss_pct": loss,
         "audio_delay_ms": delay,
         "audio_mos": _mos(round(delay), round(loss, 2)) if delay is not None and loss is not None else None,
@@ -75,7 +77,7 @@ def audio_stats(obs: list[dict]) -> dict:
     sent = {(o["phase"], o["window"], o["user"]): o for o in obs if o["kind"] == "audio" and o["direction"] == "send"}
     figures = [stream_figures(o, sent.get((o["phase"], o["window"], o["peer"]))) for o in recv]
     out = {"audio_streams": len(recv)}
-    for key in ("audio_mos", "audio_delay_ms", "audio_jb_ms"):
+    for key in ("audio_mos", "audio_delay_ms", "audio_jb_ms", "audio_jb_held_ms"):
         out.update(spread(key, [f[key] for f in figures]))
     out.update(spread("audio_jitter_ms", [o["jitter_ms"] for o in recv]))
     lost = sum(o["lost"] + (o["playout"].get("packetsDiscarded") or 0) for o in recv if o["expected"])

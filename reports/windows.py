@@ -57,7 +57,7 @@ def mean(values) -> float | None:
 # reports/audio.py turns into what its listener heard
 PLAYOUT = ("totalSamplesReceived", "concealedSamples", "silentConcealedSamples", "concealmentEvents",
            "insertedSamplesForDeceleration", "removedSamplesForAcceleration", "jitterBufferDelay",
-           "jitterBufferEmittedCount", "packetsDiscarded")
+           "jitterBufferEmittedCount", "jitterBufferMinimumDelay", "packetsDiscarded")
 
 
 def _playout(first: dict, last: dict) -> dict:

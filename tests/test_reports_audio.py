@@ -12,15 +12,16 @@ from reports import study as study_report
 from support import fakerun
 
 
-def audio_sample(t, *, played, concealed, buffered, packets, lost=0, discarded=0, removed=0, rtt=0.02, window=1,
-                 participants=7, user="r1u1", peer="r1u2", client="browser"):
+def audio_sample(t, *, played, concealed, buffered, packets, lost=0, discarded=0, removed=0, held=0.0, rtt=0.02,
+                 window=1, participants=7, user="r1u1", peer="r1u2", client="browser"):
     return {"t": t, "phase": "ramp", "window": window, "participants": participants, "room": 1, "user": user,
             "client": client, "peer": peer, "direction": "recv", "kind": "audio", "ssrc": 7, "bytes": packets * 80,
             "packets": packets, "packetsLost": lost, "jitter": 0.002, "rtt": rtt,
             "totalSamplesReceived": played, "concealedSamples": concealed, "silentConcealedSamples": 0,
             "concealmentEvents": concealed // 960, "insertedSamplesForDeceleration": 0,
             "removedSamplesForAcceleration": removed, "jitterBufferDelay": buffered,
-            "jitterBufferEmittedCount": played - concealed, "packetsDiscarded": discarded}
+            "jitterBufferEmittedCount": played - concealed, "jitterBufferMinimumDelay": held,
+            "packetsDiscarded": discarded}
 
 
 def observation(**later):
@@ -32,10 +33,11 @@ def observation(**later):
 
 
 def test_a_streams_figures_come_from_its_playout_counters_over_the_window():
-    o = observation(lost=1, discarded=1)
+    o = observation(lost=1, discarded=1, held=0.025 * 47_040)
     f = audio.stream_figures(o)
     assert f["audio_concealed_pct"] == pytest.approx(2.0)           # 960 of 48,000 samples
     assert f["audio_jb_ms"] == pytest.approx(40.0)
+    assert f["audio_jb_held_ms"] == pytest.approx(25.0)             # of which lip sync held 25
     assert f["audio_loss_pct"] == pytest.approx(100 * 2 / 50)       # a lost and a late packet of 50
     # the network one way: the receiver's half of its 20-ms round trip, standing for the sender's too
     assert f["audio_delay_ms"] == pytest.approx(10 + 10 + 40)

@@ -240,7 +240,7 @@
   function num(v) { return typeof v === 'number' && isFinite(v) ? v : null; }
   const AUDIO_PLAYOUT = ['totalSamplesReceived', 'concealedSamples', 'silentConcealedSamples', 'concealmentEvents',
                          'insertedSamplesForDeceleration', 'removedSamplesForAcceleration', 'jitterBufferDelay',
-                         'jitterBufferEmittedCount', 'packetsDiscarded'];
+                         'jitterBufferEmittedCount', 'jitterBufferMinimumDelay', 'packetsDiscarded'];
 
   async function stats() {
     const out = [];
