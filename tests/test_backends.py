@@ -77,50 +77,24 @@ def test_postgres_loses_nothing_when_runners_record_at_once(postgres_server, tmp
     assert stored == sum(len(history.values(metrics.analyse(runfiles.load(r)))) for r in runs)
 
 
-def test_a_password_in_the_results_url_is_redacted_from_folder_report_log_and_process_list(postgres_server, tmp_path):
-    """A real run recording into PostgreSQL through a URL with a password, given in the environment
-    as a user keeps it off the command line: the run is recorded, and the password is in no file
-    of the run folder (the report and meta.json included), nowhere in what the run printed, and in
-    no process's command line while it ran. (The test server trusts local connections, so the
-    password is carried, not checked: what is asserted is where it goes.)"""
-    import secrets
-    import psutil
-    password = "pw-" + secrets.token_hex(12)
-    with psycopg.connect(postgres_server, autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE sfubench LOGIN PASSWORD '{password}'")
-        conn.execute("CREATE DATABASE redact OWNER sfubench")
-    url = postgres_server.replace("postgres@", f"sfubench:{password}@").rsplit("/", 1)[0] + "/redact"
-    out = tmp_path / "runs"
-    args = ["--sfu", "inhouse", "--preset", "browsers", "--rooms", "1", "--users-per-room", "2", "--ramp-samples", "2",
-            "--target-samples", "3", "--quality-frames", "0", "--background-interval", "0", "--lab-prefix", "sfbpr",
-            "--lab-subnet", "127.0.23", "--out", str(out)]
-    p = subprocess.Popen([sys.executable, "-m", "sfubench.cli", "loadtest", *args], cwd=ROOT, text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         env={**os.environ, "SFUBENCH_RESULTS_DB": url})
-    shown = []
-    while p.poll() is None:   # every process's command line, as `ps` shows them, while the run lasts
-        for proc in psutil.process_iter(["cmdline"]):
-            if password in " ".join(proc.info["cmdline"] or []):
-                shown.append(proc.info["cmdline"])
-        time.sleep(0.2)
-    printed = p.stdout.read()
-    assert p.returncode == 0, printed[-3000:]
-    assert not shown and password not in printed, shown
-    (run,) = [d for d in out.iterdir() if d.is_dir()]
-    files = [f for f in run.rglob("*") if f.is_file()]
-    assert run / "report.html" in files and run / "meta.json" in files
-    assert not [f for f in files if password.encode() in f.read_bytes()]
-    assert "sfubench:***@" in (run / "meta.json").read_text()
-    with psycopg.connect(url) as conn:   # recorded all the same
-        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
-
-
 def test_postgres_and_pushgateway_take_two_concurrent_loadtests_and_prometheus_sees_the_dashboards_data(
         postgres_server, tmp_path):
     """Two `make loadtest` runs at once (one Chromium and three synthetic participants each, their
     own labs), recording into one PostgreSQL and pushing to one Pushgateway: both are in `trend`,
-    and every query of the Grafana dashboard returns data from Prometheus for each."""
+    and every query of the Grafana dashboard returns data from Prometheus for each.
+
+    The second run is given its results URL with a password in the environment, as a user keeps it
+    off the command line: it is recorded all the same, and the password is in no file of its run
+    folder (the report and meta.json included), nowhere in what it printed, and in no process's
+    command line while the runs lasted. (The test server trusts local connections, so the password
+    is carried, not checked: what is asserted is where it goes.)"""
+    import secrets
+    import psutil
     url = new_database(postgres_server, "nightly")
+    password = "pw-" + secrets.token_hex(12)
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE sfubench LOGIN SUPERUSER PASSWORD '{password}'")
+    secret_url = url.replace("postgres@", f"sfubench:{password}@")
     with backends.pushgateway(tmp_path) as gateway, \
             backends.prometheus(tmp_path, gateway.removeprefix("http://")) as prom:
         procs = []
@@ -128,18 +102,34 @@ def test_postgres_and_pushgateway_take_two_concurrent_loadtests_and_prometheus_s
             out = tmp_path / f"runs{i}"
             args = f"--preset browsers --rooms 1 --users-per-room 4 --real-rooms 1 --real-per-room 1 " \
                    f"--ramp-samples 2 --target-samples 6 --quality-frames 0 --background-interval 2 " \
-                   f"--lab-prefix {prefix} --lab-subnet {subnet} --out {out} --results-db {url} " \
-                   f"--pushgateway {gateway}"
-            procs.append((out, subprocess.Popen(["make", "-s", "loadtest", "SFU=inhouse", f"ARGS={args}"], cwd=ROOT,
-                                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+                   f"--lab-prefix {prefix} --lab-subnet {subnet} --out {out} --pushgateway {gateway}"
+            env = {**os.environ, "SFUBENCH_RESULTS_DB": secret_url} if i else os.environ
+            args += "" if i else f" --results-db {url}"
+            log = open(tmp_path / f"runs{i}.log", "w+")
+            procs.append((out, log, subprocess.Popen(["make", "-s", "loadtest", "SFU=inhouse", f"ARGS={args}"], cwd=ROOT,
+                                                     stdout=log, stderr=subprocess.STDOUT, text=True, env=env)))
+        shown, deadline = [], time.monotonic() + 600
+        while any(p.poll() is None for _, _, p in procs):   # every command line, as `ps` shows them
+            assert time.monotonic() < deadline, "the runs did not end in 10 minutes"
+            for proc in psutil.process_iter(["cmdline"]):
+                if password in " ".join(proc.info["cmdline"] or []):
+                    shown.append(proc.info["cmdline"])
+            time.sleep(0.2)
+        assert not shown, shown
         runs = []
-        for out, p in procs:
-            text, _ = p.communicate(timeout=600)
+        for out, log, p in procs:
+            log.seek(0)
+            text = log.read()
+            log.close()
             assert p.returncode == 0, text[-3000:]
-            assert "pushgateway: live samples stopped" not in text
+            assert "pushgateway: live samples stopped" not in text and password not in text
             assert not [line for line in text.splitlines() if "history (" in line and "failed (" in line], text[-3000:]
             (run,) = [d for d in out.iterdir() if d.is_dir()]
             runs.append(run.name)
+        files = [f for f in run.rglob("*") if f.is_file()]   # the second run's
+        assert run / "report.html" in files and run / "meta.json" in files
+        assert not [f for f in files if password.encode() in f.read_bytes()]
+        assert "sfubench:***@" in (run / "meta.json").read_text()
         trend = subprocess.run([sys.executable, "-m", "sfubench.cli", "trend", "--sfu", "inhouse", "--db", url],
                                capture_output=True, text=True, cwd=ROOT, timeout=120)
         assert trend.returncode == 0, trend.stdout + trend.stderr
@@ -160,7 +150,7 @@ def test_postgres_and_pushgateway_take_two_concurrent_loadtests_and_prometheus_s
         assert len(pushers) == 2   # each run's samples, however the runs were named
         # and each run's figures at target, percentiles included, as its report has them
         headlines = []
-        for out, _ in procs:
+        for out, *_ in procs:
             (run,) = [d for d in out.iterdir() if d.is_dir()]
             h = json.loads((run / "tables.json").read_text())["headline"]
             headlines.append((round(h["fps_p95"], 6), round(h["recv_bps"], 3)))
