@@ -268,8 +268,8 @@ STEP_FIGURES = (
           help="the mean time a received audio sample spent in the jitter buffer (getStats jitterBufferDelay "
           "/ jitterBufferEmittedCount)"),
     _step("audio_jb_held_ms", "Held for lip sync (ms)", "ms", digits=0, section="audio",
-          help="the least the jitter buffer was made to hold a received audio sample, mean: a browser holds "
-          "audio back to play it in sync with its sender's video (getStats jitterBufferMinimumDelay "
+          help="the least delay a received audio stream's jitter buffer was set to keep, mean: a browser sets "
+          "it to play the audio in sync with its sender's video (getStats jitterBufferMinimumDelay "
           "/ jitterBufferEmittedCount; none from a synthetic receiver)"),
     _step("audio_jitter_ms", "Audio jitter (ms)", "ms", digits=1, section="audio",
           help="interarrival jitter of received audio"),
