@@ -15,7 +15,10 @@ An SFU named `ADAPTER-PROFILE` (`janus-tuned`) runs that adapter with that profi
 The summary (printed, and `summary` in `--json`): the generator's `streams_per_core` at the most
 participants of a window whose pacing p99 stayed under 1 ms and whose sockets dropped nothing
 (over every such window at that count, of every SFU's run: `windows` of them), `received_streams`,
-`pacing_p99_ms` (the worst of them) and `socket_drops` there; each SFU's `us_per_forwarded_packet` at the
+`pacing_p99_ms` (the worst of them) and `socket_drops` there, its `share_of_kernel_ceiling` (of
+the streams per core the kernel's floor, measured in the same run, allows: `kernel_floor`) and
+`us_per_received_packet` (its CPU, its sending included, per packet received); `machine` (the CPU
+model and count the figures are of); each SFU's `us_per_forwarded_packet` at the
 knee load (`--knee-load`: Janus's knee in the default study on the project's 2-core machine, the
 least of the local SFUs') and
 `us_per_forwarded_packet_2x` at twice it, null where the run did not reach the load with the
@@ -56,6 +59,7 @@ import cpushare  # noqa: E402  (bench/, beside this script)
 import kernelfloor  # noqa: E402
 from reports import metrics, runfiles, traffic, windows  # noqa: E402
 from sfubench import config, loadtest  # noqa: E402
+from sfubench.agent import machine_facts  # noqa: E402
 from sfubench.progress import Progress  # noqa: E402
 from sfubench.rundir import read  # noqa: E402
 
@@ -234,6 +238,19 @@ def floor_at(cost: dict[str, dict], users: int) -> dict | None:
     return {**floor, "pps_per_stream": pps, "streams_per_core_ceiling": kernelfloor.ceiling(floor, pps, users)}
 
 
+def against_the_kernel(gen: dict, floor: dict | None) -> dict:
+    """The generator's sustained streams per core against the kernel's floor measured in the same run,
+    so that the figure means the same on any machine: its `share_of_kernel_ceiling`, and its
+    `us_per_received_packet` (all its CPU, its own sending included, over the packets it received,
+    at the floor's packets per stream), to set beside an SFU's per forwarded packet; None where
+    either was not measured."""
+    per_core, ceiling = gen.get("streams_per_core"), (floor or {}).get("streams_per_core_ceiling")
+    if not per_core or not ceiling:
+        return {"share_of_kernel_ceiling": None, "us_per_received_packet": None}
+    return {"share_of_kernel_ceiling": per_core / ceiling,
+            "us_per_received_packet": 1e6 / (per_core * floor["pps_per_stream"])}
+
+
 def combined(rounds: list[dict]) -> dict:
     """One summary of several rounds' (`summary`): each figure the median of the rounds that have
     it, with its values (`KEY_runs`) and their spread ((max - min) / median)."""
@@ -352,7 +369,9 @@ def main(argv: list[str] | None = None) -> int:
               f"profiles in {out}{', the first round' if a.repeat > 1 else ''}):")
         print("\n".join(cpushare.table(shares)))
     result = combined([r["summary"] for r in rounds])
-    result["generator"]["kernel_floor"] = floor_at(cost, a.users_per_room)
+    floor = result["generator"]["kernel_floor"] = floor_at(cost, a.users_per_room)
+    result["generator"].update(against_the_kernel(result["generator"], floor))
+    result["machine"] = {k: machine_facts()[k] for k in ("cpu_model", "cpus")}
     print_summary(result, a.knee_load)
     if a.json:
         a.json.write_text(json.dumps({"cost": cost, "generator": generator, "summary": result, "cpu_shares": shares,
@@ -377,6 +396,11 @@ def print_summary(result: dict, knee_load: int) -> None:
               f"of CPU per datagram; at {floor['pps_per_stream']:.0f} packets/s a stream, no generator could pass "
               f"{floor['streams_per_core_ceiling']:,.0f} received streams per core (bench/kernelfloor.py); "
               f"a send that wakes the SFU's reader {floor['waking_send_us']:.2f} µs")
+    if gen.get("share_of_kernel_ceiling"):
+        machine = result.get("machine") or {}
+        print(f"the generator reached {gen['share_of_kernel_ceiling']:.2f}x that ceiling on {machine.get('cpu_model')} "
+              f"({machine.get('cpus')} CPUs): {gen['us_per_received_packet']:.1f} µs of its CPU per packet it received, "
+              "its own sending included")
     print_codecs(gen.get("codecs") or {}, runs)
 
     def num(part, key, fmt):

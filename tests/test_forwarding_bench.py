@@ -81,6 +81,11 @@ def test_both_sfus_forward_a_synthetic_room_and_their_cost_is_compared(tmp_path)
     assert floor["waking_send_us"] > floor["send_us"], floor   # the SFU's wake-up, paid by the sender
     assert 50 < floor["pps_per_stream"] < 150 and floor["streams_per_core_ceiling"] > 0, floor
     assert "the kernel's floor here" in r.stdout, r.stdout
+    # the generator against that floor, and the machine it is of
+    assert summary["machine"]["cpus"] >= 2 and summary["machine"]["cpu_model"], summary["machine"]
+    if gen["streams_per_core"] is not None:
+        assert gen["share_of_kernel_ceiling"] == gen["streams_per_core"] / floor["streams_per_core_ceiling"], gen
+        assert 0 < gen["share_of_kernel_ceiling"] < 1 and "x that ceiling on" in r.stdout, (gen, r.stdout)
 
 
 def functions_of_profiled_binary(profile: Path) -> list[str]:
@@ -89,6 +94,16 @@ def functions_of_profiled_binary(profile: Path) -> list[str]:
     binary = mappings.splitlines()[0].split()[2]
     nm = subprocess.run(["go", "tool", "nm", binary], capture_output=True, text=True, check=True).stdout
     return [line.split(maxsplit=2)[2] for line in nm.splitlines() if line.split()[1:2] == ["T"]]
+
+
+def test_the_generator_is_set_against_the_kernels_ceiling_of_the_same_run():
+    floor = {"streams_per_core_ceiling": 10_000.0, "pps_per_stream": 62.5}
+    figures = forwarding.against_the_kernel({"streams_per_core": 2_000.0}, floor)
+    assert figures["share_of_kernel_ceiling"] == 0.2
+    assert figures["us_per_received_packet"] == 8.0   # 2,000 streams of 62.5 packets/s on a core
+    unknown = {"share_of_kernel_ceiling": None, "us_per_received_packet": None}
+    assert forwarding.against_the_kernel({"streams_per_core": None}, floor) == unknown
+    assert forwarding.against_the_kernel({"streams_per_core": 2_000.0}, None) == unknown
 
 
 def test_rounds_are_summed_up_as_medians_with_their_spread():
