@@ -12,6 +12,7 @@ from sfubench.calibrate import Capacity, Cost, choose
 from sfubench.config import ConfigError
 
 
+P = calibrate.PACING_MS   # the pacing p99 at which the clients' headroom ends: windows over it are P times something
 CURVE = ((7, 0.06), (21, 0.18), (35, 0.27), (49, 0.36), (63, 0.45), (77, 0.54), (91, 0.6))
 
 
@@ -99,6 +100,17 @@ def test_figures_are_kept_per_machine_and_scenario(tmp_path):
     assert other.get("clients") is None
 
 
+def test_a_capacity_sought_under_another_pacing_limit_is_sought_again(tmp_path):
+    cache = calibrate.Cache(tmp_path, config.load(cli={"cache": str(tmp_path)}, env={}))
+    found = {"participants": 21, "streams": 252, "pacing_ms_p99": 0.4, "curve": CURVE}
+    cache.put("clients", found)   # as one measured before the limit was recorded beside it
+    assert calibrate.cached_capacity(cache) is None
+    cache.put("clients", {**found, "pacing_limit_ms": calibrate.PACING_MS / 5})
+    assert calibrate.cached_capacity(cache) is None
+    cache.put("clients", {**found, "pacing_limit_ms": calibrate.PACING_MS})
+    assert calibrate.cached_capacity(cache) == calibrate.Capacity(21, 252, 0.4, CURVE)
+
+
 def ramp(*counts_and_pacing, bound=()):
     """A capacity ramp's windows, health and cost rows: (participants, pacing p99 ms) per window."""
     windows = [{"phase": "ramp", "participants": p, "pacing_ms_p99": ms} for p, ms in counts_and_pacing]
@@ -108,14 +120,14 @@ def ramp(*counts_and_pacing, bound=()):
 
 
 def test_what_the_clients_carry_is_the_last_count_of_a_run_of_headroom():
-    found = calibrate.capacity(*ramp((7, 0.2), (21, 0.3), (35, 0.3), (49, 1.4), (49, 1.6)))
+    found = calibrate.capacity(*ramp((7, 0.2), (21, 0.3), (35, 0.3), (49, 1.4 * P), (49, 1.6 * P)))
     assert (found.participants, found.streams, found.pacing_ms_p99) == (35, 210, 0.3)
     assert found.curve == ((7, 7 / 300), (21, 21 / 300), (35, 35 / 300))
     # one window past the pacing, then its count measured again within it: a passing hiccup
-    assert calibrate.capacity(*ramp((7, 0.2), (21, 6.4), (21, 0.3), (35, 0.3), (49, 2.0), (49, 2.0))).participants == 35
+    assert calibrate.capacity(*ramp((7, 0.2), (21, 6.4 * P), (21, 0.3), (35, 0.3), (49, 2 * P), (49, 2 * P))).participants == 35
     # a client-bound window ends it as the pacing does; under two counts of headroom, nothing
     assert calibrate.capacity(*ramp((7, 0.2), (21, 0.2), (35, 0.2), bound={35})).participants == 21
-    assert calibrate.capacity(*ramp((7, 0.2), (21, 3.0), (21, 3.0))) is None
+    assert calibrate.capacity(*ramp((7, 0.2), (21, 3 * P), (21, 3 * P))) is None
 
 
 class ScriptedRunner:
@@ -137,13 +149,13 @@ class ScriptedRunner:
 
 def test_the_capacity_ramp_waits_out_the_browsers_start_at_its_first_count_and_no_later():
     # the first count: measured until a window keeps the pacing, up to FIRST_WINDOWS
-    runner = ScriptedRunner([1.3, 2.8, 0.4, 0.3, 0.3, 1.5, 2.0])
+    runner = ScriptedRunner([1.3 * P, 2.8 * P, 0.4, 0.3, 0.3, 1.5 * P, 2 * P])
     calibrate._scenario(None)(runner)
-    assert runner.windows == [(7, 1.3), (7, 2.8), (7, 0.4), (21, 0.3), (35, 0.3), (49, 1.5), (49, 2.0)]
+    assert runner.windows == [(7, 1.3 * P), (7, 2.8 * P), (7, 0.4), (21, 0.3), (35, 0.3), (49, 1.5 * P), (49, 2 * P)]
     assert calibrate.capacity(*ramp(*runner.windows)).participants == 35
-    runner = ScriptedRunner([1.3] * calibrate.FIRST_WINDOWS)
+    runner = ScriptedRunner([1.3 * P] * calibrate.FIRST_WINDOWS)
     calibrate._scenario(None)(runner)
-    assert runner.windows == [(7, 1.3)] * calibrate.FIRST_WINDOWS
+    assert runner.windows == [(7, 1.3 * P)] * calibrate.FIRST_WINDOWS
 
 
 def test_the_capacity_ramp_stops_once_the_budget_could_use_no_more():
@@ -158,7 +170,7 @@ def test_the_capacity_ramp_stops_once_the_budget_could_use_no_more():
     found = calibrate.capacity(*ramp(*runner.windows), sought)
     assert found.participants == counts[-1] and found.at_least
     # headroom ended at the last count: the clients' limit was found, not a lower bound
-    assert not calibrate.capacity(*ramp(*runner.windows[:-1], (counts[-1] + 14, 2.0)), sought).at_least
+    assert not calibrate.capacity(*ramp(*runner.windows[:-1], (counts[-1] + 14, 2 * P)), sought).at_least
     # a lower bound refuses no budget: the floor, as where only the ramp's minutes ask for less
     light = Cost("1", 1.0, 10.0)
     lower = Capacity(70, 840, 0.3, ((7, 0.01), (70, 0.05)), at_least=True)
