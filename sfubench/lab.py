@@ -34,6 +34,9 @@ from . import cgroups, reaper, traffic
 
 CLONE_NEWNET = 0x40000000
 LOCK_DIR = Path("/run/sfubench")
+# A live run holds its lab's lock for the whole run; a starting engine's look at every lab
+# (reclaim_abandoned) for milliseconds, or while it removes an abandoned lab's namespaces.
+LOCK_WAIT_S = 5.0
 
 
 class LabError(RuntimeError):
@@ -236,9 +239,7 @@ class LocalLab:
         LOCK_DIR.mkdir(parents=True, exist_ok=True)
         path = LOCK_DIR / f"{self.prefix}.lock"
         self._lock = open(path, "a+")
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _flock_within(self._lock, LOCK_WAIT_S):
             self._lock.seek(0)
             owner = self._lock.read().split("\n")[0].strip() or "?"
             self._lock.close()
@@ -275,6 +276,21 @@ class LocalLab:
     def _pids(netns: str) -> list[int]:
         r = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True)
         return [int(p) for p in r.stdout.split() if int(p) != os.getpid()]
+
+
+def _flock_within(lock, seconds: float) -> bool:
+    """Takes `lock` exclusively, trying for up to `seconds`: another engine's reclaim_abandoned()
+    holds every lab's lock for a moment as it starts, and two runs started at once must not take
+    that moment for a live run."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
 
 
 def reclaim_abandoned() -> list[str]:

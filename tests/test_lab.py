@@ -1,10 +1,13 @@
 """The local lab with real network namespaces and a real veth link (needs root, as runs do)."""
+import fcntl
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from sfubench import lab as locallab
 from sfubench.lab import LabError, LocalLab
 
 ECHO = ("import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('{a}', 5999)); "
@@ -75,7 +78,8 @@ def test_engine_moves_into_the_clients_namespace_and_back():
         assert Path("/proc/self/ns/net").resolve() == home
 
 
-def test_a_stale_lab_is_cleaned_and_a_live_one_is_refused():
+def test_a_stale_lab_is_cleaned_and_a_live_one_is_refused(monkeypatch):
+    monkeypatch.setattr(locallab, "LOCK_WAIT_S", 0.5)   # a live run's lock is held for minutes
     crashed = LocalLab("sfubt", "127.0.9").up()
     crashed._release_lock()            # what a killed process leaves behind: namespaces, no lock
     again = LocalLab("sfubt", "127.0.9")
@@ -148,6 +152,20 @@ def test_a_lab_whose_engine_died_is_reclaimed_by_the_next_run_of_any_prefix(tmp_
             p.kill()
         dead._remove()
         group.remove()
+
+
+def test_a_lock_held_for_a_moment_by_another_engines_start_is_waited_for():
+    """Two runs started at once (as test_backends' do): the one that starts first looks at every
+    lab's lock, holding each for a moment; the other, taking its own lock in that moment, must not
+    be refused as if a live run held it."""
+    locallab.LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    with open(locallab.LOCK_DIR / "sfubt.lock", "a+") as scanner:
+        fcntl.flock(scanner, fcntl.LOCK_EX)
+        release = threading.Timer(0.3, fcntl.flock, (scanner, fcntl.LOCK_UN))
+        release.start()
+        with LocalLab("sfubt", "127.0.9") as mine:
+            assert mine.exists()
+        release.join()
 
 
 def test_a_live_engines_lab_is_left_alone():
