@@ -42,10 +42,10 @@ from .progress import Progress
 TARGET = 0.55
 FLOOR_CORES = 0.15    # a budget below this is no fair deployment: refused
 # The generator's pacing p99 under which the clients still have headroom: a quarter of the lateness
-# at which a run's window is client-bound (reports/clientbound.py). Not 1 ms: where a core's timer
-# wakes late now and then (a nested VM's vCPU woken from a halt: a plain 1-ms sleep there overshot by
-# 1.2 ms at p99 on an idle core), p99 drifted between 0.8 and 3.6 ms from 14 to 98 participants with
-# p95 at 0.4-0.7 throughout, then read 9-13 ms at 105, where the clients' core was full.
+# at which a run's window is client-bound (reports/clientbound.py). Not lower: where a core's timer
+# wakes late now and then (a nested VM's vCPU woken from a halt), p99 wanders over milliseconds long
+# before the clients' core is full (docs/performance-history.md: "The clients' headroom on a VM
+# whose timers wake late"; on that VM even this limit did not always hold).
 PACING_MS = 5.0
 LIGHT_ROOMS = 2       # rooms at which the SFUs' costs are compared
 # Of the rooms the lab's ramp adds within --ramp-minutes: the furthest the cheapest SFU's knee is

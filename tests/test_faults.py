@@ -400,7 +400,7 @@ def test_a_clock_step_costs_the_window_it_touched_not_the_run(tmp_path):
     step would; put back as soon as the run has seen it, another step): the window is discarded and
     measured again, the run completes, and its report leaves the window out and says so. A browser
     and a synthetic participant a room: four browsers left the clients' quota short on a VM whose
-    timers wake late (client-bound at 4, the quota out in 16-39 % of its periods)."""
+    timers wake late (client-bound at 4), a knee this test rightly refuses."""
     run = Run(tmp_path, "--rooms", "2", "--users-per-room", "2", "--real-per-room", "1", "--ramp-samples", "6",
               "--background-interval", "1", *QUOTA)
     run.until("r2u2 joining")
