@@ -77,6 +77,12 @@ def _share(edges: dict, role: str, key: str = "cpu_s") -> tuple[float, float] | 
     return (end[key] - start[key]) / dt, float(end.get("cores") or 0)
 
 
+def busy_share(edges: dict, role: str) -> float | None:
+    """The share of the cores `role` may use that it kept busy over a window (0-1); None unprobed."""
+    used = _share(edges, role)
+    return used[0] / used[1] if used and used[1] else None
+
+
 def throttled_share(edges: dict, role: str) -> float | None:
     """The share of a window's CFS periods in which `role`'s quota ran out (0-1); for runs recorded
     before periods were counted, its throttled time per second spread over the cores it may use."""

@@ -33,9 +33,10 @@ def sized(budget: dict | None) -> str:
     clients, cheapest = budget.get("clients") or {}, budget.get("cheapest")
     cost = (budget.get("costs") or {}).get(cheapest) or {}
     which = ", the cheapest SFU" if len(budget.get("costs") or {}) > 1 else ""
+    busy = f", their cores {clients['busy']:.0%} busy" if clients.get("busy") is not None else ""
     return (f"The SFU budget, {budget['cores']:g} core, is sized to this machine: its clients carry "
             f"{'at least ' * bool(clients.get('at_least'))}{clients.get('participants')} participants beside the browser ({clients.get('streams')} streams "
-            f"received, the generator's pacing p99 {clients.get('pacing_ms_p99', 0):.2f} ms), and {cheapest}"
+            f"received, the generator's pacing p99 {clients.get('pacing_ms_p99', 0):.2f} ms{busy}), and {cheapest}"
             f"{which} ({cost.get('us_per_packet', 0):.1f} µs a forwarded packet at the light load), is expected "
             f"to give way near {cost.get('expected_knee', 0):.0f} participants ({budget.get('rule')})")
 

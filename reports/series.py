@@ -206,6 +206,7 @@ def window_health(run: runfiles.Run, obs: list[dict], rule: ClientRule = ClientR
                     "participants": w.get("participants"), "client_bound": bool(reasons), "reasons": reasons,
                     "overruled": f"{saturated} (the clients: {'; '.join(strain)})" if saturated else "",
                     "cpu_probed": probed, "duration_s": w.get("duration_s"),
+                    "clients_busy": clientbound.busy_share(at, "clients"),
                     **{f"{role}_throttled": clientbound.throttled_share(at, role)
                        for role in ("sfu", "clients")}})
     return out

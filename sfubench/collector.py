@@ -337,6 +337,7 @@ class Collector:
                 "stats_ms_max": round(took[-1], 1) if took else None,
                 "lag_ms_max": round(max(w.lag_max.values()), 1) if w.lag_max else None,
                 "lag_ms_mean": round(sum(w.lag_mean) / len(w.lag_mean), 1) if w.lag_mean else None,
+                "pacing_ms_p95": _quantile_ms(w.pacing, 0.95),
                 "pacing_ms_p99": _quantile_ms(w.pacing, 0.99),
                 "pacing_ms_max": round(max(w.pacing) / 1000, 2) if w.pacing else None,
                 **({"discarded": discarded} if discarded else {}),

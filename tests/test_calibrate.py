@@ -7,12 +7,13 @@ import dataclasses
 import pytest
 
 from reports import scenario
-from sfubench import calibrate, config
+from sfubench import calibrate, config, events
 from sfubench.calibrate import Capacity, Cost, choose
 from sfubench.config import ConfigError
 
 
-P = calibrate.PACING_MS   # the pacing p99 at which the clients' headroom ends: windows over it are P times something
+P = calibrate.PACING_MS   # the pacing p99 at which the clients' headroom may end: windows over it are P times something
+FULL, IDLE = 1.0, calibrate.BUSY / 2   # the clients' cores busy: over BUSY, and well under it
 CURVE = ((7, 0.06), (21, 0.18), (35, 0.27), (49, 0.36), (63, 0.45), (77, 0.54), (91, 0.6))
 
 
@@ -100,23 +101,26 @@ def test_figures_are_kept_per_machine_and_scenario(tmp_path):
     assert other.get("clients") is None
 
 
-def test_a_capacity_sought_under_another_pacing_limit_is_sought_again(tmp_path):
+def test_a_capacity_sought_under_another_rule_of_headroom_is_sought_again(tmp_path):
     cache = calibrate.Cache(tmp_path, config.load(cli={"cache": str(tmp_path)}, env={}))
     found = {"participants": 21, "streams": 252, "pacing_ms_p99": 0.4, "curve": CURVE}
-    cache.put("clients", found)   # as one measured before the limit was recorded beside it
+    cache.put("clients", found)   # as one measured before the rule was recorded beside it
     assert calibrate.cached_capacity(cache) is None
-    cache.put("clients", {**found, "pacing_limit_ms": calibrate.PACING_MS / 5})
+    cache.put("clients", {**found, "pacing_limit_ms": calibrate.PACING_MS})   # as the rule of pacing alone was
     assert calibrate.cached_capacity(cache) is None
-    cache.put("clients", {**found, "pacing_limit_ms": calibrate.PACING_MS})
-    assert calibrate.cached_capacity(cache) == calibrate.Capacity(21, 252, 0.4, CURVE)
+    cache.put("clients", {**found, "busy": 0.8, "headroom": calibrate.HEADROOM})
+    assert calibrate.cached_capacity(cache) == calibrate.Capacity(21, 252, 0.4, CURVE, busy=0.8)
 
 
-def ramp(*counts_and_pacing, bound=()):
-    """A capacity ramp's windows, health and cost rows: (participants, pacing p99 ms) per window."""
-    windows = [{"phase": "ramp", "participants": p, "pacing_ms_p99": ms} for p, ms in counts_and_pacing]
-    health = [{"phase": "ramp", "participants": p, "client_bound": p in bound} for p, _ in counts_and_pacing]
-    cost = [{"participants": p, "fwd_streams": 6 * p, "sfu_cores_fwd": p / 300} for p, _ in counts_and_pacing]
-    return windows, health, cost
+def ramp(*windows, bound=()):
+    """A capacity ramp's windows, health and cost rows: (participants, pacing p99 ms[, the clients'
+    cores busy]) per window."""
+    windows = [(n, *w, None)[:4] for n, w in enumerate(windows, 1)]
+    records = [{"phase": "ramp", "window": n, "participants": p, "pacing_ms_p99": ms} for n, p, ms, _ in windows]
+    health = [{"phase": "ramp", "window": n, "participants": p, "client_bound": p in bound, "clients_busy": busy}
+              for n, p, _, busy in windows]
+    cost = [{"participants": p, "fwd_streams": 6 * p, "sfu_cores_fwd": p / 300} for _, p, _, _ in windows]
+    return records, health, cost
 
 
 def test_what_the_clients_carry_is_the_last_count_of_a_run_of_headroom():
@@ -130,10 +134,23 @@ def test_what_the_clients_carry_is_the_last_count_of_a_run_of_headroom():
     assert calibrate.capacity(*ramp((7, 0.2), (21, 3 * P), (21, 3 * P))) is None
 
 
+def test_a_late_generator_ends_the_clients_headroom_only_where_their_cores_were_busy():
+    # late with a core half idle: the machine's timers, not the clients' want of CPU
+    found = calibrate.capacity(*ramp((7, 0.2, 0.5), (21, 1.2 * P, IDLE), (35, 0.3, 0.7), (49, 1.4 * P, 0.8),
+                                     (63, 1.5 * P, FULL), (63, 2 * P, FULL)))
+    assert (found.participants, found.pacing_ms_p99, found.busy) == (49, 1.4 * P, 0.8)
+    # busy but on time: headroom still
+    assert calibrate.capacity(*ramp((7, 0.2, 0.5), (21, 0.3, FULL), (35, 0.3, FULL))).participants == 35
+    assert calibrate.kept({"pacing_ms_p99": 2 * P}, IDLE) and not calibrate.kept({"pacing_ms_p99": 2 * P}, FULL)
+    assert not calibrate.kept({"pacing_ms_p99": 2 * P}, None) and calibrate.kept({"pacing_ms_p99": None}, FULL)
+
+
 class ScriptedRunner:
-    """The runner a calibration scenario drives, its windows' pacing p99 given in advance."""
-    def __init__(self, pacing):
-        self.cfg, self.pacing, self.windows = config.load(cli={}, env={}), list(pacing), []
+    """The runner a calibration scenario drives, its windows' pacing p99 given in advance, and the
+    clients' CPU its probes read at each window's edges (a core, 3 s apart: FULL unless given)."""
+    def __init__(self, pacing, busy=()):
+        self.cfg, self.pacing, self.busy, self.windows = config.load(cli={}, env={}), list(pacing), list(busy), []
+        self.bus = events.Bus()
 
     def resize(self, participants):
         self.participants = participants
@@ -143,8 +160,12 @@ class ScriptedRunner:
         pass
 
     def measure(self, phase, samples):
+        window, busy = len(self.windows) + 1, self.busy.pop(0) if self.busy else FULL
+        for edge, t, cpu_s in (("start", 0, 0.0), ("end", 3000, 3 * busy)):
+            self.bus.emit("server", {"t": t, "role": "clients", "cpu_s": cpu_s, "cores": 1, "edge": edge,
+                                     "window": window, "phase": phase})
         self.windows.append((self.participants, self.pacing.pop(0)))
-        return {"pacing_ms_p99": self.windows[-1][1]}
+        return {"window": window, "pacing_ms_p99": self.windows[-1][1]}
 
 
 def test_the_capacity_ramp_waits_out_the_browsers_start_at_its_first_count_and_no_later():
@@ -156,6 +177,10 @@ def test_the_capacity_ramp_waits_out_the_browsers_start_at_its_first_count_and_n
     runner = ScriptedRunner([1.3 * P] * calibrate.FIRST_WINDOWS)
     calibrate._scenario(None)(runner)
     assert runner.windows == [(7, 1.3 * P)] * calibrate.FIRST_WINDOWS
+    # late with the clients' core half idle: the ramp goes on (the cores the probes read decide)
+    runner = ScriptedRunner([0.3, 1.5 * P, 2 * P, 0.3, 2 * P, 2 * P], busy=[0.5, IDLE, IDLE, 0.8, FULL, FULL])
+    calibrate._scenario(None)(runner)
+    assert [p for p, _ in runner.windows] == [7, 21, 35, 49, 63, 63]
 
 
 def test_the_capacity_ramp_stops_once_the_budget_could_use_no_more():
