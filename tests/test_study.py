@@ -61,7 +61,8 @@ def test_the_default_run_ramps_rooms_of_seven_to_a_knee(done, analysis):
     budget = json.loads((out / "study.json").read_text())["budget"]   # sized to this machine first
     config = a.ident["config"]
     assert (config["users_per_room"], config["shape"], config["sfu_cpus"]) == (7, "until-knee", budget["cores"])
-    assert calibrate.FLOOR_CORES <= budget["cores"] <= 1 and budget["clients"]["pacing_ms_p99"] < calibrate.PACING_MS
+    clients = budget["clients"]   # with headroom where they were measured, as the rule has it
+    assert calibrate.FLOOR_CORES <= budget["cores"] <= 1 and calibrate.kept(clients, clients["busy"]), clients
     ramps = [w for w in a.run.windows if w["phase"] == "ramp"]
     counts = sorted({w["participants"] for w in ramps})
     rooms = [c for c in counts if c % 7 == 0]
