@@ -310,8 +310,8 @@ def test_a_pod_the_restricted_profile_refuses_is_never_created(cluster):
     grid = kube.KubeGrid(cluster.api(), "sfubench-t5", kube.GridSpec(objects=objects))
     core = k8s.CoreV1Api(cluster.api())
     try:
-        with pytest.raises(kube.KubeError):
-            grid.deploy(timeout=20)
+        with pytest.raises(kube.KubeError, match="refuses its pods: .*violates PodSecurity"):
+            grid.deploy(timeout=120)   # said as soon as the controller is refused, not at the timeout
         assert not core.list_namespaced_pod("sfubench-t5").items
         reasons = " ".join(e.message or "" for e in core.list_namespaced_event("sfubench-t5").items)
         assert "violates PodSecurity \"restricted" in reasons, reasons

@@ -216,7 +216,8 @@ class KubeGrid:
                                            field_manager=FIELD_MANAGER, force_conflicts=True)
             except ApiException as e:
                 raise KubeError(f"applying {o['kind']} {o['metadata']['name']}: {_reason(e)}") from None
-        self._wait(lambda: self._ready(HUB) >= 1, timeout, f"the hub ({HUB}) to be ready", lambda: self._state(HUB))
+        self._wait(lambda: self._ready(HUB) >= 1, timeout, f"the hub ({HUB}) to be ready", lambda: self._state(HUB),
+                   lambda: self._refused(HUB))
 
     def scale(self, nodes: int, timeout: float = 600) -> None:
         """Sets the Chrome nodes to `nodes` and waits until that many are ready (and no more run)."""
@@ -297,6 +298,13 @@ class KubeGrid:
                 return False
             raise
 
+    def _refused(self, name: str) -> str:
+        """Why the cluster refuses to create Deployment `name`'s pods (its admission, as the
+        ReplicaSet's controller reports it), or "": a grid whose pods are refused never comes up."""
+        sets = self.apps.list_namespaced_replica_set(self.namespace, label_selector=f"app.kubernetes.io/name={name}")
+        return "; ".join(c.message for rs in sets.items for c in rs.status.conditions or []
+                         if c.type == "ReplicaFailure" and c.status == "True" and c.message)
+
     def _state(self, name: str) -> str:
         """Deployment `name`'s pods as the API server has them, for a timeout to say what it saw."""
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"app.kubernetes.io/name={name}").items
@@ -306,12 +314,15 @@ class KubeGrid:
             for p in pods) or "no pods"
 
     @staticmethod
-    def _wait(done, timeout: float, what: str, state=None) -> None:
+    def _wait(done, timeout: float, what: str, state=None, refused=None) -> None:
         deadline = time.monotonic() + timeout
         while True:
             try:
                 if done():
                     return
+                why = refused() if refused else ""
+                if why:
+                    raise KubeError(f"waiting for {what}: the cluster refuses its pods: {why}")
             except ApiException as e:
                 if e.status not in (404, 409):
                     raise KubeError(f"waiting for {what}: {_reason(e)}") from None
