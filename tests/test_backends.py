@@ -101,7 +101,7 @@ def test_postgres_and_pushgateway_take_two_concurrent_loadtests_and_prometheus_s
         for i, (prefix, subnet) in enumerate((("sfbpa", "127.0.21"), ("sfbpb", "127.0.22"))):
             out = tmp_path / f"runs{i}"
             args = f"--preset browsers --rooms 1 --users-per-room 4 --real-rooms 1 --real-per-room 1 " \
-                   f"--ramp-samples 2 --target-samples 6 --quality-frames 0 --background-interval 2 " \
+                   f"--ramp-samples 2 --target-samples 6 --quality-frames 0 --audio-seconds 0 --background-interval 2 " \
                    f"--lab-prefix {prefix} --lab-subnet {subnet} --out {out} --pushgateway {gateway}"
             env = {**os.environ, "SFUBENCH_RESULTS_DB": secret_url} if i else os.environ
             args += "" if i else f" --results-db {url}"
