@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what sfubench needs on a Debian 12 machine; safe to rerun (each step skips when already done).
 #   scripts/deps.sh                 the steps a load test needs: apt, python, grid
-#   scripts/deps.sh apt|python|grid|cloud|go|node ...   only those steps (cloud: the cloud path's tools
-#                                   and the suite's control plane, built from the Go module proxy;
-#                                   go, node: toolchains an SFU's install needs on a bare cloud host)
+#   scripts/deps.sh apt|python|grid|cloud|go|node|host ...   only those steps (cloud: the cloud path's
+#                                   tools and the suite's control plane, built from the Go module proxy;
+#                                   go, node: toolchains an SFU's install needs on a bare cloud host;
+#                                   host: the venv such a host serves its SFU with, in place of python's)
 # One line per step on stdout; on failure one line on stderr naming the step and its log, exit status 1.
 # Environment: PYTHON (the interpreter for a new .venv, default python3), SFUBENCH_CACHE (see grid/install.sh).
 set -euo pipefail
@@ -65,10 +66,11 @@ step_apt() {
   detail="installed ${missing[*]}"
 }
 
-step_python() {
-  local venv=$root/.venv log=$logs/python.log want
-  # pyproject.toml too: the editable install's metadata and entry points come from it.
-  want=$(cat "$root/requirements.txt" "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)
+# .venv with what `pip install` is given, then the package itself (editable), skipped where the
+# digest `want` of what it installs is the one its marker kept.
+install_venv() {
+  local venv=$root/.venv log=$logs/$1.log want=$2
+  shift 2
   if [[ -f $venv/.deps-sha256 && $(<"$venv/.deps-sha256") == "$want" ]]; then
     detail=cached
     return
@@ -78,11 +80,26 @@ step_python() {
     "${PYTHON:-python3}" -m venv --clear "$venv" >>"$log" 2>&1 || fail "creating $venv (log: $log)"
   fi
   local pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input -q)
-  "${pip[@]}" install -r "$root/requirements.txt" >>"$log" 2>&1 ||
-    fail "pip install -r requirements.txt (log: $log)"
+  "${pip[@]}" install "$@" >>"$log" 2>&1 || fail "pip install $* (log: $log)"
   "${pip[@]}" install --no-deps -e "$root" >>"$log" 2>&1 || fail "pip install -e . (log: $log)"
   echo "$want" >"$venv/.deps-sha256"
   detail="$venv updated"
+}
+
+step_python() {
+  # pyproject.toml too: the editable install's metadata and entry points come from it.
+  install_venv python "$(cat "$root/requirements.txt" "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)" \
+    -r "$root/requirements.txt"
+}
+
+# A cloud host that only serves an SFU (cloud-init's) runs `sfubench serve`, which imports no more
+# than these: not the reports', the scorers' or the suite's packages, whose wheels took a minute and
+# a half of every host's boot. Their pins are requirements.txt's.
+HOST_PACKAGES=(psutil)
+step_host() {
+  local pins
+  pins=$(grep -E "^($(IFS='|'; echo "${HOST_PACKAGES[*]}"))==" "$root/requirements.txt" | cut -d' ' -f1)
+  install_venv host "host $(printf '%s\n' "$pins" | cat - "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)" $pins
 }
 
 step_grid() {
@@ -151,7 +168,8 @@ step_cloud() {
 steps=("$@")
 ((${#steps[@]})) || steps=(apt python grid)
 for step in "${steps[@]}"; do
-  [[ $step == @(apt|python|grid|cloud|go|node) ]] || { echo "usage: scripts/deps.sh [apt|python|grid|cloud|go|node]..." >&2; exit 2; }
+  [[ $step == @(apt|python|grid|cloud|go|node|host) ]] ||
+    { echo "usage: scripts/deps.sh [apt|python|grid|cloud|go|node|host]..." >&2; exit 2; }
 done
 mkdir -p "$logs"
 for step in "${steps[@]}"; do
