@@ -61,6 +61,19 @@ def test_window_health_knows_which_windows_had_the_clients_cpu_probed():
     assert [h["cpu_probed"] for h in series.window_health(run, [])] == [True, False]
 
 
+def test_window_health_gives_the_share_of_the_clients_cores_they_kept_busy():
+    """What the calibration tells a late generator by: CPU seconds over the window's span, over the
+    cores the clients may use (a quota's share of a core, or the cores of their cpuset)."""
+    run = runfiles.Run(path=None, windows=[dict(HEALTHY, window=1), dict(HEALTHY, window=2)])
+    run.server = [{"t": t, "role": "clients", "window": w, "edge": edge, "cpu_s": cpu_s, "cores": cores}
+                  for w, cores, used in ((1, 1, 2.7), (2, 0.6, 2.1))
+                  for t, edge, cpu_s in ((0, "start", 5.0), (5000, "end", 5.0 + used))]
+    busy = [h["clients_busy"] for h in series.window_health(run, [])]
+    assert busy == [pytest.approx(0.54), pytest.approx(0.7)]
+    run.server = [r for r in run.server if r["window"] == 1]   # no probe row: not measured, not idle
+    assert [h["clients_busy"] for h in series.window_health(run, [])] == [pytest.approx(0.54), None]
+
+
 def test_a_window_with_headroom_is_not_client_bound():
     assert assess() == []
 
