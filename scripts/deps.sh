@@ -98,7 +98,8 @@ step_python() {
 HOST_PACKAGES=(psutil)
 step_host() {
   local pins
-  pins=$(grep -E "^($(IFS='|'; echo "${HOST_PACKAGES[*]}"))==" "$root/requirements.txt" | cut -d' ' -f1)
+  pins=$(grep -E "^($(IFS='|'; echo "${HOST_PACKAGES[*]}"))==" "$root/requirements.txt" | cut -d' ' -f1) ||
+    fail "requirements.txt pins none of ${HOST_PACKAGES[*]}"
   install_venv host "host $(printf '%s\n' "$pins" | cat - "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)" $pins
 }
 
