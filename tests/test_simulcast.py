@@ -259,25 +259,29 @@ def test_synthetic_svc_publishers_and_receivers_get_the_spatial_layer_each_asks_
 
 
 # Each SFU that picks a receiver's layer by its link, with every codec its synthetic participants send
-# as simulcast (LiveKit by its receivers' REMB, which synthetic receivers send where it asks for it).
-NARROW_SYNTHETIC = [(s, c) for s in ADAPTIVE if s in SYNTHETIC_LAYERED
-                    for c in Adapter.load(s).synthetic_codecs if c in Adapter.load(s).simulcast_codecs]
+# as simulcast (LiveKit by its receivers' REMB, which synthetic receivers send where it asks for it),
+# and VP9 as SVC where they send it so (the only way LiveKit takes VP9 layers)
+NARROW_SYNTHETIC = [(s, c, "--simulcast") for s in ADAPTIVE if s in SYNTHETIC_LAYERED
+                    for c in Adapter.load(s).synthetic_codecs if c in Adapter.load(s).simulcast_codecs] + \
+                   [(s, "vp9", "--svc") for s in ADAPTIVE if s in SYNTHETIC_SVC]
 
 
 @pytest.mark.e2e
 @full
-@pytest.mark.parametrize("sfu,codec", NARROW_SYNTHETIC)
-def test_a_synthetic_receiver_on_a_narrow_link_is_moved_to_a_lower_layer_in_each_codec(sfu, codec, tmp_path):
+@pytest.mark.parametrize("sfu,codec,layers", NARROW_SYNTHETIC)
+def test_a_synthetic_receiver_on_a_narrow_link_is_moved_to_a_lower_layer_in_each_codec(sfu, codec, layers,
+                                                                                       tmp_path):
     """A known answer per codec: two synthetic participants publish three layers of the 960x540 clip
-    (2,000, 750 and 250 kbit/s) and receive each other behind a 700-kbit/s downlink
-    (--synthetic-network): neither can take the full layer, so from DOWN_S after its first frame (the
-    browsers' bound) each receiver is on a lower one, as the SFU's estimate of its link puts it, and
-    its video goes on."""
+    (as simulcast: 2,000, 750 and 250 kbit/s; as VP9 SVC: one stream of three spatial layers) and
+    receive each other behind a 700-kbit/s downlink (--synthetic-network): neither can take the full
+    layer, so from DOWN_S after its first frame (the browsers' bound) each receiver is on a lower
+    one, as the SFU's estimate of its link puts it, and its video goes on."""
     narrow = tmp_path / "narrow.toml"
     narrow.write_text("[down]\nrate_kbps = 700\nqueue_ms = 300\n")
     out = tmp_path / "runs"
     cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", sfu, "--codec", codec, "--shape", "ramp",
-           "--rooms", "1", "--users-per-room", "2", "--real-rooms", "0", "--simulcast", "3",
+           "--rooms", "1", "--users-per-room", "2", "--real-rooms", "0", *((layers, "3") if layers == "--simulcast"
+                                                                          else (layers,)),
            "--synthetic-network", str(narrow), "--quality-frames", "0", "--target-samples", str(NARROW_S),
            "--out", str(out), "--lab-prefix", "sfubs", "--lab-subnet", "127.0.9"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
