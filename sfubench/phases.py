@@ -1,5 +1,5 @@
 """The steps a shape asks for beyond rooms joining and being measured (`Step.phase`): a join storm,
-and a planned outage (the SFU restarted, or the clients' link cut). Each is a function of the runner
+a planned outage (the SFU restarted, or the clients' link cut), and a recovery from an overload. Each is a function of the runner
 and its step, found by phase in PHASES, and minds its step's network itself; the runner's own steps
 (ramp, network) stay with it."""
 from __future__ import annotations
@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     from .runner import Participant, Runner
 
 POLL_S = 0.25
+# An SFU that used under this share of its budget over RECOVER_WAIT_S had CPU to spare, so nothing an
+# overload queued is left to drain (a saturated one uses all of it)
+RECOVERED = 0.75
+RECOVER_WAIT_S = 5.0
 
 
 def storm(run: Runner, step: Step) -> None:
@@ -121,4 +125,23 @@ def time_back(run: Runner, before: list[Participant], began: float, up: float, s
     return back
 
 
-PHASES = {"storm": storm, "restart": outage}
+def recover(run: Runner, step: Step) -> None:
+    """The run taken down to `step.participants` after its ramp overloaded the SFU, and held there
+    until the SFU uses under RECOVERED of its budget (`step.within` s at most); nothing is measured.
+    Without a reading of the SFU's CPU it holds RECOVER_WAIT_S."""
+    run.resize(step.participants)
+    began = time.monotonic()
+    while True:
+        share = run.sfu_share(RECOVER_WAIT_S)
+        waited = round(time.monotonic() - began, 1)
+        if share is None or share < RECOVERED or waited >= step.within:
+            break
+    if share is not None and share >= RECOVERED:
+        run.event("sfu_not_recovered", seconds=waited, budget_share=round(share, 2))
+        run.say(f"recovery: the SFU still used {share:.0%} of its budget after {waited:g} s at "
+                f"{step.participants} participants; narrowing on regardless")
+    else:
+        run.event("sfu_recovered", seconds=waited, budget_share=None if share is None else round(share, 2))
+
+
+PHASES = {"storm": storm, "restart": outage, "recover": recover}

@@ -164,6 +164,8 @@ class Runner:
         while self.status.participants < participants:
             back = next((p for p in self.participants if p.failed == "left"), None)
             if back is not None:
+                if self.cfg.join_interval and self.status.participants % self.cfg.users_per_room:
+                    self.wait(self.cfg.join_interval)   # paced as the room's first joins were
                 self.rejoin(back.id)
                 self.status.participants += 1
                 room = back.room
@@ -217,6 +219,23 @@ class Runner:
         self.say(f"network: {len(back)}/{len(videos)} videos playing again after {left}"
                  + (f", the slowest in {seconds:g} s" if seconds is not None else
                     f"; the rest not within {RECOVERY_MAX_S:g} s"))
+
+    def sfu_share(self, seconds: float) -> float | None:
+        """The share of its budget the SFU used over the next `seconds`, waited out; None where no
+        probe reads its CPU."""
+        probe = next((p for p in self.probes if p.role == "sfu"), None)
+        start, used = time.monotonic(), None
+        try:
+            used = probe.read()[0] if probe else None
+        except (OSError, ValueError, KeyError):
+            pass
+        self.wait(seconds)
+        if used is None:
+            return None
+        try:
+            return (probe.read()[0] - used) / (time.monotonic() - start) / probe.cores
+        except (OSError, ValueError, KeyError):
+            return None
 
     def event(self, name: str, **fields) -> None:
         self.bus.event(name, self.status.participants, **fields)

@@ -5,7 +5,13 @@ viewers send no stream and no stream is counted missing; every viewer, browser o
 receives the publisher's video at the clip's rate; the step's videos are each timed to their first
 play.
 
-`make test` runs it through Janus; `make test-sfus` through every other adapter that takes viewers."""
+Past the knee, the steps that found and confirmed it overload the SFU by a quarter or more: each
+narrowing step below the count the run is at is measured only after the run went down to half the
+viewers that coped and the SFU had spare CPU again, so the knee narrowed down is the one the ramp
+would have met, not the overload's backlog.
+
+`make test` runs it through Janus; `make test-sfus` through every other adapter that takes viewers;
+`make test-e2e` the narrowing after an overload."""
 import json
 import sys
 
@@ -16,7 +22,7 @@ from sfubench import config, loadtest
 from sfubench.progress import Progress
 from sfubench.sfu import Adapter
 
-from support.tiers import tiered
+from support.tiers import full, tiered
 
 VIEWING = tuple(n for n in config.available_sfus() if "local" in Adapter.load(n).where and Adapter.load(n).viewers)
 
@@ -45,3 +51,29 @@ def test_viewers_receive_the_publisher_and_send_nothing(sfu, tmp_path):
     # the step's videos (the publisher's camera at itself and at each viewer), each timed to its first play
     first = json.loads((run_dir / "tables.json").read_text())["tables"]["first_video"]["rows"]
     assert [row[:3] for row in first] == [[7, 7, 0]] and 0 < first[0][3] <= first[0][5] < cfg.video_timeout, first
+
+
+@full
+def test_past_the_knee_each_narrowing_step_down_follows_a_recovery_at_half_the_viewers(tmp_path):
+    """Every participant synthetic, the in-house SFU on a budget small enough for a knee within a
+    hundred viewers."""
+    cfg = config.load(cli={"sfu": "inhouse", "preset": "broadcast", "real_rooms": "0", "sfu_cpus": "0.05",
+                           "max_viewers": "200", "out": str(tmp_path), "background_interval": 0,
+                           "quality_frames": 0, "audio_seconds": 0, "lab_prefix": "sfubb", "lab_subnet": "127.0.14",
+                           "results_db": str(tmp_path / "results.sqlite")}, env={})
+    run_dir, status = loadtest.run(cfg, Progress(sys.stdout))
+    assert status == "ok", (run_dir / "meta.json").read_text()
+    run = runfiles.load(run_dir)
+    ramp = [(w["opened"], w["participants"]) for w in run.windows if w["phase"] == "ramp"]
+    recoveries = [e for e in run.events if e["event"] in ("sfu_recovered", "sfu_not_recovered")]
+    knee = metrics.analyse(run).knee
+    assert knee.participants is not None and not knee.client_bound, knee
+    assert recoveries, "a knee confirmed by a step a quarter above it, and no recovery before narrowing down"
+    for before, after in zip(ramp, ramp[1:]):
+        if after[1] < before[1]:   # measured below the step before it: a recovery came between them
+            between = [e for e in recoveries if before[0] < e["t"] < after[0]]
+            assert [e["event"] for e in between] == ["sfu_recovered"], (before, after, recoveries)
+            # held at half the viewers that coped, which are fewer than the step's
+            assert between[0]["participants"] <= 1 + (after[1] - 1) // 2, (after, between)
+            assert between[0]["budget_share"] < 0.75, between
+    assert {w["phase"] for w in run.windows} <= {"ramp", "target"}, "a recovery measures nothing"

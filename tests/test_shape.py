@@ -219,12 +219,19 @@ def test_a_presets_rooms_do_not_bound_the_until_knee_shape():
 def test_broadcast_adds_viewers_in_steps_that_grow_then_narrows_the_knee_down():
     """One publisher; 8 viewers a step, then a quarter of those watching: a knee from 60 viewers on
     is bracketed by the step that reached it, confirmed by the next measured twice, and narrowed
-    down to the participant."""
+    down to the participant, each narrowing step below the count the run is at approached from
+    half the viewers that coped (where the overload of the confirming steps has drained), as the
+    ramp reached it."""
     measured: list[int] = []
     shape = Broadcast(1, 501, knee=freezing_from(61, measured), publishers=1, viewer_step=8, max_viewers=500)
-    for step in run_recording(shape, measured):
-        assert step.participants <= 501
+    steps = list(run_recording(shape, measured))
+    assert all(step.participants <= 501 for step in steps)
     assert measured == [9, 17, 25, 33, 41, 51, 63, 78, 78, 57, 60, 61], measured
+    recoveries = [(i, s) for i, s in enumerate(steps) if s.phase == "recover"]
+    # 78 -> 57 is down: recovered at 1 + 50 // 2 first; 57 -> 60 -> 61 are up
+    assert [(steps[i - 1].participants, s.participants, steps[i + 1].participants) for i, s in recoveries] == \
+        [(78, 26, 57)], steps
+    assert recoveries[0][1].within > 0 and recoveries[0][1].reason.startswith("back to 26 participants"), recoveries
     knee = freezing_from(61, measured)()
     assert (knee.coped, knee.participants) == (60, 61), knee
     assert shape.done.startswith(f"knee at {knee.participants} participants")
@@ -242,9 +249,11 @@ def test_broadcast_stops_at_max_viewers_and_holds_one_room():
 
 
 def run_recording(shape, measured):
+    """Runs a one-room shape as the runner does, `measured` the counts of the steps measured so far."""
     status = Status()
     while (step := shape.tick(status)) is not None:
-        measured.append(step.participants)
+        if step.phase != "recover":   # held, not measured
+            measured.append(step.participants)
         status.participants, status.rooms = step.participants, 1
         yield step
 

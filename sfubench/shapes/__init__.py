@@ -25,7 +25,8 @@ class Status:
 class Step:
     participants: int
     network: str | None = None   # the profile the step runs under; None: the run's own
-    phase: str = "ramp"          # how the step is measured: "ramp", "network", "storm" or "restart"
+    phase: str = "ramp"          # how the step is measured: "ramp", "network", "storm", "restart" or
+                                 # "recover" (not at all: held until the SFU has spare CPU again)
     reason: str | None = None    # said before the step, where it is not one more room
     # A storm: those above `fresh_from` leave first; the newcomers then all join at once, inside a
     # window measuring those already in, and have `within` s for their videos to play.
@@ -33,7 +34,7 @@ class Step:
     within: float = 10.0
     # A restart ("restart"): the SFU is restarted, or with `cut_s` the link is cut that long (under
     # `network`), and participants whose session ended rejoin (or, not `rejoin`, stay out); `within`
-    # is then how long their videos have to come back.
+    # is then how long their videos have to come back (and for a recovery, how long it may hold).
     rejoin: bool = True
     cut_s: float = 0.0
 

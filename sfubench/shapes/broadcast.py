@@ -19,6 +19,9 @@ class Broadcast(UntilKnee):
     publishers: int = 1
     viewer_step: int = 8
     max_viewers: int = 500
+    # a step of a quarter more viewers overloads an SFU past its knee by as much: narrowing recovers
+    # at half the viewers that coped first (until_knee.py)
+    recover_share = 0.5
     name = "broadcast"
     options = {
         **{k: v for k, v in UntilKnee.options.items() if k != "max_rooms"},
@@ -48,6 +51,9 @@ class Broadcast(UntilKnee):
 
     def viewers(self, status: Status) -> int:
         return max(0, status.participants - self.publishers)
+
+    def recovery_count(self, coped: int) -> int:
+        return self.publishers + (coped - self.publishers) // 2
 
     def next_count(self, status: Status) -> int:
         viewers = self.viewers(status)

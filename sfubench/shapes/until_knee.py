@@ -13,7 +13,14 @@ that the target's windows at 56 took back), and a run that stopped on a knee its
 take back ends unconfirmed, with nothing measured past it. The second window either holds the knee,
 and the run stops, or takes it back and the ramp goes on. Where a bound ends the ramp anyway, there
 is nothing to go on to, and the knee is not measured again (nor does the run outgrow its minutes),
-nor narrowed down."""
+nor narrowed down.
+
+A shape whose steps are large (a broadcast's grow by a quarter) overloads an SFU deeply on the steps
+that find and confirm its knee, and an SFU that queued seconds of media and retransmissions meanwhile
+may still be draining them at counts it coped with on the way up: a knee narrowed down from there
+would be the backlog's. Such a shape (`recover_share`) first takes the run down to that share of the
+count that coped and holds it until the SFU has spare CPU again (phases.recover), then measures the
+narrowing step as the ramp reached it, from below."""
 from __future__ import annotations
 
 import time
@@ -30,6 +37,8 @@ RAMP_BOUND = "no knee confirmed within --ramp-minutes"   # how a run stopped by 
 # whole (up to --video-timeout), then measured, then the target window and the teardown: about 105 s
 # here, so a default run ends under its 10 minutes. A remote site's hosts ramp as far as they carry.
 LAB_RAMP_MINUTES = 8.0
+# Seconds a recovery before a narrowing step may hold the run down (phases.recover)
+RECOVER_S = 60.0
 
 
 @dataclass
@@ -45,6 +54,8 @@ class UntilKnee(LoadShape):
     remeasured: int | None = field(default=None, init=False)  # the count measured again on a knee
     measured: set = field(default_factory=set, init=False)    # the counts of every step so far
     narrowing: bool = field(default=False, init=False)        # the knee is confirmed: bisecting
+    recovered_for: int | None = field(default=None, init=False)  # the narrowing count a recovery preceded
+    recover_share = 0.0   # of the count that coped, where a narrowing step down first recovers; 0: none
     name = "until-knee"
     options = {
         "max_rooms": opt(40, "the most rooms the until-knee shape adds", min=1, max=1000),
@@ -83,14 +94,14 @@ class UntilKnee(LoadShape):
         if status.rooms:
             found = self.knee()
             if self.narrowing:
-                return self.step(self.narrow(found, bound is not None))
+                return self.step(self.narrow(found, bound is not None, status))
             # The rule also fires on the last count measured, with nothing after it to confirm it.
             if found.participants is not None and (found.client_bound or found.participants < status.participants):
                 if found.client_bound or bound:
                     return self.stop(found)
                 if self.remeasured == status.participants:
                     self.narrowing = True
-                    return self.step(self.narrow(found, False))
+                    return self.step(self.narrow(found, False, status))
                 self.remeasured = status.participants
                 return self.step(Step(status.participants, reason=f"measuring {status.participants} participants "
                                                                  f"again before stopping on the knee at {found.participants}"))
@@ -110,7 +121,7 @@ class UntilKnee(LoadShape):
         return None
 
     def step(self, step: Step | None) -> Step | None:
-        if step is not None:
+        if step is not None and step.phase != "recover":   # a recovery measures nothing
             self.measured.add(step.participants)
         return step
 
@@ -118,7 +129,7 @@ class UntilKnee(LoadShape):
         self.done = stop_reason(found)
         return None
 
-    def narrow(self, found, bounded: bool) -> Step | None:
+    def narrow(self, found, bounded: bool, status: Status) -> Step | None:
         """The next count within the knee's bracket, or None (done) once it is narrow enough, a
         bound has passed, or the knee is gone or client-bound (said as such)."""
         if found.participants is None or found.client_bound:
@@ -133,8 +144,18 @@ class UntilKnee(LoadShape):
                          "ramp's minutes were up)")
             return None
         middle = (below + found.participants) // 2
+        if self.recover_share and status.participants > middle and self.recovered_for != middle:
+            self.recovered_for = middle
+            low = self.recovery_count(below)
+            return Step(low, phase="recover", within=RECOVER_S,
+                        reason=f"back to {low} participants until the SFU has spare CPU again, before "
+                               f"narrowing the knee down from below")
         return Step(middle, reason=f"narrowing the knee down: {below} coped, {found.participants} did not; "
                                    f"measuring {middle}")
+
+    def recovery_count(self, coped: int) -> int:
+        """Where a narrowing step down recovers first: `recover_share` of the count that coped."""
+        return max(1, int(coped * self.recover_share))
 
     def bound(self, status: Status, now: float) -> str | None:
         """Why the ramp may add no more rooms, if it may not."""
