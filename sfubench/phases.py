@@ -13,9 +13,11 @@ if TYPE_CHECKING:
     from .runner import Participant, Runner
 
 POLL_S = 0.25
-# An SFU that used under this share of its budget over RECOVER_WAIT_S had CPU to spare, so nothing an
-# overload queued is left to drain (a saturated one uses all of it)
+# An SFU that uses no more of its budget than it did at the next count up on the way up (give or
+# take RECOVERED_MARGIN) has drained what an overload queued: a draining one uses more, up to all of
+# it. Where no such count was measured, under RECOVERED of it.
 RECOVERED = 0.75
+RECOVERED_MARGIN = 0.05
 RECOVER_WAIT_S = 5.0
 
 
@@ -127,21 +129,25 @@ def time_back(run: Runner, before: list[Participant], began: float, up: float, s
 
 def recover(run: Runner, step: Step) -> None:
     """The run taken down to `step.participants` after its ramp overloaded the SFU, and held there
-    until the SFU uses under RECOVERED of its budget (`step.within` s at most); nothing is measured.
-    Without a reading of the SFU's CPU it holds RECOVER_WAIT_S."""
+    until the SFU uses no more CPU than at the next count up on the way up (`step.within` s at most);
+    nothing is measured. Without a reading of the SFU's CPU it holds RECOVER_WAIT_S."""
     run.resize(step.participants)
+    above = [c for c in run.sfu_used if c >= step.participants]
+    limit = run.sfu_used[min(above)] + RECOVERED_MARGIN if above else RECOVERED
     began = time.monotonic()
     while True:
         share = run.sfu_share(RECOVER_WAIT_S)
         waited = round(time.monotonic() - began, 1)
-        if share is None or share < RECOVERED or waited >= step.within:
+        if share is None or share <= limit or waited >= step.within:
             break
-    if share is not None and share >= RECOVERED:
-        run.event("sfu_not_recovered", seconds=waited, budget_share=round(share, 2))
+    fields = {"seconds": waited, "budget_share": None if share is None else round(share, 2),
+              "limit": round(limit, 2)}
+    if share is not None and share > limit:
+        run.event("sfu_not_recovered", **fields)
         run.say(f"recovery: the SFU still used {share:.0%} of its budget after {waited:g} s at "
-                f"{step.participants} participants; narrowing on regardless")
+                f"{step.participants} participants ({limit:.0%} on the way up); narrowing on regardless")
     else:
-        run.event("sfu_recovered", seconds=waited, budget_share=None if share is None else round(share, 2))
+        run.event("sfu_recovered", **fields)
 
 
 PHASES = {"storm": storm, "restart": outage, "recover": recover}

@@ -116,6 +116,8 @@ class Runner:
         self.background: Window | None = None
         self.background_steps = 0
         self.next_background = None
+        self.sfu_used: dict[int, float] = {}   # count -> share of its budget the SFU used in its first ramp window
+        self.sfu_opened: tuple[int, float] | None = None   # (t, cpu_s) of the SFU at the open ramp window's start
 
     # -- the scenario ----------------------------------------------------------------------------
     def run_scenario(self) -> None:
@@ -219,6 +221,16 @@ class Runner:
         self.say(f"network: {len(back)}/{len(videos)} videos playing again after {left}"
                  + (f", the slowest in {seconds:g} s" if seconds is not None else
                     f"; the rest not within {RECOVERY_MAX_S:g} s"))
+
+    def note_sfu_used(self, row: dict, edge: str) -> None:
+        """Keeps what share of its budget the SFU used over the first ramp window at each count."""
+        if edge == "start":
+            self.sfu_opened = (row["t"], row["cpu_s"])
+        elif self.sfu_opened is not None and row["t"] > self.sfu_opened[0]:
+            seconds = (row["t"] - self.sfu_opened[0]) / 1000
+            share = (row["cpu_s"] - self.sfu_opened[1]) / seconds / row["cores"]
+            self.sfu_used.setdefault(row["participants"], share)   # as the ramp first met the count
+            self.sfu_opened = None
 
     def sfu_share(self, seconds: float) -> float | None:
         """The share of its budget the SFU used over the next `seconds`, waited out; None where no
@@ -550,6 +562,8 @@ class Runner:
                 self.say(f"probe: {probe.role} did not answer ({probe.error})")
                 continue
             self.bus.emit("server", row)
+            if probe.role == "sfu" and phase == "ramp":
+                self.note_sfu_used(row, edge)
             offset = row.get("clock_offset_ms")
             if offset is not None and abs(offset) - row.get("clock_error_ms", 0) > OFFSET_TOLERANCE_MS \
                     and probe.role not in self.clocks_flagged:

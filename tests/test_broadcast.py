@@ -57,7 +57,7 @@ def test_viewers_receive_the_publisher_and_send_nothing(sfu, tmp_path):
 def test_past_the_knee_each_narrowing_step_down_follows_a_recovery_at_half_the_viewers(tmp_path):
     """Every participant synthetic, the in-house SFU on a budget small enough for a knee within a
     hundred viewers."""
-    cfg = config.load(cli={"sfu": "inhouse", "preset": "broadcast", "real_rooms": "0", "sfu_cpus": "0.05",
+    cfg = config.load(cli={"sfu": "inhouse", "preset": "broadcast", "real_rooms": "0", "sfu_cpus": "0.1",
                            "max_viewers": "200", "out": str(tmp_path), "background_interval": 0,
                            "quality_frames": 0, "audio_seconds": 0, "lab_prefix": "sfubb", "lab_subnet": "127.0.14",
                            "results_db": str(tmp_path / "results.sqlite")}, env={})
@@ -66,6 +66,12 @@ def test_past_the_knee_each_narrowing_step_down_follows_a_recovery_at_half_the_v
     run = runfiles.load(run_dir)
     ramp = [(w["opened"], w["participants"]) for w in run.windows if w["phase"] == "ramp"]
     recoveries = [e for e in run.events if e["event"] in ("sfu_recovered", "sfu_not_recovered")]
+    edges = {(r["window"], r["edge"]): r for r in run.server if r["role"] == "sfu" and r["phase"] == "ramp"}
+    used = {}   # the SFU's share of its budget in each count's first ramp window, as the ramp met it
+    for (window, edge), end in sorted(edges.items()):
+        start = edges.get((window, "start"))
+        if edge == "end" and start and end["participants"] not in used:
+            used[end["participants"]] = (end["cpu_s"] - start["cpu_s"]) / ((end["t"] - start["t"]) / 1000) / 0.1
     knee = metrics.analyse(run).knee
     assert knee.participants is not None and not knee.client_bound, knee
     assert recoveries, "a knee confirmed by a step a quarter above it, and no recovery before narrowing down"
@@ -73,7 +79,11 @@ def test_past_the_knee_each_narrowing_step_down_follows_a_recovery_at_half_the_v
         if after[1] < before[1]:   # measured below the step before it: a recovery came between them
             between = [e for e in recoveries if before[0] < e["t"] < after[0]]
             assert [e["event"] for e in between] == ["sfu_recovered"], (before, after, recoveries)
-            # held at half the viewers that coped, which are fewer than the step's
-            assert between[0]["participants"] <= 1 + (after[1] - 1) // 2, (after, between)
-            assert between[0]["budget_share"] < 0.75, between
+            # held at half the viewers that coped, which are fewer than the step's, until the SFU
+            # used no more than at the next count up on the way up (server.jsonl's ramp windows)
+            held = between[0]["participants"]
+            assert held <= 1 + (after[1] - 1) // 2, (after, between)
+            way_up = used[min(c for c in used if c >= held)]
+            assert between[0]["limit"] == pytest.approx(way_up + 0.05, abs=0.011), (way_up, between)
+            assert between[0]["budget_share"] <= between[0]["limit"], between
     assert {w["phase"] for w in run.windows} <= {"ramp", "target"}, "a recovery measures nothing"
