@@ -365,3 +365,18 @@ func TestStreamTableFindsStreamsWhoseSlotsCollide(t *testing.T) {
 		t.Error("a stream put in the freed slot not found, or the removed map stream still there")
 	}
 }
+
+func TestDeclaredSSRCsAreThoseTheDescriptionsSSRCLinesName(t *testing.T) {
+	description := "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n" +
+		"m=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 127.0.0.1\r\na=mid:0\r\na=ssrc:1111 cname:janus\r\n" +
+		"m=video 9 UDP/TLS/RTP/SAVPF 96 97\r\nc=IN IP4 127.0.0.1\r\na=mid:1\r\na=ssrc-group:FID 2222 3333\r\n" +
+		"a=ssrc:2222 cname:janus\r\na=ssrc:3333 cname:janus\r\n" +
+		"m=video 9 UDP/TLS/RTP/SAVPF 96\r\nc=IN IP4 127.0.0.1\r\na=mid:2\r\n"
+	got := declaredSSRCs(description)
+	if len(got) != 3 || !got[1111] || !got[2222] || !got[3333] {
+		t.Fatalf("declared %v, want 1111, 2222 and 3333", got)
+	}
+	if declaredSSRCs("not a description") != nil {
+		t.Fatal("an unparsable description declares nothing")
+	}
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pion/interceptor/pkg/twcc"
@@ -35,6 +37,9 @@ type receiver struct {
 	streams  streamTable
 	gen      uint64 // the registrations' count when streams was last checked
 	plain    []byte // a decrypted packet
+	pc       *webrtc.PeerConnection
+	sdp      string          // the remote description declared holds the SSRCs of
+	declared map[uint32]bool // the SSRCs it names
 }
 
 // fastStream is a registered stream as the fast path takes it: what a
@@ -57,7 +62,7 @@ func newReceiver(c *fastConn, pc *webrtc.PeerConnection, dt *webrtc.DTLSTranspor
 	now := time.Now()
 	rx := &receiver{conn: c, rtcp: pc.WriteRTCP, srtp: remote, feedback: recvfb.New(now), twccExt: twccExtension(pc),
 		twcc: twcc.NewRecorder(rand.Uint32()), start: now,
-		plain: make([]byte, receiveMTU)}
+		plain: make([]byte, receiveMTU), pc: pc}
 	if negotiatesREMB(pc) {
 		rx.remb = &rembEstimate{}
 	}
@@ -137,7 +142,7 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, headerLen int, now time.Tim
 	if s == nil {
 		reg := rx.conn.owner.lookup(h.SSRC)
 		if reg == nil {
-			return false
+			return rx.undeclared(h.SSRC) // dropped; else pion's to name its track
 		}
 		s = rx.bind(reg, h.SSRC)
 	}
@@ -166,6 +171,45 @@ func (rx *receiver) deliver(b []byte, h *rtp.Header, headerLen int, now time.Tim
 		s.in.packet(h, payload, now)
 	}
 	return true
+}
+
+// undeclared says whether ssrc is a stream the connection's remote
+// description leaves out while it names others. pion takes such a stream
+// for simulcast, whose RID an SFU does not send to a receiver, fails it and
+// never reads it again: its track never comes. Janus relays a new feed as
+// soon as it offers it, before the offer is applied here (a browser finds
+// the section by the packet's MID); its packets are dropped until the
+// description names their SSRC, then pion takes the stream as declared.
+func (rx *receiver) undeclared(ssrc uint32) bool {
+	d := rx.pc.RemoteDescription()
+	if d == nil {
+		return false
+	}
+	if d.SDP != rx.sdp {
+		rx.sdp, rx.declared = d.SDP, declaredSSRCs(d.SDP)
+	}
+	return len(rx.declared) > 0 && !rx.declared[ssrc]
+}
+
+// declaredSSRCs are the SSRCs the a=ssrc lines of a description name.
+func declaredSSRCs(description string) map[uint32]bool {
+	var parsed sdp.SessionDescription
+	if parsed.UnmarshalString(description) != nil {
+		return nil
+	}
+	out := map[uint32]bool{}
+	for _, m := range parsed.MediaDescriptions {
+		for _, a := range m.Attributes {
+			if a.Key != "ssrc" {
+				continue
+			}
+			id, _, _ := strings.Cut(a.Value, " ")
+			if n, err := strconv.ParseUint(id, 10, 32); err == nil {
+				out[uint32(n)] = true
+			}
+		}
+	}
+	return out
 }
 
 // unpadded is the payload of RTP packet b, whose header is headerLen bytes,
