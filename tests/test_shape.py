@@ -237,6 +237,22 @@ def test_broadcast_adds_viewers_in_steps_that_grow_then_narrows_the_knee_down():
     assert shape.done.startswith(f"knee at {knee.participants} participants")
 
 
+def test_broadcast_narrows_no_further_where_a_recovery_would_outlast_the_ramps_minutes():
+    """The ramp's minutes would end while the run is held down: the run stops where it is (its target
+    measured at the step it reached, not at the count it recovers at), the knee narrowed as far as
+    it got, and says so."""
+    measured: list[int] = []
+    now = [0.0]
+    shape = Broadcast(1, 501, knee=freezing_from(61, measured), ramp_minutes=2.0, clock=lambda: now[0],
+                      publishers=1, viewer_step=8, max_viewers=500)
+    steps = []
+    for step in run_recording(shape, measured):
+        steps.append(step)
+        now[0] += 7.0   # 9, ..., 78 and 78 again by 63 s: a recovery's 60 s would pass the 120
+    assert [s.phase for s in steps] == ["ramp"] * len(steps) and measured[-1] == 78, steps
+    assert shape.done.endswith("(narrowed down to 51-63 when the ramp's minutes were up)"), shape.done
+
+
 def test_broadcast_stops_at_max_viewers_and_holds_one_room():
     shape = Broadcast(1, 21, knee=lambda: Knee(), publishers=1, viewer_step=8, max_viewers=20)
     assert [s.participants for s in run(shape, 21)] == [9, 17, 21]

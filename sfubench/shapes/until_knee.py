@@ -139,12 +139,15 @@ class UntilKnee(LoadShape):
         below = max((c for c in self.measured if c < found.participants), default=None)
         if below is None or found.participants - below <= self.resolution:
             return self.stop(found)
-        if bounded:   # said, so that a knee narrowed less than asked is not taken for one narrowed down
+        middle = (below + found.participants) // 2
+        recover = self.recover_share and status.participants > middle and self.recovered_for != middle
+        # a recovery the ramp's minutes would end leaves the run held down, its target measured there
+        if bounded or (recover and self.clock() - self.started + RECOVER_S >= self.ramp_minutes * 60):
+            # said, so that a knee narrowed less than asked is not taken for one narrowed down
             self.done = (f"{stop_reason(found)} (narrowed down to {below}-{found.participants} when the "
                          "ramp's minutes were up)")
             return None
-        middle = (below + found.participants) // 2
-        if self.recover_share and status.participants > middle and self.recovered_for != middle:
+        if recover:
             self.recovered_for = middle
             low = self.recovery_count(below)
             return Step(low, phase="recover", within=RECOVER_S,
