@@ -1,7 +1,7 @@
 """The steps a shape asks for beyond rooms joining and being measured (`Step.phase`): a join storm,
-a planned outage (the SFU restarted, or the clients' link cut), and a recovery from an overload. Each is a function of the runner
-and its step, found by phase in PHASES, and minds its step's network itself; the runner's own steps
-(ramp, network) stay with it."""
+a planned outage (the SFU restarted, or the clients' link cut), and a recovery from an overload.
+Each is a function of the runner and its step, found by phase in PHASES, and minds its step's
+network itself; the runner's own steps (ramp, network) stay with it."""
 from __future__ import annotations
 
 import time
@@ -13,9 +13,9 @@ if TYPE_CHECKING:
     from .runner import Participant, Runner
 
 POLL_S = 0.25
-# An SFU that uses no more of its budget than it did at the next count up on the way up (give or
-# take RECOVERED_MARGIN) has drained what an overload queued: a draining one uses more, up to all of
-# it. Where no such count was measured, under RECOVERED of it.
+# An SFU that uses no more of its budget than it did at the next count up on the way up, plus
+# RECOVERED_MARGIN, has drained what an overload queued: a draining one uses more, up to all of it.
+# Where no such count was measured, at most RECOVERED of it.
 RECOVERED = 0.75
 RECOVERED_MARGIN = 0.05
 RECOVER_WAIT_S = 5.0
