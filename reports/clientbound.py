@@ -77,6 +77,12 @@ def _share(edges: dict, role: str, key: str = "cpu_s") -> tuple[float, float] | 
     return (end[key] - start[key]) / dt, float(end.get("cores") or 0)
 
 
+def cores_used(edges: dict, role: str) -> float | None:
+    """The cores `role` kept busy over a window, on average; None unprobed."""
+    used = _share(edges, role)
+    return used[0] if used else None
+
+
 def busy_share(edges: dict, role: str) -> float | None:
     """The share of the cores `role` may use that it kept busy over a window (0-1); None unprobed."""
     used = _share(edges, role)

@@ -17,7 +17,10 @@ carry (the in-house SFU's CPU there, scaled by the two SFUs' costs per participa
 load), so that the cheapest SFU's knee is expected there and every other SFU's below it, or,
 where the clients carry more than the ramp reaches within --ramp-minutes, at REACH of the rooms it
 adds in that time: its knee must leave time for the steps that confirm it and narrow it down, and
-a study of five SFUs, twice, must fit its 45 minutes. The
+a study of five SFUs, twice, must fit its 45 minutes. Past its knee an SFU spends all its budget
+while the run confirms the knee a room further, beside the clients, the browser and the engine: the
+budget is never more than MACHINE of the machine's cores leave it there, everything besides the SFU
+spending what it did at that count of the clients' ramp. The
 in-house SFU's own curve is read, not its light-load cost extrapolated: an SFU's cost per packet
 falls as its load grows (the in-house SFU's by about three times from 6 participants to 70). A
 budget under FLOOR_CORES is no fair deployment of any SFU: where the clients' capacity gives it, it
@@ -52,6 +55,12 @@ FLOOR_CORES = 0.15    # a budget below this is no fair deployment: refused
 # clients' headroom on a VM whose timers wake late").
 PACING_MS = 5.0
 BUSY = 0.9
+# Of the machine's cores: the most the SFU at its budget and everything besides it may keep busy a
+# room past the cheapest SFU's expected knee. With the SFU on a core of its own the clients keep theirs,
+# but the engine and the probes use either, and a run's window is client-bound once the machine is
+# 95 % busy (reports/clientbound.py): a Janus budget of a full core on 2 cores left the rest 1.02
+# core at 49 participants, its knee's count, and its run ended there client-bound.
+MACHINE = 0.9
 HEADROOM = f"the generator's pacing p99 under {PACING_MS:g} ms, or over it with the clients' cores under {BUSY:.0%} busy"
 LIGHT_ROOMS = 2       # rooms at which the SFUs' costs are compared
 # Of the rooms the lab's ramp adds within --ramp-minutes: the furthest the cheapest SFU's knee is
@@ -73,7 +82,9 @@ REFERENCE = "inhouse"
 RULE = (f"one budget for every SFU: what the cheapest SFU would use at {TARGET:.0%} of the participants the "
         f"clients carry beside the browser with headroom ({HEADROOM}; the in-house "
         f"SFU's CPU there, scaled by the SFUs' costs per participant at {LIGHT_ROOMS} rooms), or at {REACH:.0%} "
-        f"of the rooms the ramp adds within its minutes where that is fewer; under {FLOOR_CORES:g} core "
+        f"of the rooms the ramp adds within its minutes where that is fewer, and no more than {MACHINE:.0%} of the "
+        "machine's cores leave it a room past there, everything besides it spending what it did in that "
+        f"ramp; under {FLOOR_CORES:g} core "
         "refused, or raised to it where only the ramp's minutes ask for less")
 
 
@@ -89,24 +100,44 @@ class Capacity:
     curve: tuple            # ((participants, the in-house SFU's cores), ...) up to there
     at_least: bool = False  # the ramp stopped there with headroom left: all a budget can use
     busy: float | None = None   # the share of the clients' cores busy there
+    # ((participants, the cores the machine kept busy besides the SFU: the clients, the browser, the
+    # engine), ...) up to there, and the machine's cores; none: unprobed, no bound of the machine's
+    besides: tuple = ()
+    cpus: int = 0
 
     def reference_cores(self, participants: float) -> float:
-        """The in-house SFU's CPU at `participants`, between the counts measured (past the last two,
-        along their line)."""
-        points = sorted(self.curve)
-        below = [p for p in points if p[0] <= participants] or points[:1]
-        above = [p for p in points if p[0] > participants] or points[-1:]
-        (x0, y0), (x1, y1) = (below[-1], above[0]) if below[-1] != above[0] else (points[-2], points[-1])
-        return y0 + (y1 - y0) * (participants - x0) / (x1 - x0) if x1 != x0 else y0
+        """The in-house SFU's CPU at `participants`."""
+        return _along(self.curve, participants)
 
     def reference_participants(self, cores: float) -> float:
         """The participants at which the in-house SFU's CPU reaches `cores`: reference_cores's inverse
         where the curve rises."""
-        lo, hi = 0.0, 4.0 * max(p for p, _ in self.curve)
-        for _ in range(50):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if self.reference_cores(mid) < cores else (lo, mid)
-        return lo
+        return _last(lambda p: self.reference_cores(p) < cores, 4.0 * max(p for p, _ in self.curve))
+
+    def spare_cores(self, participants: float) -> float:
+        """What MACHINE of the machine's cores leaves the SFU at `participants`, everything besides it
+        spending what it did there (inf: unprobed)."""
+        return MACHINE * self.cpus - _along(self.besides, participants) if self.besides else float("inf")
+
+
+def _along(points: tuple, x: float) -> float:
+    """A measured curve's value at `x`: between the points measured, along the line between them;
+    before the first two or past the last two, along theirs."""
+    points = sorted(points)
+    if len(points) == 1:
+        return points[0][1]
+    i = next((i for i in range(1, len(points)) if points[i][0] > x), len(points) - 1)
+    (x0, y0), (x1, y1) = points[i - 1], points[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 != x0 else y0
+
+
+def _last(holds, hi: float) -> float:
+    """The largest x in [0, hi] at which `holds` (true below some x, false past it) still holds."""
+    lo = 0.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if holds(mid) else (lo, mid)
+    return lo
 
 
 @dataclass(frozen=True)
@@ -136,7 +167,7 @@ class Budget:
     def record(self) -> dict:
         """What meta.json and study.json keep of it."""
         return {"cores": self.cores, "rule": RULE, "target": TARGET, "reach": self.reach, "cheapest": self.cheapest,
-                "clients": {k: v for k, v in dataclasses.asdict(self.capacity).items() if k != "curve"},
+                "clients": {k: v for k, v in dataclasses.asdict(self.capacity).items() if k not in ("curve", "besides")},
                 "costs": {s: {**dataclasses.asdict(c), "expected_knee": round(self.expected_knee(s), 1)}
                           for s, c in self.costs.items()},
                 "reference": {"sfu": REFERENCE, **dataclasses.asdict(self.reference)}}
@@ -158,30 +189,39 @@ def reach(cfg) -> float | None:
 
 
 def choose(capacity: Capacity, costs: dict[str, Cost], reference: Cost, sfu_cores: int = 1,
-           reached: float | None = None) -> Budget:
+           reached: float | None = None, room: int = 7) -> Budget:
     """The budget at which the cheapest SFU of `costs` is expected to give way at TARGET of what the
-    clients carry, or at `reached` participants where that is fewer (`reference`: the in-house
+    clients carry, or at `reached` participants where that is fewer, or where the machine would
+    pass MACHINE of its cores a `room` later with the SFU at the budget (`reference`: the in-house
     SFU's cost at the light load, beside the curve); never under FLOOR_CORES."""
     cheapest = min(costs, key=lambda s: costs[s].per_participant)
     scale = costs[cheapest].per_participant / reference.per_participant
     carried = TARGET * capacity.participants
-    aim = min(carried, reached or float("inf"))
-    cores = round(min(capacity.reference_cores(aim) * scale, float(sfu_cores)), 2)
+
+    def fits(p: float) -> bool:   # past its knee the SFU spends all its budget while the run confirms it a room on
+        return capacity.reference_cores(p) * scale <= capacity.spare_cores(p + room)
+
+    def used(p: float) -> float:   # the cheapest SFU's CPU at `p`, or what the machine leaves it
+        return min(capacity.reference_cores(p) * scale, capacity.spare_cores(p + room))
+
+    limit = carried if fits(carried) else _last(fits, carried)
+    aim = min(limit, reached or float("inf"))
+    cores = round(min(used(aim), float(sfu_cores)), 2)
     if cores < FLOOR_CORES:
-        most = round(capacity.reference_cores(carried) * scale, 2)
+        most = round(used(limit), 2)
         if most < FLOOR_CORES and not capacity.at_least:
+            machine = (f", and the machine's {capacity.cpus} cores leave an SFU "
+                       f"{capacity.spare_cores(limit + room):.2f} core at {limit + room:.0f}" if limit < carried else "")
             raise ConfigError(
                 f"the budget this machine sizes is {most:g} core, under {FLOOR_CORES:g}, which no fair deployment "
-                f"would give an SFU: its clients carry {capacity.participants} participants beside the browser, "
-                f"and {cheapest}, the cheapest, would use {most:g} core at {carried:.0f}. "
+                f"would give an SFU: its clients carry {capacity.participants} participants beside the browser{machine}, "
+                f"and {cheapest}, the cheapest, would use {most:g} core at {limit:.0f}. "
                 "Give --sfu-cpus, or run on a machine with more cores for the clients")
         # only the ramp's minutes asked for less (or the clients' limit, past sought(), was not measured)
         cores = FLOOR_CORES
-        aim = min(capacity.reference_participants(FLOOR_CORES / scale), carried)
+        aim = min(capacity.reference_participants(FLOOR_CORES / scale), limit)
     return Budget(cores, capacity, costs, cheapest, reference, reached, aim)
 
-
-# ---------------------------------------------------------------- the measurements
 
 def _scenario(stop_rooms: int | None, enough: float | None = None):
     """A run's scenario (loadtest.run's): rooms added a step (one, then STEP_ROOMS), each validated,
@@ -236,7 +276,7 @@ def measure_capacity(cfg, out: Path, progress: Progress) -> Capacity:
     """What the clients' core carries beside the browser, and the in-house SFU's CPU up to there,
     up to the participants a budget can use."""
     run_dir, a = _run(cfg, REFERENCE, out, None, progress, sought(cfg))
-    found = capacity(a.run.windows, a.health, a.cost, sought(cfg))
+    found = capacity(a.run.windows, a.health, a.cost, sought(cfg), a.run.server)
     if found is None:
         raise CalibrationFailed(f"calibrating: the clients carried under two steps with headroom (see {run_dir})")
     return found
@@ -251,11 +291,11 @@ def sought(cfg) -> float | None:
 
 
 def capacity(windows: list[dict], health: list[dict], cost: list[dict],
-             enough: float | None = None) -> Capacity | None:
-    """From a capacity ramp's windows (windows.jsonl), their health and the SFU's cost rows: the
-    most participants whose windows, and every count's below, kept the clients' headroom (kept())
-    and health, a count measured twice going by its second window (`at_least` where that is the
-    ramp's last count and reaches `enough`); None under two such counts."""
+             enough: float | None = None, server: list[dict] = ()) -> Capacity | None:
+    """From a capacity ramp's windows (windows.jsonl), their health, the SFU's cost rows and the
+    probes' rows (server.jsonl): the most participants whose windows, and every count's below, kept
+    the clients' headroom (kept()) and health, a count measured twice going by its second window
+    (`at_least` where that is the ramp's last count and reaches `enough`); None under two such counts."""
     ramp = {w["participants"]: w for w in windows if w.get("phase") == "ramp"}   # a count's last window
     busy = {h["window"]: h.get("clients_busy") for h in health if h["phase"] == "ramp"}
     bound = {h["participants"]: h["client_bound"] for h in health if h["phase"] == "ramp"}
@@ -267,8 +307,18 @@ def capacity(windows: list[dict], health: list[dict], cost: list[dict],
         return None
     top = below[-1]
     at_least = bool(enough) and top >= enough and top == max(ramp)
+    edges = probe_edges(server)
+    besides = {p: _besides_sfu(edges.get(ramp[p].get("window"), {})) for p in below}
+    machine = [r.get("cores") for r in server if r.get("role") == "machine" and r.get("cores")]
     return Capacity(top, rows[top]["fwd_streams"], ramp[top]["pacing_ms_p99"],
-                    tuple((p, rows[p]["sfu_cores_fwd"]) for p in below), at_least, busy.get(ramp[top].get("window")))
+                    tuple((p, rows[p]["sfu_cores_fwd"]) for p in below), at_least, busy.get(ramp[top].get("window")),
+                    tuple((p, c) for p, c in besides.items() if c is not None), int(machine[-1]) if machine else 0)
+
+
+def _besides_sfu(edges: dict) -> float | None:
+    """The cores the machine kept busy besides the SFU over a window (the probe rows at its edges)."""
+    machine, sfu = clientbound.cores_used(edges, "machine"), clientbound.cores_used(edges, "sfu")
+    return machine - sfu if machine is not None and sfu is not None else None
 
 
 def measure_cost(cfg, sfu: str, version: str, out: Path, progress: Progress) -> Cost:
@@ -320,13 +370,15 @@ class Cache:
 
 def cached_capacity(cache: Cache) -> Capacity | None:
     """The clients' capacity the cache holds for this machine and scenario, unless it was sought
-    under another rule of headroom than HEADROOM (then it is no figure of today's rule)."""
+    under another rule of headroom than HEADROOM or without what the machine spent besides the SFU
+    (then it is no figure of today's rule)."""
     found = cache.get("clients")
-    if (not isinstance(found, dict) or not {"participants", "streams", "pacing_ms_p99", "curve"} <= set(found)
+    if (not isinstance(found, dict) or not {"participants", "streams", "pacing_ms_p99", "curve", "besides"} <= set(found)
             or found.get("headroom") != HEADROOM):
         return None
     return Capacity(found["participants"], found["streams"], found["pacing_ms_p99"],
-                    tuple(tuple(p) for p in found["curve"]), found.get("at_least", False), found.get("busy"))
+                    tuple(tuple(p) for p in found["curve"]), found.get("at_least", False), found.get("busy"),
+                    tuple(tuple(p) for p in found["besides"]), found.get("cpus", 0))
 
 
 def calibrate(cfg, sfus: dict[str, str], out: Path, progress: Progress) -> Budget:
@@ -360,7 +412,7 @@ def calibrate(cfg, sfus: dict[str, str], out: Path, progress: Progress) -> Budge
     if not set(sfus) & set(costs):
         raise CalibrationFailed(f"calibrating: no SFU of {', '.join(sfus)} could be measured")
     budget = choose(capacity, {s: costs[s] for s in sfus if s in costs}, costs[REFERENCE],
-                    len(cpu_list(cfg.sfu_cpuset)) or (os.cpu_count() or 1), reach(cfg))
+                    len(cpu_list(cfg.sfu_cpuset)) or (os.cpu_count() or 1), reach(cfg), cfg.users_per_room)
     carry = f"{'at least ' * capacity.at_least}{capacity.participants}"
     progress.say(f"calibrated: the clients carry {carry} participants ({capacity.streams} streams, "
                  f"pacing p99 {capacity.pacing_ms_p99:.2f} ms{_busy(capacity)}); a budget of {budget.cores:g} core puts "

@@ -177,7 +177,8 @@ class Settings:
     sfu_cpus: float = opt(AUTO, "CPU budget of the SFU, in cores (a cgroup CFS quota); 0: none. auto: in "
                           "the local lab, a ramp to the knee with synthetic participants gets a budget sized to "
                           "this machine (sfubench/calibrate.py: the cheapest SFU's knee well within what the "
-                          "clients carry and what the ramp reaches in its minutes, measured once and cached), "
+                          "clients carry, what the machine leaves it beside them and what the ramp reaches in its "
+                          "minutes, measured once and cached), "
                           "any other run "
                           f"{LAB_SFU_CORES:g} core; none on a remote host (its machine is its budget)",
                           min=0, max=1024, kind="float")

@@ -39,6 +39,31 @@ def test_the_budget_is_what_the_cheapest_sfu_would_use_at_its_share_of_what_the_
     assert capacity.reference_cores(14) == pytest.approx(0.12) and capacity.reference_cores(105) == pytest.approx(0.66)
 
 
+def test_the_budget_leaves_the_machine_what_everything_besides_the_sfu_spends_a_room_past_the_knee():
+    reference = Cost("0.1.0", 20.0, 400.0)
+    costs = {"janus": Cost("1.1.2", 60.0, 400.0)}   # three times the in-house SFU's cost
+    besides = ((7, 0.65), (21, 0.75), (35, 0.9), (49, 1.0), (63, 1.0), (77, 1.05), (91, 1.1))
+    capacity = Capacity(91, 546, 0.4, CURVE, besides=besides, cpus=2)
+    budget = choose(capacity, costs, reference, room=7)
+    # unbounded by the machine, Janus would get over a core at 50; the machine leaves it what
+    # everything besides it spends a room past its knee leaves of MACHINE of its cores
+    unbounded = choose(dataclasses.replace(capacity, besides=()), costs, reference)
+    assert unbounded.aim == calibrate.TARGET * 91 and budget.aim < unbounded.aim
+    assert budget.cores == pytest.approx(calibrate.MACHINE * 2 - _along_besides(besides, budget.aim + 7), abs=0.01)
+    assert budget.expected_knee("janus") == pytest.approx(budget.aim)
+    # a machine that leaves the SFU room: the clients' share decides, as before
+    roomy = dataclasses.replace(capacity, cpus=4)
+    assert choose(roomy, costs, reference).aim == calibrate.TARGET * 91
+    # one that leaves a fair deployment nothing: refused, saying so
+    with pytest.raises(ConfigError, match=r"the machine's 2 cores leave an SFU .* core at"):
+        choose(dataclasses.replace(capacity, besides=((7, 1.7), (91, 1.8))), costs, reference)
+
+
+def _along_besides(besides, participants):
+    (x0, y0), (x1, y1) = next((a, b) for a, b in zip(besides, besides[1:]) if a[0] <= participants <= b[0])
+    return y0 + (y1 - y0) * (participants - x0) / (x1 - x0)
+
+
 def test_where_the_clients_carry_more_than_the_ramp_reaches_the_knee_is_expected_within_its_minutes():
     cfg = config.load(cli={}, env={})   # the lab's bound, each room settled and measured
     step_s = calibrate.JOIN_S + cfg.settle + (cfg.ramp_samples - 1) * cfg.sample_interval
@@ -101,15 +126,19 @@ def test_figures_are_kept_per_machine_and_scenario(tmp_path):
     assert other.get("clients") is None
 
 
-def test_a_capacity_sought_under_another_rule_of_headroom_is_sought_again(tmp_path):
+def test_a_capacity_sought_under_another_rule_of_headroom_or_without_the_machine_is_sought_again(tmp_path):
     cache = calibrate.Cache(tmp_path, config.load(cli={"cache": str(tmp_path)}, env={}))
     found = {"participants": 21, "streams": 252, "pacing_ms_p99": 0.4, "curve": CURVE}
     cache.put("clients", found)   # as one measured before the rule was recorded beside it
     assert calibrate.cached_capacity(cache) is None
     cache.put("clients", {**found, "pacing_limit_ms": calibrate.PACING_MS})   # as the rule of pacing alone was
     assert calibrate.cached_capacity(cache) is None
-    cache.put("clients", {**found, "busy": 0.8, "headroom": calibrate.HEADROOM})
-    assert calibrate.cached_capacity(cache) == calibrate.Capacity(21, 252, 0.4, CURVE, busy=0.8)
+    cache.put("clients", {**found, "busy": 0.8, "headroom": calibrate.HEADROOM})   # as before the machine counted
+    assert calibrate.cached_capacity(cache) is None
+    besides = [[7, 0.6], [21, 0.8]]   # as JSON holds them
+    cache.put("clients", {**found, "busy": 0.8, "headroom": calibrate.HEADROOM, "besides": besides, "cpus": 2})
+    assert calibrate.cached_capacity(cache) == calibrate.Capacity(21, 252, 0.4, CURVE, busy=0.8,
+                                                                  besides=((7, 0.6), (21, 0.8)), cpus=2)
 
 
 def ramp(*windows, bound=()):
@@ -132,6 +161,22 @@ def test_what_the_clients_carry_is_the_last_count_of_a_run_of_headroom():
     # a client-bound window ends it as the pacing does; under two counts of headroom, nothing
     assert calibrate.capacity(*ramp((7, 0.2), (21, 0.2), (35, 0.2), bound={35})).participants == 21
     assert calibrate.capacity(*ramp((7, 0.2), (21, 3 * P), (21, 3 * P))) is None
+
+
+def test_the_capacity_keeps_what_the_machine_spent_besides_the_sfu_at_each_count():
+    windows, health, cost = ramp((7, 0.2), (21, 0.3), (35, 0.3), (49, 2 * P), (49, 2 * P))
+    server = []   # the probes' rows at each window's edges, 3 s apart: the machine's CPU and the SFU's
+    for window, machine, sfu in ((1, 0.8, 0.1), (2, 1.1, 0.2), (3, 1.4, 0.3), (4, 1.9, 0.4), (5, 1.9, 0.4)):
+        for edge, t in (("start", 0), ("end", 3000)):
+            server += [{"t": t, "role": role, "cpu_s": cores * t / 1000, "cores": n, "edge": edge,
+                        "window": window, "phase": "ramp"} for role, cores, n in (("machine", machine, 2), ("sfu", sfu, 1))]
+    found = calibrate.capacity(windows, health, cost, server=server)
+    assert found.participants == 35 and found.cpus == 2
+    assert [p for p, _ in found.besides] == [7, 21, 35]
+    assert [c for _, c in found.besides] == pytest.approx([0.7, 0.9, 1.1])
+    assert found.spare_cores(28) == pytest.approx(calibrate.MACHINE * 2 - 1.0)
+    # unprobed: no bound of the machine's
+    assert calibrate.capacity(windows, health, cost).spare_cores(28) == float("inf")
 
 
 def test_a_late_generator_ends_the_clients_headroom_only_where_their_cores_were_busy():
