@@ -1,10 +1,10 @@
 """The suite's tiers (tests/support/tiers.py, the Makefile, docs/testing.md): every test runs in some target
 the README names, and in one only: `make test`'s marker expression and those of `make test-all`'s
 parts, each collected as the Makefile collects it, cover the whole suite without overlapping."""
+import json
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,22 +23,40 @@ def expressions() -> dict[str, str]:
     return targets
 
 
-def collected(*args: str) -> set[str]:
-    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+# One process collects the suite once per marker expression: pytest imports the modules once, where
+# a process per collection imported them all again.
+COLLECT = """
+import json, sys, pytest
+class Ids:
+    def pytest_collection_finish(self, session):
+        self.ids = [item.nodeid for item in session.items]
+found = {}
+for name, args in json.loads(sys.argv[1]).items():
+    ids = Ids()
+    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *args], plugins=[ids])
+    assert code in (0, 5), (name, code)
+    found[name] = ids.ids
+with open(sys.argv[2], "w") as f:
+    json.dump(found, f)
+"""
+
+
+def collected(runs: dict[str, list[str]], tmp_path: Path) -> dict[str, set[str]]:
+    """The test ids each run's pytest arguments (`-m EXPR`, or none: the whole suite) collect."""
+    out = tmp_path / "collected.json"
+    r = subprocess.run([sys.executable, "-c", COLLECT, json.dumps(runs), str(out)],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert r.returncode in (0, 5), r.stdout[-3000:] + r.stderr[-3000:]
-    return {line for line in r.stdout.splitlines() if "::" in line}
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return {name: set(ids) for name, ids in json.loads(out.read_text()).items()}
 
 
-def test_every_test_is_in_exactly_one_target_and_test_all_runs_them_all():
+def test_every_test_is_in_exactly_one_target_and_test_all_runs_them_all(tmp_path):
     targets = expressions()
     assert set(targets) == {"test", "test-sfus", "test-cloud", "test-e2e"}, targets
     (prerequisites,) = re.findall(r"^test-all: (.*)$", MAKEFILE, re.M)
     assert prerequisites.split() == ["test", "test-sfus", "test-cloud", "test-e2e"]
-    with ThreadPoolExecutor(len(targets) + 1) as pool:   # five collections, side by side
-        whole = pool.submit(collected)
-        jobs = {t: pool.submit(collected, "-m", expr) for t, expr in targets.items()}
-        everything, by_target = whole.result(), {t: job.result() for t, job in jobs.items()}
+    by_target = collected({"": [], **{t: ["-m", expr] for t, expr in targets.items()}}, tmp_path)
+    everything = by_target.pop("")
     assert len(by_target["test"]) > len(everything) / 2, "make test must stay the suite, not a sample of it"
     for t, ids in by_target.items():
         assert ids, f"make {t} collects nothing"
