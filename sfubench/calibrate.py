@@ -56,10 +56,11 @@ FLOOR_CORES = 0.15    # a budget below this is no fair deployment: refused
 PACING_MS = 5.0
 BUSY = 0.9
 # Of the machine's cores: the most the SFU at its budget and everything besides it may keep busy a
-# room past the cheapest SFU's expected knee. With the SFU on a core of its own the clients keep theirs,
-# but the engine and the probes use either, and a run's window is client-bound once the machine is
-# 95 % busy (reports/clientbound.py): a Janus budget of a full core on 2 cores left the rest 1.02
-# core at 49 participants, its knee's count, and its run ended there client-bound.
+# room past the cheapest SFU's expected knee, under the share at which a run's window is client-bound
+# (reports/clientbound.py's machine_cpu). With the SFU on a core of its own the clients keep theirs,
+# but the engine and the probes use either: a budget of the SFU's whole core left a costly SFU's run
+# client-bound at its own knee (docs/performance-history.md: "A budget the machine carries a step
+# past the knee").
 MACHINE = 0.9
 HEADROOM = f"the generator's pacing p99 under {PACING_MS:g} ms, or over it with the clients' cores under {BUSY:.0%} busy"
 LIGHT_ROOMS = 2       # rooms at which the SFUs' costs are compared
@@ -189,7 +190,7 @@ def reach(cfg) -> float | None:
 
 
 def choose(capacity: Capacity, costs: dict[str, Cost], reference: Cost, sfu_cores: int = 1,
-           reached: float | None = None, room: int = 7) -> Budget:
+           reached: float | None = None, *, room: int) -> Budget:
     """The budget at which the cheapest SFU of `costs` is expected to give way at TARGET of what the
     clients carry, or at `reached` participants where that is fewer, or where the machine would
     pass MACHINE of its cores a `room` later with the SFU at the budget (`reference`: the in-house
@@ -222,6 +223,8 @@ def choose(capacity: Capacity, costs: dict[str, Cost], reference: Cost, sfu_core
         aim = min(capacity.reference_participants(FLOOR_CORES / scale), limit)
     return Budget(cores, capacity, costs, cheapest, reference, reached, aim)
 
+
+# ---------------------------------------------------------------- the measurements
 
 def _scenario(stop_rooms: int | None, enough: float | None = None):
     """A run's scenario (loadtest.run's): rooms added a step (one, then STEP_ROOMS), each validated,
@@ -412,7 +415,7 @@ def calibrate(cfg, sfus: dict[str, str], out: Path, progress: Progress) -> Budge
     if not set(sfus) & set(costs):
         raise CalibrationFailed(f"calibrating: no SFU of {', '.join(sfus)} could be measured")
     budget = choose(capacity, {s: costs[s] for s in sfus if s in costs}, costs[REFERENCE],
-                    len(cpu_list(cfg.sfu_cpuset)) or (os.cpu_count() or 1), reach(cfg), cfg.users_per_room)
+                    len(cpu_list(cfg.sfu_cpuset)) or (os.cpu_count() or 1), reach(cfg), room=cfg.users_per_room)
     carry = f"{'at least ' * capacity.at_least}{capacity.participants}"
     progress.say(f"calibrated: the clients carry {carry} participants ({capacity.streams} streams, "
                  f"pacing p99 {capacity.pacing_ms_p99:.2f} ms{_busy(capacity)}); a budget of {budget.cores:g} core puts "

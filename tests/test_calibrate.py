@@ -14,6 +14,7 @@ from sfubench.config import ConfigError
 
 P = calibrate.PACING_MS   # the pacing p99 at which the clients' headroom may end: windows over it are P times something
 FULL, IDLE = 1.0, calibrate.BUSY / 2   # the clients' cores busy: over BUSY, and well under it
+ROOM = 7   # the rooms' size: the curves' counts go up by rooms of it
 CURVE = ((7, 0.06), (21, 0.18), (35, 0.27), (49, 0.36), (63, 0.45), (77, 0.54), (91, 0.6))
 
 
@@ -21,20 +22,20 @@ def test_the_budget_is_what_the_cheapest_sfu_would_use_at_its_share_of_what_the_
     capacity = Capacity(participants=91, streams=546, pacing_ms_p99=0.4, curve=CURVE)
     reference = Cost("0.1.0", 20.0, 400.0)    # at the light load, dearer a packet than on the curve's top
     costs = {"janus": Cost("1.1.2", 60.0, 400.0), "inhouse": reference}
-    budget = choose(capacity, costs, reference)
+    budget = choose(capacity, costs, reference, room=ROOM)
     target = calibrate.TARGET * 91
     assert 49 < target < 63   # the in-house SFU's own CPU there, on the line between 49 and 63
     assert budget.cheapest == "inhouse" and budget.cores == round(0.36 + 0.09 * (target - 49) / 14, 2)
     assert budget.expected_knee("inhouse") == pytest.approx(target)
     assert budget.expected_knee("janus") == pytest.approx(target / 3)
     # an SFU cheaper than the reference at the light load: its share of the reference's CPU
-    cheaper = choose(capacity, {"x": Cost("1", 10.0, 400.0)}, reference)
+    cheaper = choose(capacity, {"x": Cost("1", 10.0, 400.0)}, reference, room=ROOM)
     assert cheaper.cheapest == "x" and cheaper.cores == round(capacity.reference_cores(target) / 2, 2)
     record = budget.record()
     assert record["cores"] == budget.cores and record["clients"]["participants"] == 91 and "curve" not in record["clients"]
     assert record["rule"] == calibrate.RULE and record["costs"]["janus"]["expected_knee"] == round(target / 3, 1)
     # never more than the CPUs the SFU is pinned to
-    assert choose(Capacity(5000, 30000, 0.5, CURVE), costs, reference, sfu_cores=1).cores == 1.0
+    assert choose(Capacity(5000, 30000, 0.5, CURVE), costs, reference, sfu_cores=1, room=ROOM).cores == 1.0
     # between the counts measured, along the line between them; past the last, along the last two
     assert capacity.reference_cores(14) == pytest.approx(0.12) and capacity.reference_cores(105) == pytest.approx(0.66)
 
@@ -44,19 +45,19 @@ def test_the_budget_leaves_the_machine_what_everything_besides_the_sfu_spends_a_
     costs = {"janus": Cost("1.1.2", 60.0, 400.0)}   # three times the in-house SFU's cost
     besides = ((7, 0.65), (21, 0.75), (35, 0.9), (49, 1.0), (63, 1.0), (77, 1.05), (91, 1.1))
     capacity = Capacity(91, 546, 0.4, CURVE, besides=besides, cpus=2)
-    budget = choose(capacity, costs, reference, room=7)
+    budget = choose(capacity, costs, reference, room=ROOM)
     # unbounded by the machine, Janus would get over a core at 50; the machine leaves it what
     # everything besides it spends a room past its knee leaves of MACHINE of its cores
-    unbounded = choose(dataclasses.replace(capacity, besides=()), costs, reference)
+    unbounded = choose(dataclasses.replace(capacity, besides=()), costs, reference, room=ROOM)
     assert unbounded.aim == calibrate.TARGET * 91 and budget.aim < unbounded.aim
     assert budget.cores == pytest.approx(calibrate.MACHINE * 2 - _along_besides(besides, budget.aim + 7), abs=0.01)
     assert budget.expected_knee("janus") == pytest.approx(budget.aim)
     # a machine that leaves the SFU room: the clients' share decides, as before
     roomy = dataclasses.replace(capacity, cpus=4)
-    assert choose(roomy, costs, reference).aim == calibrate.TARGET * 91
+    assert choose(roomy, costs, reference, room=ROOM).aim == calibrate.TARGET * 91
     # one that leaves a fair deployment nothing: refused, saying so
     with pytest.raises(ConfigError, match=r"the machine's 2 cores leave an SFU .* core at"):
-        choose(dataclasses.replace(capacity, besides=((7, 1.7), (91, 1.8))), costs, reference)
+        choose(dataclasses.replace(capacity, besides=((7, 1.7), (91, 1.8))), costs, reference, room=ROOM)
 
 
 def _along_besides(besides, participants):
@@ -73,18 +74,18 @@ def test_where_the_clients_carry_more_than_the_ramp_reaches_the_knee_is_expected
     assert calibrate.reach(dataclasses.replace(cfg, ramp_minutes=0.0)) is None   # no bound: the clients'
     reference = Cost("0.1.0", 20.0, 400.0)
     capacity = Capacity(participants=315, streams=3780, pacing_ms_p99=0.25, curve=CURVE)
-    bounded = choose(capacity, {"inhouse": reference}, reference, reached=reached)
+    bounded = choose(capacity, {"inhouse": reference}, reference, reached=reached, room=ROOM)
     assert calibrate.TARGET * 315 > reached and bounded.expected_knee("inhouse") == pytest.approx(reached)
     assert bounded.cores == round(capacity.reference_cores(reached), 2) and bounded.record()["reach"] == reached
-    assert choose(capacity, {"inhouse": reference}, reference).aim == calibrate.TARGET * 315
-    assert choose(capacity, {"inhouse": reference}, reference, reached=1000).aim == calibrate.TARGET * 315
+    assert choose(capacity, {"inhouse": reference}, reference, room=ROOM).aim == calibrate.TARGET * 315
+    assert choose(capacity, {"inhouse": reference}, reference, reached=1000, room=ROOM).aim == calibrate.TARGET * 315
 
 
 def test_a_budget_only_the_ramps_minutes_bring_under_the_floor_is_raised_to_it():
     reference = Cost("0.1.0", 20.0, 400.0)
     capacity = Capacity(participants=91, streams=546, pacing_ms_p99=0.4, curve=CURVE)
     assert round(capacity.reference_cores(14), 2) < calibrate.FLOOR_CORES < capacity.reference_cores(calibrate.TARGET * 91)
-    raised = choose(capacity, {"inhouse": reference}, reference, reached=14)
+    raised = choose(capacity, {"inhouse": reference}, reference, reached=14, room=ROOM)
     assert raised.cores == calibrate.FLOOR_CORES
     # its knee expected where the in-house SFU's own curve reaches the floor: 0.15 core at 17.5
     assert raised.expected_knee("inhouse") == pytest.approx(7 + 14 * (0.15 - 0.06) / 0.12)
@@ -97,7 +98,7 @@ def test_a_budget_no_fair_deployment_would_use_is_refused_with_the_figures_that_
     assert cores < calibrate.FLOOR_CORES
     with pytest.raises(ConfigError, match=rf"is {cores:g} core, under 0\.15.*carry 21 participants.*janus, the "
                                           rf"cheapest, would use {cores:g} core at {target:.0f}.*--sfu-cpus"):
-        choose(Capacity(21, 126, 0.3, CURVE), {"janus": Cost("1.1.2", 20.0, 400.0)}, Cost("0.1.0", 20.0, 400.0))
+        choose(Capacity(21, 126, 0.3, CURVE), {"janus": Cost("1.1.2", 20.0, 400.0)}, Cost("0.1.0", 20.0, 400.0), room=ROOM)
 
 
 def test_only_a_default_ramp_to_the_knee_with_synthetic_participants_is_sized():
@@ -244,7 +245,7 @@ def test_the_capacity_ramp_stops_once_the_budget_could_use_no_more():
     # a lower bound refuses no budget: the floor, as where only the ramp's minutes ask for less
     light = Cost("1", 1.0, 10.0)
     lower = Capacity(70, 840, 0.3, ((7, 0.01), (70, 0.05)), at_least=True)
-    assert choose(lower, {"inhouse": light}, light, reached=30).cores == calibrate.FLOOR_CORES
+    assert choose(lower, {"inhouse": light}, light, reached=30, room=ROOM).cores == calibrate.FLOOR_CORES
     with pytest.raises(ConfigError):
-        choose(dataclasses.replace(lower, at_least=False), {"inhouse": light}, light, reached=30)
-    assert "at least 70 participants" in scenario.sized(choose(lower, {"inhouse": light}, light, reached=30).record())
+        choose(dataclasses.replace(lower, at_least=False), {"inhouse": light}, light, reached=30, room=ROOM)
+    assert "at least 70 participants" in scenario.sized(choose(lower, {"inhouse": light}, light, reached=30, room=ROOM).record())
