@@ -29,17 +29,15 @@ knee then comes later, still within what the clients carry)."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from reports import clientbound
 from reports.windows import probe_edges
 
-from .config import ConfigError, cpu_list, foreign_to
+from . import calcache
+from .config import ConfigError, cpu_list
 from .progress import Progress
 
 # Of the participants the clients carry: the cheapest SFU's expected knee. Under its quota an SFU
@@ -334,44 +332,7 @@ def measure_cost(cfg, sfu: str, version: str, out: Path, progress: Progress) -> 
     return Cost(version, row["sfu_us_per_packet"], row["fwd_pps"] / light)
 
 
-# ---------------------------------------------------------------- the cache
-
-def _key(values) -> str:
-    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-class Cache:
-    """calibration.json in the build cache: per machine, the clients' capacity per scenario and each
-    adapter version's cost per scenario."""
-
-    def __init__(self, root: Path, cfg):
-        from .agent import machine_facts
-        facts = machine_facts()
-        self.path = root / "calibration.json"
-        self.machine = _key([facts[k] for k in ("hostname", "cpu_model", "cpus", "memory_bytes", "kernel")])
-        # other shapes' settings shape nothing calibrated here: a new one must not cost a calibration
-        foreign = foreign_to(cfg.shape)
-        self.scenario = _key({k: v for k, v in cfg.scenario().items() if k != "sfu_cpus" and k not in foreign})
-
-    def _all(self) -> dict:
-        try:
-            return json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-
-    def get(self, what: str):
-        return self._all().get(self.machine, {}).get(f"{what}|{self.scenario}")
-
-    def put(self, what: str, value: dict) -> None:
-        data = self._all()
-        data.setdefault(self.machine, {})[f"{what}|{self.scenario}"] = {**value, "measured": time.time()}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1) + "\n")
-        tmp.replace(self.path)
-
-
-def cached_capacity(cache: Cache) -> Capacity | None:
+def cached_capacity(cache: calcache.Cache) -> Capacity | None:
     """The clients' capacity the cache holds for this machine and scenario, unless it was sought
     under another rule of headroom than HEADROOM or without what the machine spent besides the SFU
     (then it is no figure of today's rule)."""
@@ -387,7 +348,7 @@ def cached_capacity(cache: Cache) -> Capacity | None:
 def calibrate(cfg, sfus: dict[str, str], out: Path, progress: Progress) -> Budget:
     """The budget for `sfus` (name -> version) under `cfg`'s scenario, measured where the cache has
     no figure for this machine; the calibration's runs go to `out`."""
-    cache = Cache(cfg.cache_dir(), cfg)
+    cache = calcache.Cache(cfg.cache_dir(), cfg)
     capacity = cached_capacity(cache)
     if capacity is None:
         progress.say(f"calibrating: what the clients carry here beside the browser ({REFERENCE} on a core of its "

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from reports import scenario
-from sfubench import calibrate, config, events
+from sfubench import calcache, calibrate, config, events
 from sfubench.calibrate import Capacity, Cost, choose
 from sfubench.config import ConfigError
 
@@ -112,23 +112,23 @@ def test_only_a_default_ramp_to_the_knee_with_synthetic_participants_is_sized():
 
 def test_figures_are_kept_per_machine_and_scenario(tmp_path):
     cfg = config.load(cli={"cache": str(tmp_path)}, env={})
-    cache = calibrate.Cache(tmp_path, cfg)
+    cache = calcache.Cache(tmp_path, cfg)
     assert cache.get("clients") is None
     cache.put("clients", {"participants": 90, "streams": 540, "pacing_ms_p99": 0.3, "curve": CURVE})
-    assert calibrate.Cache(tmp_path, cfg).get("clients")["participants"] == 90
+    assert calcache.Cache(tmp_path, cfg).get("clients")["participants"] == 90
     # the budget itself is not the scenario's to key on; rooms of another size are
-    assert calibrate.Cache(tmp_path, dataclasses.replace(cfg, sfu_cpus=0.3)).get("clients")["participants"] == 90
+    assert calcache.Cache(tmp_path, dataclasses.replace(cfg, sfu_cpus=0.3)).get("clients")["participants"] == 90
     # nor another shape's settings (a shape added since must not cost a calibration)
-    assert calibrate.Cache(tmp_path, dataclasses.replace(cfg, first_storm=28)).get("clients")["participants"] == 90
-    assert calibrate.Cache(tmp_path, config.load(cli={"cache": str(tmp_path), "users_per_room": 5}, env={})
+    assert calcache.Cache(tmp_path, dataclasses.replace(cfg, first_storm=28)).get("clients")["participants"] == 90
+    assert calcache.Cache(tmp_path, config.load(cli={"cache": str(tmp_path), "users_per_room": 5}, env={})
                            ).get("clients") is None
-    other = calibrate.Cache(tmp_path, cfg)
+    other = calcache.Cache(tmp_path, cfg)
     other.machine = "another machine"
     assert other.get("clients") is None
 
 
 def test_a_capacity_sought_under_another_rule_of_headroom_or_without_the_machine_is_sought_again(tmp_path):
-    cache = calibrate.Cache(tmp_path, config.load(cli={"cache": str(tmp_path)}, env={}))
+    cache = calcache.Cache(tmp_path, config.load(cli={"cache": str(tmp_path)}, env={}))
     found = {"participants": 21, "streams": 252, "pacing_ms_p99": 0.4, "curve": CURVE}
     cache.put("clients", found)   # as one measured before the rule was recorded beside it
     assert calibrate.cached_capacity(cache) is None
