@@ -73,9 +73,9 @@ def test_each_storm_joins_at_once_on_the_background_and_is_timed_to_its_first_fr
 def test_a_storm_behind_100_ms_of_round_trip_plays_3_to_8_round_trips_later(tmp_path):
     far = tmp_path / "far.toml"
     far.write_text("delay_ms = 50\n")
-    # A storm of 7: on a nested 2-core VM a storm of 14 left both runs client-bound (the plain one's
-    # pacing p99 55 ms, the far one's pages 26 ms late beside the link emulator), their first frames
-    # the clients' and not the link's.
+    # Storms of 7, and neither run client-bound: on a nested 2-core VM storms of 14 left both runs'
+    # clients short of CPU (the far one's beside the link emulator), their first frames the clients'
+    # and not the link's.
     plain = storm_run(tmp_path / "plain", "inhouse", first="7", max_storm="7")
     behind = storm_run(tmp_path / "far", "inhouse", first="7", max_storm="7", synthetic_network=str(far))
     for run_dir in (plain, behind):
