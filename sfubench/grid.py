@@ -115,6 +115,7 @@ class LocalGrid:
         self.log = self.work_dir / "grid.log"
         self._proc: subprocess.Popen | None = None
         self._tmp: str | None = None
+        self._recording: tuple[Path, Path] | None = None   # (being written, where it goes) by _class_archive
 
     @property
     def url(self) -> str:
@@ -143,8 +144,8 @@ class LocalGrid:
                 chromium=CHROMIUM,
             )
         )
-        cmd = self.wrap([java, "-cp", f"{self.lib}/*", "org.openqa.selenium.grid.Bootstrap",
-                         "standalone", "--config", str(self.config)])
+        cmd = self.wrap([java, *self._class_archive(java), "-cp", f"{self.lib}/*",
+                         "org.openqa.selenium.grid.Bootstrap", "standalone", "--config", str(self.config)])
         # chromedriver's profiles and Chromium's singleton-socket folders go to TMPDIR, and a killed browser
         # leaves them behind; a private TMPDIR lets stop() remove them all. It lives in /tmp rather than in
         # work_dir because the singleton socket's path must stay under the 108-byte Unix socket limit.
@@ -173,6 +174,37 @@ class LocalGrid:
                     f"grid not ready at {self.url} after {self.START_TIMEOUT_S:.0f} s; {self.log}:\n{_tail(self.log)}"
                 )
             time.sleep(0.1)
+
+    def _class_archive(self, java: str) -> list[str]:
+        """The JVM's flags for an archive of the grid's loaded classes: the first grid on this JVM
+        records it as it exits, every later one maps it and is ready sooner. An archive is only good
+        for the JVM build that wrote it, so its name carries that build's size and time."""
+        try:
+            jvm = (Path(java).resolve().parent.parent / "lib" / "server" / "libjvm.so").stat()
+        except OSError:   # a JVM laid out otherwise: it starts as it always did
+            return []
+        archive = self.lib.parent / f"classes-{jvm.st_size}-{int(jvm.st_mtime)}.jsa"
+        if archive.exists():
+            return [f"-XX:SharedArchiveFile={archive}"]
+        # its own name until it is whole: two grids may record at once
+        self._recording = (archive.with_name(f"{archive.name}.{os.getpid()}-{self.port}"), archive)
+        # -Xlog:cds=off: the classes it cannot archive (generated at run time) are no warning for the log
+        return [f"-XX:ArchiveClassesAtExit={self._recording[0]}", "-Xlog:cds=off"]
+
+    def _keep_class_archive(self, exited: bool) -> None:
+        """Keeps the archive this grid recorded if its JVM exited by itself (it writes the archive
+        on the way out); one killed leaves a part, removed."""
+        recording, self._recording = self._recording, None
+        if recording is None:
+            return
+        written, archive = recording
+        try:
+            if exited and written.stat().st_size:
+                os.replace(written, archive)
+            else:
+                written.unlink()
+        except OSError:
+            pass
 
     def status(self) -> dict:
         """The `value` of GET /status."""
@@ -224,11 +256,13 @@ class LocalGrid:
                     proc.wait(grace)
                 except subprocess.TimeoutExpired:
                     pass
+            exited = proc.poll() is not None and proc.returncode >= 0   # not by a signal it could not handle
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             proc.wait()
+            self._keep_class_archive(exited)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

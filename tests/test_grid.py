@@ -124,3 +124,34 @@ def test_a_hub_without_nodes_answers_but_is_not_ready_and_a_dead_one_is_lost(tmp
         hub.wait()
     with pytest.raises(GridLost, match=f"the Selenium Grid at {url} stopped answering during the run"):
         check_answering(url, timeout=2)
+
+
+def _grid_on(cache: Path, work: Path) -> LocalGrid:
+    """A grid whose cache (and so its class archive) is `cache`, its jars the installed ones."""
+    if not (cache / "lib").exists():
+        (cache / "lib").symlink_to(grid_cache_dir() / "lib")
+    return LocalGrid(cache, work, free_port(), 1)
+
+
+def test_the_first_grid_records_its_classes_and_every_later_one_maps_them(tmp_path):
+    """A grid killed before it could write the archive leaves nothing; the next, stopped as a run
+    stops it, leaves a whole archive; the one after maps it into its JVM."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    killed = _grid_on(cache, tmp_path / "killed").start()
+    os.killpg(killed._proc.pid, 9)
+    killed.stop()
+    assert list(cache.glob("classes-*")) == []
+    first = _grid_on(cache, tmp_path / "first").start()
+    first.stop()
+    (archive,) = cache.glob("classes-*")
+    assert archive.suffix == ".jsa" and archive.stat().st_size > 1_000_000
+    later = _grid_on(cache, tmp_path / "later").start()
+    try:
+        jvm = psutil.Process(later._proc.pid)
+        jvm = next(p for p in [jvm, *jvm.children(recursive=True)] if p.name() == "java")
+        assert str(archive) in {m.path for m in jvm.memory_maps()}
+        assert "warning" not in (tmp_path / "later" / "grid.log").read_text()
+    finally:
+        later.stop()
+    assert list(cache.glob("classes-*")) == [archive]
