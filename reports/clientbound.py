@@ -77,6 +77,17 @@ def _share(edges: dict, role: str, key: str = "cpu_s") -> tuple[float, float] | 
     return (end[key] - start[key]) / dt, float(end.get("cores") or 0)
 
 
+def _sharing(edges: dict) -> str:
+    """Who shared a busy machine: the SFU and the clients, and where they took a tenth of a core or
+    more, the hypervisor (steal) and the kernel's softirq work, which no role's process spent."""
+    parts = ["the SFU and the clients share them"]
+    for key, what in (("steal_s", "stolen by the hypervisor"), ("softirq_s", "in softirq")):
+        used = _share(edges, "machine", key)
+        if used and used[0] >= 0.1:
+            parts.append(f"{used[0]:.2f} core {what}")
+    return "; ".join(parts)
+
+
 def cores_used(edges: dict, role: str) -> float | None:
     """The cores `role` kept busy over a window, on average; None unprobed."""
     used = _share(edges, role)
@@ -116,7 +127,7 @@ def assess(window: dict, edges: dict[str, dict[str, dict]], send_fps: list[float
     machine = _share(edges, "machine")
     if averaged and machine and machine[1] and machine[0] >= rule.machine_cpu * machine[1]:
         reasons.append(f"the machine's {machine[1]:g} cores were {machine[0] / machine[1]:.0%} busy "
-                       "(the SFU and the clients share them)")
+                       f"({_sharing(edges)})")
     if send_fps and source_fps:
         fps = median(send_fps)
         if fps < rule.encode_fps * source_fps:

@@ -138,13 +138,17 @@ class TreeProbe(Probe):
 
 
 class MachineProbe(Probe):
-    """Every core of the host: when the machine is saturated, no role's figures can be trusted."""
+    """Every core of the host: when the machine is saturated, no role's figures can be trusted. Of
+    its busy time, what no process of a role spent: the hypervisor's (`steal_s`, a VM's CPUs
+    taken back) and the kernel's deferred interrupt work (`softirq_s`, much of the lab's packet
+    delivery), cumulative CPU seconds."""
     role = "machine"
 
     def read(self):
         t = psutil.cpu_times()
         busy = sum(t) - t.idle - getattr(t, "iowait", 0.0)
-        return busy, psutil.virtual_memory().used, {}
+        parts = {f"{k}_s": round(getattr(t, k), 3) for k in ("steal", "softirq") if hasattr(t, k)}
+        return busy, psutil.virtual_memory().used, parts
 
 
 class EngineProbe(Probe):

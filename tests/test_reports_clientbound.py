@@ -93,6 +93,18 @@ def test_each_sign_of_a_starved_client(change, expect):
     assert len(reasons) == 1 and expect in reasons[0], reasons
 
 
+def test_a_busy_machine_says_what_of_it_no_role_spent():
+    """Steal (the hypervisor's) and softirq from the machine probe's rows, where a tenth of a core
+    or more; below that, not named."""
+    e = edges(machine=13.5)
+    e["machine"]["start"].update(steal_s=50.0, softirq_s=20.0)
+    e["machine"]["end"].update(steal_s=50.0 + 7 * 0.42, softirq_s=20.0 + 7 * 0.05)
+    (reason,) = assess(e=e)
+    assert reason.endswith("96% busy (the SFU and the clients share them; 0.42 core stolen by the hypervisor)"), reason
+    e["machine"]["end"].update(softirq_s=20.0 + 7 * 0.31)
+    assert assess(e=e)[0].endswith("; 0.42 core stolen by the hypervisor; 0.31 core in softirq)")
+
+
 def test_full_client_socket_buffers_and_late_synthetic_publishers_are_the_clients():
     def with_udp(drops, received):
         e = edges()
