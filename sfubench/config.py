@@ -185,8 +185,8 @@ class Settings:
     cpu_period_ms: float = opt(10.0, "CFS period of the CPU quotas, in ms: a group that spends its quota "
                                "early waits out the rest of the period, so a short one (as a tuned "
                                "deployment's) keeps a throttled SFU's stalls short", min=1, max=1000)
-    client_cpus: float = opt(0.0, "CPU quota of the clients (grid and browsers, synthetic participants, "
-                             "the link emulator), in cores; 0: none. A run whose clients have headroom under a quota also has it "
+    client_cpus: float = opt(0.0, "CPU quota of the clients (grid and browsers), in cores; 0: "
+                             "none. A run whose clients have headroom under a quota also has it "
                              "on a slower machine", min=0, max=1024, scenario=False)
     sfu_cpuset: str = opt(AUTO, "CPUs the SFU is pinned to, e.g. 0 or 0-1 (a cpuset); empty: any. auto: "
                           "CPU 0 in the local lab of a machine of two or more, so the SFU and the load "

@@ -203,16 +203,14 @@ class LocalSite(Site):
     def up(self, run_path: Path, progress) -> None:
         self.lab.up(run_path)
         self.held = True
-        for g in self._groups.values():
-            g.create()
         plan = self.net_plan
         if plan.own is not None:
-            # the clients' side of the link, as a real network's is not the SFU's: its CPU is
-            # theirs, and a link emulator that falls behind makes the run client-bound
             self.emulator = network.Emulator(
                 self.emulator_binary, self.lab.link, plan.own, run_path,
-                None if plan.synthetic is None else (self.lab.group_address, plan.synthetic), **self._wrap("clients"))
+                None if plan.synthetic is None else (self.lab.group_address, plan.synthetic))
             self.emulator.start()
+        for g in self._groups.values():
+            g.create()
         with self.clients():
             super().up(run_path, progress)
 
