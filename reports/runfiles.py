@@ -9,8 +9,8 @@ Keys of meta.json the reports read (all optional):
   git_sha, machine (dict), media (dict), config (dict: the run's settings), scenario (dict: those of
   them that define the scenario, as the settings schema says), status, error
   cpu       CPU at target load in cores: sfu_cores, sfu_per_participant, clients_cores,
-            clients_per_participant
-`server.jsonl` (optional, from the CPU probes): {t, role ("sfu" | "clients" | "machine" | "engine"),
+            clients_per_participant (and link_cores where the link was emulated)
+`server.jsonl` (optional, from the CPU probes): {t, role ("sfu" | "clients" | "link" | "machine" | "engine"),
 cpu_s (cumulative CPU seconds), cores (what the role may use), throttled_s, rss (bytes), phase, window,
 edge, participants}. `windows.jsonl` (optional): one record per closed measurement window with the
 clients' health in it (see reports/clientbound.py). A window marked `discarded` (the runner's wall

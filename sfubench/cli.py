@@ -407,7 +407,8 @@ def _print_summary(run_dir: Path) -> None:
     if "clients_per_participant" in cpu:
         print(f"CPU at target: browsers {cpu['clients_cores']:.2f} cores = "
               f"{cpu['clients_per_participant']:.3f} core per participant; "
-              f"SFU {cpu.get('sfu_cores', float('nan')):.3f} cores")
+              f"SFU {cpu.get('sfu_cores', float('nan')):.3f} cores"
+              + (f"; the link emulator {cpu['link_cores']:.2f} cores" if "link_cores" in cpu else ""))
 
 
 # one function per subcommand, found by its name

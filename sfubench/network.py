@@ -168,19 +168,21 @@ class Emulator:
     the namespace `netns`; its counters land in `stats` once a second."""
 
     def __init__(self, binary: Path, link: tuple, network: Network, folder: Path,
-                 group: tuple[str, Network] | None = None):
+                 group: tuple[str, Network] | None = None, *, wrap=lambda argv: argv):
         """`link`: the lab's two ends in the emulator's namespace (lab.py's Hosts: the clients' side,
         then the SFU's); its counters and log go to `folder` (netem.json, netem.log); `group`: (a
-        client address, the network its frames take instead)."""
+        client address, the network its frames take instead); `wrap`: argv -> argv that first
+        joins the emulator's cgroup."""
         stats, log = folder / "netem.json", folder / "netem.log"
-        self.argv = ["ip", "netns", "exec", link[0].netns, str(binary), "-a", link[0].interface, "-b",
-                     link[1].interface,
-                     "-up", json.dumps(dataclasses.asdict(network.up)),
-                     "-down", json.dumps(dataclasses.asdict(network.down)), "-stats", str(stats)]
+        argv = ["ip", "netns", "exec", link[0].netns, str(binary), "-a", link[0].interface, "-b",
+                link[1].interface,
+                "-up", json.dumps(dataclasses.asdict(network.up)),
+                "-down", json.dumps(dataclasses.asdict(network.down)), "-stats", str(stats)]
         if group is not None:
             address, net = group
-            self.argv += ["-group-ip", address, "-group-up", json.dumps(dataclasses.asdict(net.up)),
-                          "-group-down", json.dumps(dataclasses.asdict(net.down))]
+            argv += ["-group-ip", address, "-group-up", json.dumps(dataclasses.asdict(net.up)),
+                     "-group-down", json.dumps(dataclasses.asdict(net.down))]
+        self.argv = wrap(argv)
         self.stats, self.log = stats, log
         self.proc = None
 

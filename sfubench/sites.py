@@ -193,6 +193,12 @@ class LocalSite(Site):
                 self.emulator_binary = network.binary(cache)
             except GoBuildError as e:
                 raise ConfigError(str(e)) from None
+            if self._groups:
+                # the network, neither the SFU nor a client: probed as a role of its own, under no
+                # quota and on any CPU (pinned to the clients' it left them short of what they
+                # carried beside it, and their quota is for slower clients, not for the network)
+                self._groups["link"] = CpuGroup(f"{self.cfg.lab_prefix}-link", 0.0, "",
+                                                round(self.cfg.cpu_period_ms * 1000))
         self.lab = LocalLab(self.cfg.lab_prefix, self.cfg.lab_subnet, emulated=net_plan.own is not None)
         return binary
 
@@ -203,14 +209,14 @@ class LocalSite(Site):
     def up(self, run_path: Path, progress) -> None:
         self.lab.up(run_path)
         self.held = True
+        for g in self._groups.values():
+            g.create()
         plan = self.net_plan
         if plan.own is not None:
             self.emulator = network.Emulator(
                 self.emulator_binary, self.lab.link, plan.own, run_path,
-                None if plan.synthetic is None else (self.lab.group_address, plan.synthetic))
+                None if plan.synthetic is None else (self.lab.group_address, plan.synthetic), **self._wrap("link"))
             self.emulator.start()
-        for g in self._groups.values():
-            g.create()
         with self.clients():
             super().up(run_path, progress)
 
@@ -255,6 +261,8 @@ class LocalSite(Site):
         elif grid is not None or generator is not None:
             out.append(TreeProbe("clients", lambda: (grid.pids() if grid else [])
                                  + (generator.pids() if generator else []), os.getpid, lab.clients.interface))
+        if "link" in groups:
+            out.append(GroupProbe("link", groups["link"]))
         return out
 
     def set_network(self):

@@ -103,6 +103,9 @@ def test_a_one_way_delay_shows_as_twice_that_round_trip(tmp_path, delay):
     counters = meta["network"]["counters"]
     assert counters["up"]["packets"] > 100 and counters["down"]["packets"] > 100, counters
     assert f"{delay:g} ms" in (run_dir / "report.html").read_text()
+    # the emulator's CPU is its own role's: neither the SFU's nor the clients'
+    roles = {r["role"] for r in read(run_dir, "server") if r.get("phase") == "target"}
+    assert "link" in roles and meta["cpu"]["link_cores"] > 0, (roles, meta["cpu"])
 
 
 @pytest.mark.e2e
