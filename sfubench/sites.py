@@ -197,8 +197,7 @@ class LocalSite(Site):
                 # the network, neither the SFU nor a client: probed as a role of its own, under no
                 # quota and on any CPU (pinned to the clients' it left them short of what they
                 # carried beside it, and their quota is for slower clients, not for the network)
-                self._groups["link"] = CpuGroup(f"{self.cfg.lab_prefix}-link", 0.0, "",
-                                                round(self.cfg.cpu_period_ms * 1000))
+                self._groups["link"] = CpuGroup(f"{self.cfg.lab_prefix}-link")
         self.lab = LocalLab(self.cfg.lab_prefix, self.cfg.lab_subnet, emulated=net_plan.own is not None)
         return binary
 
