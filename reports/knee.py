@@ -48,7 +48,9 @@ class KneeRule:
             f"{self.max_failed_streams:.0%} of the video streams that should flow carry nothing (a failed "
             "participant's streams count as failed, never as absent). Only counts measured "
             "before the first client-bound one are judged; when none of them is a knee but a client-bound "
-            "count exists, the run is \"client-bound at\" that count and names no SFU knee."
+            "count exists, the run is \"client-bound at\" that count and names no SFU knee. A client-bound "
+            "count below one where the clients had headroom (a knee narrowed down from above) is a passing "
+            "state of the machine: it alone is left unjudged."
         )
 
 
@@ -126,9 +128,9 @@ def find_knee(series: list[dict], rule=KneeRule()) -> Knee:
     before the first client-bound one (a row with `client_bound`); if there is none there but a
     client-bound count, the knee is "client-bound at" that count: what happened from there on
     describes the clients, not the SFU."""
-    bound = next((r for r in sorted(series, key=lambda r: r["participants"]) if r.get("client_bound")), None)
-    if bound is not None:
-        series = [r for r in series if r["participants"] < bound["participants"]]
+    bound = clients_limit(series)
+    series = [r for r in series if not r.get("client_bound")
+              and (bound is None or r["participants"] < bound["participants"])]
     knee = _sfu_knee(series, rule)
     if knee.participants is not None:
         knee = replace(knee, coped=max((r["participants"] for r in series if r["participants"] < knee.participants),
@@ -141,6 +143,18 @@ def find_knee(series: list[dict], rule=KneeRule()) -> Knee:
                      "; no load below it was measured"))
         return Knee(bound["participants"], "client", detail, of=rule.name)
     return replace(knee, of=rule.name)
+
+
+def clients_limit(series: list[dict]) -> dict | None:
+    """The first client-bound row that no higher count measured with the clients' headroom takes
+    back. A count measured after higher ones (a knee narrowed down from above) that finds its
+    clients strained where they carried more before caught a passing state of the machine, not
+    their limit: it is left unjudged, and the counts around it are judged."""
+    rows = sorted(series, key=lambda r: r["participants"])
+    for i, r in enumerate(rows):
+        if r.get("client_bound") and not any(o.get("headroom") for o in rows[i + 1:]):
+            return r
+    return None
 
 
 def _sfu_knee(series: list[dict], rule) -> Knee:

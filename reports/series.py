@@ -213,15 +213,18 @@ def window_health(run: runfiles.Run, obs: list[dict], rule: ClientRule = ClientR
 
 
 def health_series(health: list[dict]) -> list[dict]:
-    """Per participant count: client-bound if any of its windows was, with that window's reasons
-    (the windows under the run's own network: those of the participant curves; a join storm's, at
-    its own count)."""
+    """Per participant count: client-bound if any of its windows was, with that window's reasons,
+    and `headroom` if any of its windows showed the clients no strain at all (not even one the
+    SFU's saturation overruled). The windows under the run's own network: those of the
+    participant curves; a join storm's, at its own count."""
     rows: dict[int, dict] = {}
     for h in health:
         p = h["participants"]
         if p is None or h["phase"] not in (*MEASURED, "storm"):
             continue
-        row = rows.setdefault(p, {"participants": p, "client_bound": False})
+        row = rows.setdefault(p, {"participants": p, "client_bound": False, "headroom": False})
         if h["client_bound"] and not row["client_bound"]:
             row.update(client_bound=True, client_reasons="; ".join(h["reasons"]))
+        if not h["client_bound"] and not h.get("overruled"):
+            row["headroom"] = True
     return [rows[p] for p in sorted(rows)]

@@ -38,7 +38,7 @@ def test_network_windows_are_judged_but_kept_off_the_participant_curves():
     the run's own figures at that count client-bound."""
     health = [{"phase": "target", "window": 3, "participants": 7, "client_bound": False, "reasons": []},
               {"phase": "network", "window": 4, "participants": 7, "client_bound": True, "reasons": ["starved"]}]
-    assert series.health_series(health) == [{"participants": 7, "client_bound": False}]
+    assert series.health_series(health) == [{"participants": 7, "client_bound": False, "headroom": True}]
     assert "the clients, not the SFU" in clientbound.sentence(health)
 
 

@@ -114,3 +114,24 @@ def test_a_knee_the_last_windows_take_back_is_named_where_the_run_stopped_on_it(
     assert find_knee(confirmed).cell() == "56" and find_knee(series).cell() == "none"
     assert as_stopped(find_knee(series), [{"event": "target_reached", "reason": "no knee up to --max-rooms 9"}]) \
         == find_knee(series)
+
+
+def freezing(counts, bound=(), headroom=True):
+    """Rows of an SFU that freezes from 38 participants on; `bound`: counts whose clients were strained."""
+    return [{"participants": c, "freezes_per_min": 5.0 if c >= 38 else 0.0, "client_bound": c in bound,
+             "headroom": headroom and c not in bound} for c in counts]
+
+
+def test_a_client_bound_count_below_one_with_headroom_is_left_unjudged():
+    # a knee narrowed down from above: 36 measured after 42 and 49, its clients strained once
+    knee = find_knee(freezing([7, 14, 21, 28, 35, 36, 38, 42, 49], bound={36}))
+    assert (knee.participants, knee.criterion, knee.coped) == (38, "freezes", 35)
+
+
+def test_a_client_bound_count_no_higher_count_takes_back_is_the_clients_limit():
+    knee = find_knee(freezing([7, 14, 21, 28, 35, 36], bound={36}))
+    assert knee.client_bound and knee.participants == 36 and "up to 35" in knee.detail
+    # higher counts whose clients were strained too (their windows the SFU's saturation overruled)
+    strained = freezing([42], headroom=False)
+    knee = find_knee(freezing([7, 14, 21, 28, 35, 36], bound={36}) + strained)
+    assert knee.client_bound and knee.participants == 36

@@ -36,8 +36,8 @@ def test_room_ramp_resumes_from_where_the_run_is():
 
 class Knee:
     """The fields of reports.knee.Knee the shape reads."""
-    def __init__(self, participants=None, client_bound=False, detail=""):
-        self.participants, self.client_bound, self.detail = participants, client_bound, detail
+    def __init__(self, participants=None, client_bound=False, detail="", coped=None):
+        self.participants, self.client_bound, self.detail, self.coped = participants, client_bound, detail, coped
         self.of = "knee"
 
 
@@ -52,7 +52,7 @@ def test_until_knee_stops_one_step_past_a_confirmed_knee_measured_twice():
     shape = UntilKnee(max_rooms=10, users_per_room=5, knee=None, resolution=5)   # a room: not narrowed
     # the rule fires first on the last count measured (unconfirmed), then keeps it once the next step
     # agrees, and once more when that step is measured again
-    loss = Knee(15, detail="loss")
+    loss = Knee(15, detail="loss", coped=10)
     wanted = ramp_until(shape, [Knee(), Knee(), loss, loss, loss])
     assert wanted == [5, 10, 15, 20, 20]
     assert shape.done == "knee at 15 participants: loss"
@@ -61,7 +61,7 @@ def test_until_knee_stops_one_step_past_a_confirmed_knee_measured_twice():
 def test_until_knee_ramps_on_when_the_second_measurement_takes_the_knee_back():
     shape = UntilKnee(max_rooms=10, users_per_room=5, knee=None, resolution=5)
     steps = iter([Knee(), Knee(10, detail="freezes"), Knee(10, detail="freezes"), Knee(),
-                  Knee(20, detail="rtt"), Knee(20, detail="rtt"), Knee(20, detail="rtt")])
+                  *[Knee(20, detail="rtt", coped=15)] * 3])
     shape.knee = lambda: next(steps)
     wanted = run(shape, 5)
     assert [s.participants for s in wanted] == [5, 10, 15, 15, 20, 25, 25]
@@ -332,3 +332,21 @@ def test_viewers_are_refused_in_one_line_where_the_adapter_takes_none():
                                                  r"publishers only \(`sfubench list-sfus` says which take viewers\)"):
         loadtest._refuse(cfg, Adapter.load("jitsi"))
     loadtest._refuse(config.load(cli={"sfu": "janus", "preset": "broadcast"}, env={}), Adapter.load("janus"))
+
+
+def test_until_knee_narrowing_leaves_a_count_whose_clients_were_strained_unjudged():
+    """A narrowing step measured after the ramp's higher counts, whose clients were strained there
+    once: the knee stays the one the counts around it show, narrowed no further than they allow."""
+    measured: list[int] = []
+
+    def knee():
+        return find_knee([{"participants": c, "freezes_per_min": 5.0 if c >= 38 else 0.0,
+                           "client_bound": c == 36, "headroom": c != 36} for c in sorted(set(measured))])
+    shape = UntilKnee(max_rooms=20, users_per_room=7, knee=knee)
+    status = Status()
+    while (step := shape.tick(status)) is not None:
+        measured.append(step.participants)
+        status.participants, status.rooms = step.participants, -(-step.participants // 7)
+    assert measured == [7, 14, 21, 28, 35, 42, 49, 49, 38, 36], measured
+    assert shape.done == "knee at 38 participants: 5.00 freezes per stream-minute, above 1 (narrowed down to " \
+                         "35-38: the clients were strained at 36)", shape.done

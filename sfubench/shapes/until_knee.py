@@ -136,10 +136,14 @@ class UntilKnee(LoadShape):
             self.done = stop_reason(found) if found.client_bound else \
                 "the knee was taken back by the counts measured within its room"
             return None
-        below = max((c for c in self.measured if c < found.participants), default=None)
+        below = found.coped   # the most participants judged below the knee
         if below is None or found.participants - below <= self.resolution:
             return self.stop(found)
         middle = (below + found.participants) // 2
+        if middle in self.measured:   # and left unjudged: its clients were strained (reports/knee.py)
+            self.done = (f"{stop_reason(found)} (narrowed down to {below}-{found.participants}: the clients "
+                         f"were strained at {middle})")
+            return None
         recover = self.recover_share and status.participants > middle and self.recovered_for != middle
         # a recovery the ramp's minutes would end leaves the run held down, its target measured there
         if bounded or (recover and self.clock() - self.started + RECOVER_S >= self.ramp_minutes * 60):
