@@ -204,8 +204,10 @@ def _prepare(cfg: Config, adapter: Adapter, site: sites.Site, net_plan: network.
         # generators on other hosts (no binary here) were started with the full picture alone
         layers = cfg.simulcast if adapter.synthetic_simulcast and binary is not None else 1
         clip = encoding.encoded(media, layers, cfg.codec, svc=cfg.svc and layers > 1)
+        link = net_plan.synthetic or net_plan.own
         synth = {"binary": binary, "encoded": clip, "driver": adapter.synthetic_driver,
-                 "fps": media.fps, "own_address": net_plan.synthetic is not None}
+                 "fps": media.fps, "own_address": net_plan.synthetic is not None,
+                 "rtt_ms": link.rtt_ms if link is not None else 0.0}
     return media, synth, installed
 
 

@@ -57,7 +57,8 @@ class Generator:
         self.argv = wrap([str(synth["binary"]), "-driver", synth["driver"], "-collect", collect_url,
                           "-video", ",".join(map(str, encoded.video)), *(["-svc"] if encoded.svc else []),
                           "-audio", str(encoded.ogg),
-                          "-fps", str(synth["fps"]), "-client-ip", client_ip])
+                          "-fps", str(synth["fps"]), "-client-ip", client_ip,
+                          "-rtt-ms", f"{synth.get('rtt_ms', 0.0):g}"])
         self.log_path = log
         self.env = {**os.environ, TOKEN_ENV: token}
         self.proc: subprocess.Popen | None = None

@@ -72,6 +72,7 @@ func run() error {
 		svc        = flag.Bool("svc", false, "the -video files are the spatial layers of one VP9 SVC stream (svcenc's), published as one")
 		fps        = flag.Int("fps", 15, "the clip's frame rate")
 		local      = flag.String("client-ip", "127.0.0.1", "the participants' own `address`")
+		rtt        = flag.Float64("rtt-ms", 0, "the round trip of the participants' link in `ms`, from which their DTLS handshakes time retransmissions as Chrome's do")
 		listen     = flag.String("listen", "", "take commands over HTTP at `address:port` (POST /command) instead of stdin")
 	)
 	flag.Parse()
@@ -105,7 +106,7 @@ func run() error {
 		return fmt.Errorf("-video names %d layers: the %s driver publishes one", n, *driverName)
 	}
 	options := client.APIOptions{IPFilter: func(a net.IP) bool { return a.Equal(ip) }, ReadBuffer: readBuffer,
-		Simulcast: len(c.layers) > 1 && !c.svc, Dependencies: c.svc}
+		Simulcast: len(c.layers) > 1 && !c.svc, Dependencies: c.svc, LinkRTT: time.Duration(*rtt * float64(time.Millisecond))}
 	if _, err := client.NewAPI(options); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package client
 import (
 	"net"
 	"syscall"
+	"time"
 
 	"github.com/pion/ice/v4"
 	"github.com/pion/interceptor"
@@ -45,6 +46,18 @@ type APIOptions struct {
 	// Dependencies offers the dependency descriptor for video, as Chrome
 	// does for the frames of an SVC stream.
 	Dependencies bool
+	// LinkRTT is the round trip of the participant's link, from which its
+	// DTLS handshake times its first retransmission (DTLSTimeout).
+	LinkRTT time.Duration
+}
+
+// DTLSTimeout is the first DTLS retransmission timeout Chrome takes on a
+// link of round trip rtt, as its DtlsTransport sets it once ICE has measured
+// the round trip: twice that, within 50 ms and 3 s. pion's own is a second
+// whatever the link: a first flight lost to an endpoint not yet ready cost a
+// synthetic participant's join a second that a browser's does not.
+func DTLSTimeout(rtt time.Duration) time.Duration {
+	return min(max(2*rtt, 50*time.Millisecond), 3*time.Second)
 }
 
 // DependencyURI names the dependency descriptor (the AV1 RTP
@@ -93,6 +106,7 @@ func NewAPI(o APIOptions) (*webrtc.API, error) {
 	lf.DefaultLogLevel = logging.LogLevelError
 	se.LoggerFactory = lf
 	se.SetIncludeLoopbackCandidate(true)
+	se.SetDTLSRetransmissionInterval(DTLSTimeout(o.LinkRTT))
 	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
 	if o.IPFilter != nil {
 		se.SetIPFilter(o.IPFilter)
