@@ -489,7 +489,12 @@ def test_nodes_that_join_late_and_a_node_lost_mid_run(cluster):
         lost = sum(p.spec.node_name == "fake-late" for p in pods)
         assert lost == 3
 
-        core.delete_node("fake-late")   # the machine is gone, and its pods with it
+        # The machine is gone, and its pods with it: deleted here as the pod garbage collector
+        # would delete them, which waits 40 s (hard-coded) before it takes a pod's node for gone.
+        core.delete_node("fake-late")
+        for p in pods:
+            if p.spec.node_name == "fake-late":
+                core.delete_namespaced_pod(p.metadata.name, "sfubench-t3", grace_period_seconds=0)
         deadline = time.monotonic() + 120
         while len(grid.addresses("chrome-node")) > 8 - lost and time.monotonic() < deadline:
             time.sleep(1)
@@ -516,11 +521,17 @@ def _raised(fn, *args):
     return None
 
 
+NODE_GRACE_S = 50   # the node-lifecycle controller's grace period before it takes a silent node for dead
+
+
 def test_no_node_was_taken_for_dead_while_the_module_ran(cluster):
-    """Last of the module, which outlasts the node-lifecycle controller's grace period (50 s): no
+    """Last of the module, once the first fake node has outlived the node-lifecycle controller's
+    grace period (waited out here if the module ran shorter, with a monitor period to spare): no
     node and no pod was ever marked not ready by it (its NodeNotReady events), so every readiness
     the tests above waited for was the provisioner's and the scheduler's doing."""
     core = k8s.CoreV1Api(cluster.api())
+    age = datetime.now(timezone.utc) - core.read_node("fake-0").metadata.creation_timestamp
+    time.sleep(max(0.0, NODE_GRACE_S + 10 - age.total_seconds()))
     events = core.list_event_for_all_namespaces(field_selector="reason=NodeNotReady").items
     assert not events, [f"{e.involved_object.kind} {e.involved_object.name}: {e.message}" for e in events]
 

@@ -136,8 +136,8 @@ class ControlPlane:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         for _, p in reversed(self.procs):
-            try:
-                p.wait(10)
+            try:   # kube-apiserver drains its requests for more than a test's cluster needs: killed
+                p.wait(2)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
