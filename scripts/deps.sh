@@ -80,8 +80,8 @@ install_venv() {
     "${PYTHON:-python3}" -m venv --clear "$venv" >>"$log" 2>&1 || fail "creating $venv (log: $log)"
   fi
   local pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input -q)
-  # --no-compile: of the packages' modules the suite imports a fraction, compiled on first import;
-  # compiling all of them up front took a third of a fresh venv's install
+  # --no-compile: most of the packages' modules are never imported; those that are compile on first
+  # import, rather than every one of them at install
   "${pip[@]}" install --no-compile "$@" >>"$log" 2>&1 || fail "pip install $* (log: $log)"
   "${pip[@]}" install --no-deps -e "$root" >>"$log" 2>&1 || fail "pip install -e . (log: $log)"
   echo "$want" >"$venv/.deps-sha256"

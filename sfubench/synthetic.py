@@ -58,7 +58,7 @@ class Generator:
                           "-video", ",".join(map(str, encoded.video)), *(["-svc"] if encoded.svc else []),
                           "-audio", str(encoded.ogg),
                           "-fps", str(synth["fps"]), "-client-ip", client_ip,
-                          "-rtt-ms", f"{synth.get('rtt_ms', 0.0):g}"])
+                          "-rtt-ms", f"{synth['rtt_ms']:g}"])
         self.log_path = log
         self.env = {**os.environ, TOKEN_ENV: token}
         self.proc: subprocess.Popen | None = None

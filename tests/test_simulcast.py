@@ -56,8 +56,8 @@ def loadtest(sfu: str, out: Path, *args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "sfubench.cli", "loadtest", "--sfu", sfu, "--preset", "browsers",
            "--simulcast", "3", "--users-per-room", str(USERS), "--background-interval", "1",
            # the preset measures as soon as the room is validated; a browser's encoder then still
-           # ramps (3-13 of 15 fps in a CI run; 11.8 once 5 s on, in a whole-suite run on a nested
-           # VM), which the clients' health rightly counts against them
+           # ramps for some seconds (slower on CI's machines and in a whole-suite run), which the
+           # clients' health rightly counts against them
            "--settle", "8", "--client-cpus", "1.6", "--quality-frames", "0", "--audio-seconds", "0",
            "--out", str(out), "--lab-prefix", "sfubs", "--lab-subnet", "127.0.9", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
