@@ -4,16 +4,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from support.tiers import PARTS
+from support.tiers import BESIDE, PARTS
 
 
 def pytest_collection_modifyitems(items):
-    """Each test is marked with its module's part of `make test-all` (tiers.py), which the Makefile's
-    targets select by."""
+    """Each test is marked with its module's part of `make test-all` and, where its module may run
+    beside others, `beside` (tiers.py): the Makefile's targets select by them."""
     for item in items:
         for part, modules in PARTS.items():
             if item.path.stem in modules:
                 item.add_marker(part)
+        if item.path.stem in BESIDE:
+            item.add_marker("beside")
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,14 @@
 """The suite's tiers (tests/support/tiers.py, the Makefile, docs/testing.md): every test runs in some target
 the README names, and in one only: `make test`'s marker expression and those of `make test-all`'s
-parts, each collected as the Makefile collects it, cover the whole suite without overlapping."""
+parts, each collected as the Makefile collects it, cover the whole suite without overlapping; those
+it runs on every core at once are modules of their own, none of them a timed end-to-end run."""
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from support.tiers import BESIDE
 
 ROOT = Path(__file__).resolve().parent.parent
 MAKEFILE = (ROOT / "Makefile").read_text()
@@ -55,8 +58,12 @@ def test_every_test_is_in_exactly_one_target_and_test_all_runs_them_all(tmp_path
     assert set(targets) == {"test", "test-sfus", "test-cloud", "test-e2e"}, targets
     (prerequisites,) = re.findall(r"^test-all: (.*)$", MAKEFILE, re.M)
     assert prerequisites.split() == ["test", "test-sfus", "test-cloud", "test-e2e"]
-    by_target = collected({"": [], **{t: ["-m", expr] for t, expr in targets.items()}}, tmp_path)
+    by_target = collected({"": [], "beside": ["-m", "beside"], "beside, timed": ["-m", "beside and e2e"],
+                           **{t: ["-m", expr] for t, expr in targets.items()}}, tmp_path)
     everything = by_target.pop("")
+    # the modules make runs on every core at once exist, and none of them drives a timed run
+    beside, timed = by_target.pop("beside"), by_target.pop("beside, timed")
+    assert {i.split("::")[0] for i in beside} == {f"tests/{m}.py" for m in BESIDE} and not timed, timed
     assert len(by_target["test"]) > len(everything) / 2, "make test must stay the suite, not a sample of it"
     for t, ids in by_target.items():
         assert ids, f"make {t} collects nothing"
