@@ -134,7 +134,7 @@ class UntilKnee(LoadShape):
         bound has passed, or the knee is gone or client-bound (said as such)."""
         if found.participants is None or found.client_bound:
             self.done = stop_reason(found) if found.client_bound else \
-                "the knee was taken back by the counts measured within its room"
+                "the knee was taken back by the windows measured since it was found"
             return None
         below = found.coped   # the most participants judged below the knee
         if below is None or found.participants - below <= self.resolution:
