@@ -63,7 +63,9 @@ def test_every_test_is_in_exactly_one_target_and_test_all_runs_them_all(tmp_path
     everything = by_target.pop("")
     # the modules make runs on every core at once exist, and none of them drives a timed run
     beside, timed = by_target.pop("beside"), by_target.pop("beside, timed")
-    assert {i.split("::")[0] for i in beside} == {f"tests/{m}.py" for m in BESIDE} and not timed, timed
+    modules = {i.split("::")[0] for i in beside}
+    assert modules == {f"tests/{m}.py" for m in BESIDE}, sorted(modules ^ {f"tests/{m}.py" for m in BESIDE})
+    assert not timed, f"end-to-end tests run beside others: {sorted(timed)[:3]}"
     assert len(by_target["test"]) > len(everything) / 2, "make test must stay the suite, not a sample of it"
     for t, ids in by_target.items():
         assert ids, f"make {t} collects nothing"
